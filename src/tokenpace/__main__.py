@@ -1,0 +1,3 @@
+from tokenpace.cli.main import main
+
+raise SystemExit(main())

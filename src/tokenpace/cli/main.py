@@ -1,0 +1,62 @@
+"""`tokenpace` command line: parse, call the library, render. Errors are one line (exit codes in
+the README); `--traceback` shows the trace."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from tokenpace._version import __version__
+from tokenpace.cli import bench_cmd, serve_cmd
+from tokenpace.errors import ExitCode, TokenpaceError
+
+EPILOG = """\
+examples:
+  tokenpace bench                                  # benchmark the built-in simulated server
+  tokenpace bench --url http://127.0.0.1:8000/v1 --concurrency 16 --requests 500 --slo chat
+  tokenpace serve --port 8000                      # the built-in OpenAI-compatible server
+
+exit codes: 0 ok · 1 internal error · 2 bad usage or input · 3 target unreachable or refused ·
+            4 every measured request failed · 5 run invalid (load generator bottleneck) · 130 interrupted
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own errors: one line, exit 2
+        self.exit(ExitCode.USAGE, f"tokenpace: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tokenpace", description="Latency and cost that users feel from LLM serving.",
+                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tokenpace {__version__}")
+    parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    bench_cmd.register(sub)
+    serve_cmd.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return ExitCode.USAGE
+    try:
+        return int(args.func(args) or 0)
+    except TokenpaceError as exc:
+        if args.traceback:
+            traceback.print_exc()
+        print(f"tokenpace: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tokenpace: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # a bug: say so in one line, trace on request
+        if args.traceback:
+            traceback.print_exc()
+        print(f"tokenpace: internal error: {type(exc).__name__}: {exc} (rerun with --traceback)",
+              file=sys.stderr)
+        return ExitCode.INTERNAL

@@ -1,0 +1,119 @@
+"""What one response has shown so far, and how it becomes the record's final fields.
+
+``Progress.add`` runs once per chunk (hot path: a few comparisons and appends). ``finish_record``
+runs once per request, on success, failure or cancellation alike, so a partial stream keeps its
+latencies and token counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenpace.record import RequestRecord
+
+from .chunks import ChunkInfo
+from .tokens import split_chunk_tokens
+
+
+class Progress:
+    __slots__ = (
+        "streaming",
+        "response_seen",
+        "saw_done",
+        "done_ns",
+        "weights",
+        "usage_marks",
+        "last_usage",
+        "status",
+        "error_kind",
+        "error_message",
+    )
+
+    def __init__(self, streaming: bool = True) -> None:
+        self.streaming = streaming
+        self.response_seen = False  # the status line and headers arrived
+        self.saw_done = False  # [DONE], or a complete non-streaming body
+        self.done_ns: int | None = None
+        self.weights: list[int] = []  # text length of each token-carrying chunk
+        self.usage_marks: list[tuple[int, int]] = []  # (token chunks so far, cumulative tokens)
+        self.last_usage: dict[str, Any] | None = None
+        self.status = "ok"
+        self.error_kind: str | None = None
+        self.error_message: str | None = None
+
+    def add(self, record: RequestRecord, info: ChunkInfo, now_ns: int) -> None:
+        """Account for one chunk that arrived at ``now_ns``."""
+        if info.is_token:
+            if record.first_token_ns is None:
+                record.first_token_ns = now_ns
+            if info.content_chars and record.first_content_ns is None:
+                record.first_content_ns = now_ns
+            if info.reasoning_chars and record.first_reasoning_ns is None:
+                record.first_reasoning_ns = now_ns
+            if info.has_tool_call and record.first_tool_call_ns is None:
+                record.first_tool_call_ns = now_ns
+            record.last_token_ns = now_ns
+            record.chunk_ns.append(now_ns)
+            self.weights.append(info.content_chars + info.reasoning_chars + info.tool_call_chars)
+        usage = info.usage
+        if usage is not None:
+            self.last_usage = usage
+            completion_tokens = usage.get("completion_tokens")
+            if type(completion_tokens) is int:
+                self.usage_marks.append((len(self.weights), completion_tokens))
+        if info.finish_reason is not None:
+            record.finish_reason = info.finish_reason
+
+    def fail(self, status: str, error_kind: str | None, message: str | None, now_ns: int) -> None:
+        """Record the outcome of a failure seen at ``now_ns``. The first one wins, and nothing after
+        [DONE] turns a complete response into a failed one."""
+        if self.saw_done or self.status != "ok":
+            return
+        self.status = status
+        self.error_kind = error_kind
+        self.error_message = message
+        self.done_ns = now_ns
+
+
+def finish_record(record: RequestRecord, progress: Progress) -> None:
+    """Write outcome, token counts and their sources into ``record`` (once per request)."""
+    record.status = progress.status  # type: ignore[assignment]
+    record.error_kind = progress.error_kind
+    record.error_message = progress.error_message
+    record.done_ns = progress.done_ns
+    weights = progress.weights
+    marks = progress.usage_marks
+    complete = progress.saw_done or record.finish_reason is not None
+
+    if weights:
+        chunk_tokens, source = split_chunk_tokens(weights, marks)
+        record.chunk_tokens = chunk_tokens
+        record.chunk_tokens_source = source  # type: ignore[assignment]
+    if progress.streaming:
+        record.output_tokens_client = len(weights)
+
+    if marks:
+        server_total = max(cumulative for _, cumulative in marks)
+        unreported_chunks = len(weights) - marks[-1][0]  # token chunks after the last usage
+        if unreported_chunks > 0:
+            record.output_tokens = sum(record.chunk_tokens)
+            record.output_tokens_source = "estimate"
+        else:
+            record.output_tokens = server_total
+            record.output_tokens_source = "usage" if complete else "chunk_usage"
+    elif weights or progress.status == "ok":
+        record.output_tokens = len(weights)
+        record.output_tokens_source = "estimate"
+
+    usage = progress.last_usage
+    if usage is not None:
+        prompt_tokens = usage.get("prompt_tokens")
+        if type(prompt_tokens) is int:
+            record.prompt_tokens = prompt_tokens
+            record.prompt_tokens_source = "usage" if complete else "chunk_usage"
+        prompt_details = usage.get("prompt_tokens_details")
+        if type(prompt_details) is dict and type(prompt_details.get("cached_tokens")) is int:
+            record.cached_prompt_tokens = prompt_details["cached_tokens"]
+        completion_details = usage.get("completion_tokens_details")
+        if type(completion_details) is dict and type(completion_details.get("reasoning_tokens")) is int:
+            record.reasoning_tokens = completion_details["reasoning_tokens"]

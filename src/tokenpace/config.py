@@ -1,0 +1,105 @@
+"""Run configuration: one plain dataclass that the CLI fills and the library consumes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from tokenpace.errors import UsageError
+
+Arrival = Literal["constant", "poisson", "gamma"]
+ARRIVALS: tuple[str, ...] = ("constant", "poisson", "gamma")
+APIS: tuple[str, ...] = ("chat", "completions")
+
+DEFAULT_CONCURRENCY = 16
+DEFAULT_REQUESTS = 200
+
+
+@dataclass
+class BenchConfig:
+    # Target. url=None means: start the built-in simulated server on a free loopback port.
+    url: str | None = None
+    model: str | None = None  # None: the first model the server lists
+    api: str = "chat"
+    stream: bool = True
+    api_key_env: str = "OPENAI_API_KEY"  # name of the variable; the key itself is never stored
+
+    # Load. Closed loop when rate is None; open loop otherwise (optionally capped by concurrency).
+    concurrency: int | None = None
+    rate: float | None = None  # requests per second
+    arrival: str = "poisson"
+    burstiness: float = 1.0  # gamma shape; 1.0 is Poisson, < 1 burstier, > 1 smoother
+    requests: int | None = None  # measured requests (warmup excluded)
+    duration_s: float | None = None  # measured seconds (warmup excluded)
+    warmup_requests: int = 0
+    warmup_s: float = 0.0
+    grace_s: float = 10.0  # in-flight requests may finish for this long after the run ends
+    timeout_s: float = 600.0  # total per-request timeout
+    seed: int = 0
+
+    # Workload.
+    input_tokens: str = "512"  # a length spec: see tokenpace.workload.lengths
+    output_tokens: str = "128"
+    ignore_eos: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    # SLO and cost.
+    slo: str | None = None  # a preset name or an expression, parsed by tokenpace.metrics.parse_slo
+    gpu_hour_usd: float | None = None
+    gpus: int = 1
+
+    # Built-in server options (used only when url is None).
+    server_tokens_per_chunk: int = 1
+
+    # Output.
+    out: str | None = None  # result JSON path; records go beside it as *.records.jsonl
+    progress: bool = True
+
+    def effective_concurrency(self) -> int | None:
+        if self.rate is None:
+            return self.concurrency or DEFAULT_CONCURRENCY
+        return self.concurrency
+
+    def effective_requests(self) -> int | None:
+        if self.requests is None and self.duration_s is None:
+            return DEFAULT_REQUESTS
+        return self.requests
+
+    def validate(self) -> BenchConfig:
+        """Raise UsageError on the first invalid value; return self so calls can chain."""
+        if self.api not in APIS:
+            raise UsageError(f"--api must be one of {', '.join(APIS)}, not {self.api!r}")
+        if self.arrival not in ARRIVALS:
+            raise UsageError(f"--arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
+        _positive("--concurrency", self.concurrency, integer=True)
+        _positive("--rate", self.rate)
+        _positive("--burstiness", self.burstiness)
+        _positive("--requests", self.requests, integer=True)
+        _positive("--duration", self.duration_s)
+        _positive("--timeout", self.timeout_s)
+        _positive("--gpus", self.gpus, integer=True)
+        _positive("--tokens-per-chunk", self.server_tokens_per_chunk, integer=True)
+        if self.gpu_hour_usd is not None and self.gpu_hour_usd < 0:
+            raise UsageError(f"--gpu-hour-usd must be >= 0, not {self.gpu_hour_usd}")
+        for name, value in (("--warmup", self.warmup_s), ("--warmup", self.warmup_requests),
+                            ("--grace", self.grace_s)):
+            if value < 0:
+                raise UsageError(f"{name} must be >= 0, not {value}")
+        if self.requests is not None and self.duration_s is not None:
+            raise UsageError("give --requests or --duration, not both")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise UsageError(f"--url must start with http:// or https://, not {self.url!r}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The exact configuration, as saved in the result file (no secrets: only the key's variable name)."""
+        return asdict(self)
+
+
+def _positive(flag: str, value: float | int | None, *, integer: bool = False) -> None:
+    if value is None:
+        return
+    if integer and int(value) != value:
+        raise UsageError(f"{flag} must be a whole number, not {value}")
+    if not value > 0:
+        raise UsageError(f"{flag} must be > 0, not {value}")

@@ -1,0 +1,41 @@
+"""The one documented error hierarchy. Each error carries the process exit code the CLI uses.
+
+Library code raises these; the CLI prints ``str(error)`` on one line and exits with
+``error.exit_code`` (a traceback only with ``--traceback``). Exit codes are listed in the README.
+"""
+
+from __future__ import annotations
+
+
+class ExitCode:
+    OK = 0
+    INTERNAL = 1  # a bug: an unexpected exception
+    USAGE = 2  # invalid flag, value, spec or file
+    TARGET = 3  # the target could not be reached or refused the preflight request
+    RUN_FAILED = 4  # the run completed but every measured request failed
+    INVALID_RUN = 5  # the run completed but its numbers cannot be trusted (load generator bottleneck)
+    INTERRUPTED = 130  # SIGINT or SIGTERM; partial results were saved
+
+
+class TokenpaceError(Exception):
+    """Base of every error tokenpace raises on purpose."""
+
+    exit_code = ExitCode.INTERNAL
+
+
+class UsageError(TokenpaceError, ValueError):
+    """A flag value, spec, SLO expression or input file is invalid."""
+
+    exit_code = ExitCode.USAGE
+
+
+class TargetError(TokenpaceError):
+    """The endpoint is unreachable, or answered the preflight request with an error."""
+
+    exit_code = ExitCode.TARGET
+
+
+class RunInterrupted(TokenpaceError):
+    """The run was stopped by a signal; partial results were written."""
+
+    exit_code = ExitCode.INTERRUPTED

@@ -1,0 +1,53 @@
+"""Goodput: the requests (and output tokens) per second that met every limit of an SLO.
+
+- ``good_requests``: measured requests with status ok that meet every limit (``SLO.good_mask``).
+  Errors, timeouts and cancellations are misses.
+- ``fraction`` = good_requests / all measured requests (None when there are none).
+- ``requests_s`` / ``output_tokens_s``: good requests completed inside the window, and output
+  tokens of good requests whose chunks arrived inside the window, per second of the window (the
+  same counting rules as throughput). ``output_tokens`` is that token count.
+- ``verdict``: per limit, ``value_ms`` is the metric at the attainment percentile (p90 for the
+  default 0.90) over ok requests where it is defined, linear interpolation as in ``describe``;
+  ``met`` is ``value_ms <= threshold_ms``, or None when no request had a value to judge. The
+  overall ``met`` is ``fraction >= attainment``: the per-limit lines say which limit failed, and
+  only the overall one counts errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenpace.metrics.columns import Columns
+from tokenpace.metrics.slo import SLO
+from tokenpace.metrics.stats import sorted_quantile
+from tokenpace.metrics.throughput import completed_ok, output_tokens_in_window
+from tokenpace.metrics.window import Window
+
+
+def goodput(cols: Columns, slo: SLO, window: Window) -> dict:
+    """The summary's ``goodput`` section."""
+    good = slo.good_mask(cols.ok, cols.values_ms)
+    good_requests = int(good.sum())
+    good_tokens = output_tokens_in_window(cols.chunks.rows_of(good), window)
+    fraction = good_requests / len(cols) if len(cols) else None
+    return {
+        "slo": slo.to_dict(),
+        "good_requests": good_requests,
+        "requests_s": window.rate(int((good & completed_ok(cols, window)).sum())),
+        "output_tokens_s": window.rate(good_tokens),
+        "output_tokens": good_tokens,
+        "fraction": fraction,
+        "verdict": verdict(cols, slo, fraction),
+    }
+
+
+def verdict(cols: Columns, slo: SLO, fraction: float | None) -> dict:
+    lines: dict = {}
+    for metric, limit in slo.limits_ms().items():
+        values = cols.values_ms[metric][cols.ok]
+        values = np.sort(values[~np.isnan(values)])
+        value = sorted_quantile(values, slo.attainment) if values.size else None
+        lines[metric] = {"threshold_ms": limit, "value_ms": value,
+                         "met": None if value is None else bool(value <= limit)}
+    lines["met"] = bool(fraction is not None and fraction >= slo.attainment)
+    return lines

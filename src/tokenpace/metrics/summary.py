@@ -1,0 +1,115 @@
+"""``summarize``: the whole summary of a run, a pure function of its records (docs/CONTRACTS.md)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from tokenpace.metrics.columns import columns
+from tokenpace.metrics.cost import cost
+from tokenpace.metrics.goodput import goodput
+from tokenpace.metrics.latency import pooled_itl_and_chunk_gaps_ms
+from tokenpace.metrics.ratings import ratings
+from tokenpace.metrics.slo import SLO, parse_slo
+from tokenpace.metrics.stats import describe
+from tokenpace.metrics.throughput import throughput
+from tokenpace.metrics.window import measurement_window
+from tokenpace.record import STATUSES, RequestRecord
+
+# The order of the latency_ms section (and of reports that follow it).
+LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_gap", "e2e",
+                 "e2e_from_scheduled", "schedule_lag")
+_SERVER_SOURCES = frozenset({"usage", "chunk_usage"})
+
+
+def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
+              gpu_hour_usd: float | None = None, gpus: int = 1,
+              window: tuple[int, int] | None = None) -> dict:
+    """The JSON-ready summary of a run (shape in docs/CONTRACTS.md).
+
+    Only measured records count (not warmup, actually sent). Latency statistics come from ``ok``
+    records only: a failed request's partial timings describe the failure, not the service.
+    Throughput and goodput count over the measurement window (``window``, or the default of
+    ``tokenpace.metrics.window``); goodput counts errors, timeouts and cancellations as misses.
+    ``slo`` may be an ``SLO`` or text for ``parse_slo``. Cost needs ``gpu_hour_usd``.
+    Same records in the same order give the same summary.
+    """
+    records = list(records)
+    measured = [r for r in records if r.measured]
+    if isinstance(slo, str):
+        slo = parse_slo(slo)
+    span = measurement_window(measured, window)
+    cols = columns(measured)
+
+    latency = {name: describe(values[cols.ok]) for name, values in cols.values_ms.items()}
+    streamed_ok = cols.chunks.rows_of(cols.ok & cols.stream)
+    itl, gaps = pooled_itl_and_chunk_gaps_ms(streamed_ok)
+    latency["itl"] = describe(itl)
+    # With one token per chunk the two samples are identical: skip the second sort.
+    latency["chunk_gap"] = _copy(latency["itl"]) if gaps is itl else describe(gaps)
+    latency = {name: latency[name] for name in LATENCY_NAMES}
+
+    rates = throughput(cols, span)
+    good = goodput(cols, slo, span) if slo is not None else None
+    return {
+        "counts": counts(records, measured),
+        "window": span.to_dict(),
+        "latency_ms": latency,
+        "ratings": ratings(latency),
+        "throughput": rates,
+        "goodput": good,
+        "cost": None if gpu_hour_usd is None else cost(
+            gpu_hour_usd, gpus, rates["output_tokens_s"],
+            good["output_tokens_s"] if good is not None else None),
+        "tokens": token_sources(measured),
+    }
+
+
+def _copy(stats: dict | None) -> dict | None:
+    if stats is None:
+        return None
+    ci = stats["p99_ci95"]
+    return {**stats, "p99_ci95": None if ci is None else list(ci)}
+
+
+def counts(records: Sequence[RequestRecord], measured: Sequence[RequestRecord]) -> dict:
+    """Outcome counts; ``sent == ok + error + timeout + cancelled`` over measured records.
+
+    ``errors_by_kind`` covers every measured record that is not ok, keyed by ``error_kind`` (its
+    status when it has none). ``not_sent`` counts non-warmup records that were never sent. A
+    status this version does not know is counted as an error.
+    """
+    statuses = Counter(r.status if r.status in STATUSES else "error" for r in measured)
+    by_kind = Counter(r.error_kind or str(r.status) for r in measured if r.status != "ok")
+    return {
+        "sent": len(measured),
+        **{status: statuses.get(status, 0) for status in STATUSES},
+        "warmup_excluded": sum(1 for r in records if r.warmup),
+        "not_sent": sum(1 for r in records if not r.warmup and r.sent_ns is None),
+        "errors_by_kind": dict(sorted(by_kind.items())),
+    }
+
+
+def token_sources(measured: Sequence[RequestRecord]) -> dict:
+    """Where each token count came from, and how the server's output counts compare with the
+    client's on the records that have both (server = ``usage`` or ``chunk_usage`` source)."""
+    compared = [r for r in measured
+                if r.output_tokens_source in _SERVER_SOURCES and r.output_tokens is not None
+                and r.output_tokens_client is not None]
+    return {
+        "prompt_sources": _tally(r.prompt_tokens_source for r in measured),
+        "output_sources": _tally(r.output_tokens_source for r in measured),
+        "chunk_token_sources": _tally(r.chunk_tokens_source for r in measured),
+        "mismatch": {
+            "requests_compared": len(compared),
+            "requests_mismatched": sum(1 for r in compared
+                                       if r.output_tokens != r.output_tokens_client),
+            "server_total": sum(r.output_tokens for r in compared),
+            "client_total": sum(r.output_tokens_client for r in compared),
+        },
+    }
+
+
+def _tally(sources: Iterable[str | None]) -> dict[str, int]:
+    """Counts per source; an unknown source is tallied as "unknown"."""
+    return dict(sorted(Counter(source or "unknown" for source in sources).items()))

@@ -1,0 +1,1 @@
+"""Reports: the result file and the console summary."""

@@ -1,0 +1,139 @@
+"""The console summary of a run, rendered from its result document (so bench and report share it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+# (summary key, label) in the order a reader wants them. Names follow REFERENCE section 1.
+LATENCY_ROWS = (
+    ("ttft", "TTFT"),
+    ("ttft_from_scheduled", "TTFT sched"),
+    ("ttfc", "TTFC"),
+    ("tpot", "TPOT"),
+    ("itl", "ITL"),
+    ("chunk_gap", "chunk gap"),
+    ("e2e", "E2E"),
+    ("e2e_from_scheduled", "E2E sched"),
+)
+LEGEND = ("sched: measured from the scheduled send time (includes client lag) · TTFC: time to "
+          "first visible content · ITL: per token · chunk gap: raw gap between chunks")
+_STYLE = {"excellent": "green", "acceptable": "yellow", "poor": "red"}
+
+
+def render_run(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    s = doc["summary"]
+    console.print(_headline(doc))
+    console.print(_latency_table(s))
+    for line in _lines(doc):
+        console.print(line)
+
+
+def _headline(doc: dict[str, Any]) -> str:
+    t, c = doc.get("target") or {}, doc.get("config") or {}
+    where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
+    mode = (f"open loop {c.get('rate')} req/s ({c.get('arrival')})" if c.get("rate")
+            else f"closed loop, concurrency {doc.get('load_generator', {}).get('target_concurrency')}")
+    shape = f"{c.get('api', 'chat')}, {'streaming' if c.get('stream', True) else 'non-streaming'}"
+    head = f"[bold]tokenpace {doc.get('kind', 'bench')}[/] · {where} · model {t.get('model')} · {shape} · {mode}"
+    if doc.get("interrupted"):
+        head += " · [bold red]INTERRUPTED: partial results[/]"
+    return head
+
+
+def _latency_table(s: dict[str, Any]) -> Table:
+    table = Table(title="Latency (ms, ok requests)", title_justify="left", box=None,
+                  header_style="bold", pad_edge=False)
+    for col in ("metric", "n", "mean", "p50", "p90", "p95", "p99", "p99.9", "p99 95% CI"):
+        table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+    for key, label in LATENCY_ROWS:
+        st = (s.get("latency_ms") or {}).get(key)
+        if not st:
+            table.add_row(label, "0", *["—"] * 7)
+            continue
+        ci = st.get("p99_ci95")
+        table.add_row(label, str(st["count"]),
+                      *(_ms(st[k]) for k in ("mean", "p50", "p90", "p95", "p99", "p99.9")),
+                      f"{_ms(ci[0])}–{_ms(ci[1])}" if ci else "—")
+    return table
+
+
+def _ratings_line(s: dict[str, Any]) -> str | None:
+    parts = []
+    for key, rating in (s.get("ratings") or {}).items():
+        shown = "/".join(f"[{_STYLE.get(v, '')}]{v}[/]" for v in (rating.get("p50"), rating.get("p99")) if v)
+        if shown:
+            parts.append(f"{key.upper()} {shown}")
+    return ("Ratings (p50/p99): " + " · ".join(parts)) if parts else None
+
+
+def _lines(doc: dict[str, Any]) -> list[str]:
+    s = doc["summary"]
+    out = [f"[dim]{LEGEND}[/]"]
+    ratings = _ratings_line(s)
+    if ratings:
+        out.append(ratings)
+    c = s["counts"]
+    errors = ", ".join(f"{k} ×{v}" for k, v in sorted((c.get("errors_by_kind") or {}).items()))
+    out.append(f"Requests: sent {c['sent']} = ok {c['ok']} + error {c['error']} + timeout {c['timeout']}"
+               f" + cancelled {c['cancelled']}" + (f"  ({errors})" if errors else "")
+               + (f"  · warmup excluded: {c['warmup_excluded']}" if c.get("warmup_excluded") else ""))
+    tp, w = s.get("throughput") or {}, s.get("window") or {}
+    out.append(f"Throughput over {w.get('duration_s', 0):.2f} s: {_n(tp.get('output_tokens_s'))} output tok/s · "
+               f"{_n(tp.get('total_tokens_s'))} total tok/s · {_n(tp.get('requests_s'), 2)} req/s · "
+               f"cached prompt tokens {tp.get('cached_prompt_tokens', 0)} (reported apart)")
+    g = s.get("goodput")
+    if g:
+        verdict = "[green]SLO MET[/]" if g["verdict"]["met"] else "[red]SLO MISSED[/]"
+        out.append(f"Goodput ({_slo_text(g['slo'])}): {_n(g['requests_s'], 2)} req/s · "
+                   f"{_n(g['output_tokens_s'])} tok/s · {g['fraction']:.1%} of requests good → {verdict}")
+    cost = s.get("cost")
+    if cost:
+        out.append(f"Cost (${cost['gpu_hour_usd']:g}/h × {cost['gpus']} GPU): "
+                   f"${_n(cost['usd_per_1m_output_tokens'], 3)} per 1M output tokens · "
+                   f"${_n(cost['usd_per_1m_good_output_tokens'], 3)} per 1M good tokens")
+    tok = s.get("tokens") or {}
+    mm = tok.get("mismatch") or {}
+    out.append(f"Token counts: output from {_sources(tok.get('output_sources'))}; prompt from "
+               f"{_sources(tok.get('prompt_sources'))}; client vs server mismatch in "
+               f"{mm.get('requests_mismatched', 0)} of {mm.get('requests_compared', 0)} requests")
+    out.extend(_load_lines(doc.get("load_generator")))
+    return out
+
+
+def _load_lines(lg: dict[str, Any] | None) -> list[str]:
+    if not lg:
+        return []
+    lag = lg.get("schedule_lag_ms") or {}
+    parts = [f"schedule lag p50 {lag['p50']:.2f} / p99 {lag['p99']:.2f} ms" if lag else None,
+             f"achieved {lg['achieved_rate_rps']:.2f} of {lg['target_rate_rps']:g} req/s"
+             if lg.get("target_rate_rps") and lg.get("achieved_rate_rps") else None,
+             f"mean in flight {lg['mean_in_flight']:.1f}" if lg.get("mean_in_flight") is not None else None,
+             f"client CPU {lg['client_cpu_util']:.0%} of one core" if lg.get("client_cpu_util") is not None else None]
+    text = "; ".join(p for p in parts if p)
+    if lg.get("valid", True):
+        return [f"Load generator: valid · {text}"]
+    return [f"[bold red]INVALID: load generator was the bottleneck[/] ({'; '.join(lg['invalid_reasons'])}) · {text}",
+            f"  suggestion: {lg['suggestion']}"]
+
+
+def _slo_text(slo: dict[str, Any]) -> str:
+    parts = [f"{k.upper()} ≤ {slo[k + '_ms']:g} ms" for k in ("ttft", "tpot", "e2e") if slo.get(k + "_ms")]
+    name = slo.get("name")
+    return (f"SLO {name}: " if name else "SLO: ") + (", ".join(parts) or "no latency limit") + \
+        f", {slo.get('attainment', 0.9):.0%} attainment"
+
+
+def _sources(counts: dict[str, int] | None) -> str:
+    return ", ".join(f"{k} ({v})" for k, v in sorted((counts or {}).items())) or "—"
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else (f"{v:.1f}" if v < 1000 else f"{v:,.0f}")
+
+
+def _n(v: float | None, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}"

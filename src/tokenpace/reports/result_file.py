@@ -1,0 +1,67 @@
+"""The result file: one versioned JSON document per run, beside its per-request JSONL.
+
+Schema (version 1) is documented in the README. Readers accept any version up to
+SCHEMA_VERSION and refuse newer ones with a clear message.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tokenpace._version import __version__
+from tokenpace.errors import UsageError
+from tokenpace.workload import APPROXIMATION
+
+SCHEMA_VERSION = 1
+
+
+def result_document(result: Any) -> dict[str, Any]:
+    """The JSON document for a BenchResult (records stay in the JSONL)."""
+    records_rel = os.path.relpath(result.records_path, result.result_path.parent)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "bench",
+        "tool": {"name": "tokenpace", "version": __version__},
+        "started_utc": result.started_utc,
+        "interrupted": result.interrupted,
+        "config": result.config.to_dict(),
+        "target": result.target,
+        "workload": {
+            "input_tokens": result.config.input_tokens,
+            "output_tokens": result.config.output_tokens,
+            "input_length_source": f"approximate ({APPROXIMATION}); the server's count is recorded",
+        },
+        "summary": result.summary,
+        "load_generator": result.load,
+        "records_path": records_rel,
+    }
+
+
+def write_result(result: Any) -> Path:
+    path: Path = result.result_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n")
+    os.replace(tmp, path)  # never leave a half-written result file
+    return path
+
+
+def load_document(path: str | Path) -> dict[str, Any]:
+    """Read a result JSON file, checking its schema version."""
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        raise UsageError(f"{path} is not a tokenpace result file (no schema_version)")
+    version = doc["schema_version"]
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise UsageError(f"{path} has schema_version {version!r}; this tokenpace "
+                         f"({__version__}) reads up to {SCHEMA_VERSION}: upgrade tokenpace")
+    return doc

@@ -1,0 +1,69 @@
+"""Is the load generator honest? Target vs achieved load, schedule lag, and the client's own CPU.
+
+A load generator that falls behind its schedule makes the server look faster than it is. This
+report says how far behind it fell, and marks the run invalid when the client was the bottleneck.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tokenpace.config import BenchConfig
+from tokenpace.record import RequestRecord
+
+LAG_P99_LIMIT_MS = 10.0  # schedule lag p99 above this: the client could not keep its schedule
+CPU_LIMIT = 0.90  # client CPU use above this fraction of one core: the client was saturated
+
+
+def mean_in_flight(records: list[RequestRecord], window: tuple[int, int] | None = None) -> float | None:
+    """Time-averaged number of requests in flight (sent → done) over the window."""
+    spans = [(r.sent_ns, r.done_ns) for r in records if r.sent_ns is not None and r.done_ns]
+    if not spans:
+        return None
+    lo = window[0] if window else min(s for s, _ in spans)
+    hi = window[1] if window else max(d for _, d in spans)
+    if hi <= lo:
+        return None
+    busy = sum(max(0, min(d, hi) - max(s, lo)) for s, d in spans)
+    return busy / (hi - lo)
+
+
+def load_report(records: list[RequestRecord], *, config: BenchConfig, cpu_s: float,
+                wall_s: float, window: tuple[int, int] | None = None) -> dict[str, Any]:
+    sent = [r for r in records if r.sent_ns is not None]
+    measured = [r for r in sent if not r.warmup]
+    lags = np.array([(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured
+                     if r.scheduled_ns is not None], dtype=float)
+    sends = np.sort(np.array([r.sent_ns for r in measured], dtype=np.int64))
+    achieved = (float((len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9))
+                if len(sends) > 1 and sends[-1] > sends[0] else None)
+    cpu_util = cpu_s / wall_s if wall_s > 0 else None
+    lag = None
+    if lags.size:
+        p50, p99 = np.percentile(lags, [50, 99])
+        lag = {"p50": float(p50), "p99": float(p99), "max": float(lags.max())}
+    reasons = []
+    # Closed loop has no schedule to keep: there, sent - scheduled is only the client's own
+    # overhead, reported but not judged.
+    if config.rate is not None and lag and lag["p99"] > LAG_P99_LIMIT_MS:
+        reasons.append(f"schedule lag p99 {lag['p99']:.1f} ms > {LAG_P99_LIMIT_MS:g} ms")
+    if cpu_util is not None and cpu_util > CPU_LIMIT:
+        reasons.append(f"client CPU {cpu_util:.0%} of one core > {CPU_LIMIT:.0%}")
+    return {
+        "mode": "closed" if config.rate is None else "open",
+        "target_concurrency": config.effective_concurrency(),
+        "mean_in_flight": mean_in_flight(measured, window),
+        "target_rate_rps": config.rate,
+        "achieved_rate_rps": achieved,
+        "schedule_lag_ms": lag,
+        "client_cpu_s": cpu_s,
+        "client_cpu_util": cpu_util,
+        "wall_s": wall_s,
+        "valid": not reasons,
+        "invalid_reasons": reasons,
+        "suggestion": (None if not reasons else
+                       "the load generator was the bottleneck: lower --rate or --concurrency, "
+                       "or run tokenpace on a less busy machine (or several)"),
+    }

@@ -1,0 +1,205 @@
+"""The load generator: closed loop (N workers) or open loop (a schedule), bounded by count or time.
+
+It owns *when* requests go out and nothing else: the client stamps and fills each record, the sink
+saves it, metrics come later from the records alone. Every request it starts ends as exactly one
+record (ok, error, timeout or cancelled), which `on_record` receives as soon as it completes.
+
+Ending: when the count is reached, the duration is over or `stop()` is called, no new request is
+sent; requests in flight get `grace_s` to finish and are then cancelled (their partial tokens kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from tokenpace.record import RequestRecord
+from tokenpace.workload import PlannedRequest
+
+NS = 1_000_000_000
+# Open-loop sends wake this early and then yield to the loop until the exact time: the event loop's
+# timers round up to whole milliseconds, which alone would add up to 1 ms of schedule lag.
+_EARLY_WAKE_S = 0.002
+
+
+@dataclass
+class LoadSettings:
+    concurrency: int | None  # closed loop: workers; open loop: optional cap on requests in flight
+    rate: float | None  # None: closed loop
+    total_requests: int | None  # warmup included; None: bounded by time only
+    end_after_s: float | None  # from start, warmup included; None: bounded by count only
+    warmup_requests: int = 0
+    warmup_s: float = 0.0
+    grace_s: float = 10.0
+
+
+class LoadGenerator:
+    def __init__(self, send: Callable[[RequestRecord, str], object], plan: Iterator[PlannedRequest],
+                 settings: LoadSettings, *, api: str, stream: bool,
+                 on_record: Callable[[RequestRecord], None]):
+        self._send = send  # async (record, prompt) -> None; fills the record
+        self._plan = plan
+        self._s = settings
+        self._api, self._stream = api, stream
+        self._on_record = on_record
+        self._stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._run_id = uuid.uuid4().hex[:12]
+        self.start_ns: int | None = None
+        self.send_end_ns: int | None = None  # when sending stopped
+        self.interrupted = False
+        self.cpu_s = 0.0  # this process's CPU time during the run: the client's own cost
+        self.wall_s = 0.0
+
+    def stop(self, *, interrupted: bool = True) -> None:
+        """Stop sending new requests (in flight ones get the grace period)."""
+        self.interrupted = self.interrupted or interrupted
+        self._stopping.set()
+
+    def cancel_now(self) -> None:
+        """Cancel every request in flight at once (a second Ctrl-C)."""
+        self._stopping.set()
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def run(self) -> None:
+        # A full collection over the heap that imports leave behind takes ~30 ms here, and one
+        # during the run delays every chunk that arrives meanwhile: collect once, then freeze what
+        # exists so later collections only walk objects made during the run.
+        gc.collect()
+        gc.freeze()
+        cpu0 = time.process_time()
+        self.start_ns = time.monotonic_ns()
+        deadline = None
+        if self._s.end_after_s is not None:
+            deadline = asyncio.get_running_loop().call_later(self._s.end_after_s, self.stop, False)
+        try:
+            if self._s.rate is None:
+                await self._closed_loop()
+            else:
+                await self._open_loop()
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+            self.send_end_ns = self.send_end_ns or time.monotonic_ns()
+            await self._drain()
+            self.cpu_s = time.process_time() - cpu0
+            self.wall_s = (time.monotonic_ns() - self.start_ns) / NS
+            gc.unfreeze()
+
+    # -- the two load shapes ------------------------------------------------------------------
+
+    async def _closed_loop(self) -> None:
+        workers = asyncio.gather(*(self._worker() for _ in range(self._s.concurrency or 1)))
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            # Workers end by count; time or stop() ends the wait without waiting for the requests
+            # in flight, which _drain then handles with the grace period.
+            await asyncio.wait({workers, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.send_end_ns = time.monotonic_ns()
+            stopped.cancel()
+            workers.cancel()
+            try:
+                await workers
+            except asyncio.CancelledError:
+                pass
+
+    async def _worker(self) -> None:
+        while not self._stopping.is_set():
+            planned = self._next()
+            if planned is None:
+                return
+            now = time.monotonic_ns()
+            # Shielded: cancelling the worker must not cancel its request, which drains instead.
+            await asyncio.shield(self._start(planned, scheduled_ns=now))
+
+    async def _open_loop(self) -> None:
+        cap = asyncio.Semaphore(self._s.concurrency) if self._s.concurrency else None
+        loop = asyncio.get_running_loop()
+        start_s = self.start_ns / NS
+        while not self._stopping.is_set():
+            planned = self._next()
+            if planned is None:
+                break
+            target_s = start_s + planned.offset_s
+            if self._s.end_after_s is not None and planned.offset_s >= self._s.end_after_s:
+                break
+            await self._sleep_until(loop, target_s)
+            if self._stopping.is_set():
+                break
+            if cap is not None:
+                await cap.acquire()  # lag from the cap shows up as sent - scheduled
+                if self._stopping.is_set():
+                    cap.release()
+                    break
+            task = self._start(planned, scheduled_ns=int(target_s * NS))
+            if cap is not None:
+                task.add_done_callback(lambda _t: cap.release())
+        self.send_end_ns = time.monotonic_ns()
+
+    async def _sleep_until(self, loop: asyncio.AbstractEventLoop, target_s: float) -> None:
+        delay = target_s - time.monotonic()
+        if delay > _EARLY_WAKE_S:
+            try:
+                await asyncio.wait_for(self._stopping.wait(), delay - _EARLY_WAKE_S)
+            except asyncio.TimeoutError:
+                pass
+        while time.monotonic() < target_s and not self._stopping.is_set():
+            await asyncio.sleep(0)
+
+    # -- one request --------------------------------------------------------------------------
+
+    def _next(self) -> PlannedRequest | None:
+        planned = next(self._plan)
+        if self._s.total_requests is not None and planned.index >= self._s.total_requests:
+            return None
+        return planned
+
+    def _is_warmup(self, planned: PlannedRequest, scheduled_ns: int) -> bool:
+        if planned.index < self._s.warmup_requests:
+            return True
+        return self._s.warmup_s > 0 and scheduled_ns - self.start_ns < self._s.warmup_s * NS
+
+    def _start(self, planned: PlannedRequest, *, scheduled_ns: int) -> asyncio.Task:
+        record = RequestRecord(
+            request_id=f"tp-{self._run_id}-{planned.index:06d}",
+            index=planned.index, api=self._api, stream=self._stream,
+            warmup=self._is_warmup(planned, scheduled_ns),
+            requested_input_tokens=planned.input_tokens,
+            requested_output_tokens=planned.output_tokens,
+            scheduled_ns=scheduled_ns,
+        )
+        task = asyncio.ensure_future(self._one(record, planned.prompt))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _one(self, record: RequestRecord, prompt: str) -> None:
+        try:
+            await self._send(record, prompt)
+        except asyncio.CancelledError:
+            if record.done_ns is None:  # the client normally finalizes; never leave it open
+                record.status, record.done_ns = "cancelled", time.monotonic_ns()
+            raise
+        except Exception as exc:  # a bug in the client must neither end the run nor lose the record
+            record.status, record.error_kind = "error", "client_bug"
+            record.error_message = f"{type(exc).__name__}: {exc}"[:300]
+            record.done_ns = record.done_ns or time.monotonic_ns()
+        finally:
+            self._on_record(record)  # exactly once per request
+
+    async def _drain(self) -> None:
+        """Give requests in flight the grace period, then cancel what is left."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=self._s.grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=1.0)
+

@@ -1,0 +1,270 @@
+"""The built-in OpenAI-compatible server: an aiohttp app over the scheduling core.
+
+Routes: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions``
+(streamed as SSE or whole), ``GET /metrics`` (vLLM names, see prom.py).
+
+Behaviour a client can rely on:
+- It always generates exactly ``max_tokens`` (or ``max_completion_tokens``; 16 when absent) and
+  finishes with ``finish_reason: "length"``, as if ``ignore_eos`` were set; ``ignore_eos`` and
+  ``min_tokens`` are accepted and change nothing. Only ``n=1`` is supported.
+- Chat streams begin with a role-only chunk ``delta: {"role": "assistant", "content": ""}`` (vLLM's
+  form), written as soon as the request is accepted, before queueing and prefill, so a client that
+  stamps TTFT on it is visibly wrong. Each later chunk carries ``tokens_per_chunk`` tokens; the last
+  token chunk carries the finish reason.
+- ``stream_options.include_usage`` adds a final ``choices: []`` chunk with usage;
+  ``continuous_usage_stats`` (only together with ``include_usage``, as in vLLM) puts cumulative
+  usage on every chunk. Token counts follow ``tokens.py``.
+- ``X-Request-ID`` is read (or generated), echoed in the response header, and used as the suffix
+  of the response ``id`` (``chatcmpl-<id>`` / ``cmpl-<id>``).
+- Errors use OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``; an unknown model
+  is 404 ``NotFoundError``, a malformed body 400 ``BadRequestError``. (In the send log a rejected
+  request has only its "received" line.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass
+from time import monotonic_ns
+
+import orjson
+from aiohttp import web
+
+from .config import BuiltinServerConfig
+from .engine import Engine, Sequence
+from .prom import CONTENT_TYPE, RequestMetrics, ServerMetrics
+from .sendlog import SendLog
+from .timing import TimingModel
+from .tokens import count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json
+from .wire import DONE_EVENT, Framer, usage_json
+
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class ServerState:
+    """Everything one app instance owns; reachable as ``app[SERVER_STATE]``."""
+
+    def __init__(self, config: BuiltinServerConfig, timing: TimingModel) -> None:
+        self.config = config
+        self.engine = Engine(timing, max_num_seqs=config.max_num_seqs, tokens_per_chunk=config.tokens_per_chunk)
+        self.metrics = ServerMetrics(config.model, config.kv_capacity_tokens)
+        self.send_log: SendLog | None = None  # opened at startup
+        self.in_flight: set[asyncio.Task] = set()  # handler tasks, cancelled at shutdown
+
+
+SERVER_STATE = web.AppKey("tokenpace_server_state", ServerState)
+
+
+class _RequestError(Exception):
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.error_type, self.message = status, error_type, message
+
+
+def error_response(status: int, error_type: str, message: str, request_id: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": error_type, "param": None, "code": status}}
+    headers = {"X-Request-ID": request_id} if request_id else None
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+
+@dataclass(slots=True)
+class _Params:
+    prompt_tokens: int
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+
+
+def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
+    def bad(message: str) -> _RequestError:
+        return _RequestError(400, "BadRequestError", message)
+
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise bad(f"request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise bad("request body must be a JSON object")
+    model = body.get("model", config.model)  # optional, as in vLLM
+    if model != config.model:
+        raise _RequestError(404, "NotFoundError", f"The model `{model}` does not exist.")
+    try:
+        if api == "chat":
+            prompt_tokens = count_chat_prompt_tokens(body.get("messages"))
+        else:
+            if "prompt" not in body:
+                raise ValueError("'prompt' is required")
+            prompt_tokens = count_completion_prompt_tokens(body["prompt"])
+    except ValueError as e:
+        raise bad(str(e)) from None
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is None:
+        max_tokens = config.default_max_tokens
+    if type(max_tokens) is not int or max_tokens < 1:
+        raise bad("'max_tokens' must be an integer >= 1")
+    if body.get("n", 1) != 1:
+        raise bad("only n=1 is supported")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise bad("'stream_options' must be an object")
+    include_usage = bool(options.get("include_usage"))
+    return _Params(
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        stream=bool(body.get("stream", False)),
+        include_usage=include_usage,
+        continuous_usage=include_usage and bool(options.get("continuous_usage_stats")),
+    )
+
+
+async def _stream(
+    request: web.Request, state: ServerState, seq: Sequence, p: _Params, framer: Framer, request_id: str
+) -> web.StreamResponse:
+    log = state.send_log
+    resp = web.StreamResponse(headers={**_SSE_HEADERS, "X-Request-ID": request_id})
+    await resp.prepare(request)
+    chunk = 0
+    try:
+        if framer.api == "chat":
+            data = framer.role(usage_json(seq.prompt_tokens, 0) if p.continuous_usage else None)
+            t_ns = monotonic_ns()
+            await resp.write(data)
+            if log:
+                log.add(request_id, chunk, 0, "role", t_ns)
+            chunk += 1
+        observed = RequestMetrics(state.metrics, seq)
+        async with contextlib.aclosing(state.engine.generate(seq)) as steps:
+            async for k in steps:
+                done_tokens = seq.generated_tokens
+                usage = usage_json(seq.prompt_tokens, done_tokens) if p.continuous_usage else None
+                data = framer.token(output_text_json(done_tokens - k, k), done_tokens >= seq.max_tokens, usage)
+                t_ns = monotonic_ns()
+                await resp.write(data)
+                if log:
+                    log.add(request_id, chunk, k, "token", t_ns)
+                chunk += 1
+                observed.token_chunk(k, t_ns)
+        observed.finished()
+        tail = [(framer.usage(usage_json(seq.prompt_tokens, seq.generated_tokens)), "usage")] if p.include_usage else []
+        for data, kind in (*tail, (DONE_EVENT, "done")):
+            t_ns = monotonic_ns()
+            await resp.write(data)
+            if log:
+                log.add(request_id, chunk, 0, kind, t_ns)
+            chunk += 1
+        await resp.write_eof()
+    except ConnectionError:
+        pass  # the client went away; aclosing() already gave the engine slot back
+    return resp
+
+
+async def _respond_whole(
+    request: web.Request, state: ServerState, seq: Sequence, framer: Framer, request_id: str
+) -> web.StreamResponse:
+    observed = RequestMetrics(state.metrics, seq)  # engine-side times: nothing is sent until the end
+    async with contextlib.aclosing(state.engine.generate(seq)) as steps:
+        async for k in steps:
+            observed.token_chunk(k, monotonic_ns())
+    observed.finished()
+    body = framer.whole(output_text(0, seq.generated_tokens), usage_json(seq.prompt_tokens, seq.generated_tokens))
+    resp = web.StreamResponse(headers={"Content-Type": "application/json", "X-Request-ID": request_id})
+    resp.content_length = len(body)
+    with contextlib.suppress(ConnectionError):
+        await resp.prepare(request)
+        t_ns = monotonic_ns()
+        await resp.write(body)
+        if state.send_log:
+            state.send_log.add(request_id, 0, seq.generated_tokens, "token", t_ns)
+        await resp.write_eof()
+    return resp
+
+
+async def _generate(request: web.Request, api: str) -> web.StreamResponse:
+    received_ns = monotonic_ns()
+    state = request.app[SERVER_STATE]
+    request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
+    if state.send_log:
+        state.send_log.add(request_id, None, 0, "received", received_ns)
+    try:
+        p = _parse(await request.read(), api, state.config)
+    except _RequestError as e:
+        return error_response(e.status, e.error_type, e.message, request_id)
+    response_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{request_id}"
+    created = int(time.time())  # wall clock only for OpenAI's `created` field
+    framer = Framer(api, response_id, state.config.model, created)
+    seq = Sequence(prompt_tokens=p.prompt_tokens, max_tokens=p.max_tokens, arrival_ns=received_ns)
+    task = asyncio.current_task()
+    state.in_flight.add(task)
+    try:
+        if p.stream:
+            return await _stream(request, state, seq, p, framer, request_id)
+        return await _respond_whole(request, state, seq, framer, request_id)
+    finally:
+        state.in_flight.discard(task)
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "chat")
+
+
+async def _completions(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "completions")
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response()
+
+
+async def _models(request: web.Request) -> web.Response:
+    model = request.app[SERVER_STATE].config.model
+    card = {"id": model, "object": "model", "created": int(time.time()), "owned_by": "tokenpace", "root": model}
+    return web.Response(body=orjson.dumps({"object": "list", "data": [card]}), content_type="application/json")
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    state = request.app[SERVER_STATE]
+    return web.Response(body=state.metrics.render(state.engine), headers={"Content-Type": CONTENT_TYPE})
+
+
+async def _on_startup(app: web.Application) -> None:
+    state = app[SERVER_STATE]
+    if state.config.send_log_path:
+        state.send_log = SendLog(state.config.send_log_path, state.config.send_log_flush_s)
+        state.send_log.start()
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    # Streams may run for minutes: cancel them rather than wait (aiohttp would wait).
+    tasks = list(app[SERVER_STATE].in_flight)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=2.0)
+
+
+async def _on_cleanup(app: web.Application) -> None:
+    state = app[SERVER_STATE]
+    if state.send_log:
+        await state.send_log.close()
+
+
+def create_app(config: BuiltinServerConfig | None = None, *, timing: TimingModel | None = None) -> web.Application:
+    """The server as an aiohttp app; ``timing`` overrides the model named in ``config``."""
+    config = config or BuiltinServerConfig()
+    app = web.Application(client_max_size=64 * 1024 * 1024)  # long prompts: aiohttp's default is 1 MiB
+    app[SERVER_STATE] = ServerState(config, timing or config.make_timing())
+    app.add_routes([
+        web.get("/health", _health),
+        web.get("/v1/models", _models),
+        web.post("/v1/chat/completions", _chat),
+        web.post("/v1/completions", _completions),
+        web.get("/metrics", _metrics),
+    ])  # fmt: skip
+    app.on_startup.append(_on_startup)
+    app.on_shutdown.append(_on_shutdown)
+    app.on_cleanup.append(_on_cleanup)
+    return app

@@ -1,0 +1,57 @@
+"""The bytes the built-in server writes: OpenAI's streaming events, as vLLM formats them.
+
+Per-chunk work is the hot path at hundreds of streams: the parts that never change within a response
+are encoded once, and each token chunk only splices in its text and (optionally) its usage.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+DONE_EVENT = b"data: [DONE]\n\n"
+
+
+def usage_json(prompt_tokens: int, completion_tokens: int) -> bytes:
+    return (
+        b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":0}}'
+        % (prompt_tokens, prompt_tokens + completion_tokens, completion_tokens)
+    )
+
+
+class Framer:
+    """The bytes of one response (SSE events, or the whole body); constant parts encoded once."""
+
+    def __init__(self, api: str, response_id: str, model: str, created: int) -> None:
+        self.api, self.response_id, self.model, self.created = api, response_id, model, created
+        obj = b"chat.completion.chunk" if api == "chat" else b"text_completion"
+        self.head = b'data: {"id":%b,"object":"%b","created":%d,"model":%b' % (
+            orjson.dumps(response_id), obj, created, orjson.dumps(model))  # fmt: skip
+        if api == "chat":
+            self.token_head = self.head + b',"choices":[{"index":0,"delta":{"content":'
+            tail = b'},"logprobs":null,"finish_reason":%b}]'
+        else:
+            self.token_head = self.head + b',"choices":[{"index":0,"text":'
+            tail = b',"logprobs":null,"finish_reason":%b,"stop_reason":null}]'
+        self.token_tails = (tail % b"null", tail % b'"length"')  # indexed by `finished`
+
+    def role(self, usage: bytes | None) -> bytes:
+        choices = b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
+        return self.head + choices + (b',"usage":' + usage if usage else b"") + b"}\n\n"
+
+    def token(self, text_json: bytes, finished: bool, usage: bytes | None) -> bytes:
+        """A token chunk; ``text_json`` is the chunk's text already encoded as a JSON string."""
+        usage_part = b',"usage":' + usage if usage else b""
+        return b"".join((self.token_head, text_json, self.token_tails[finished], usage_part, b"}\n\n"))
+
+    def usage(self, usage: bytes) -> bytes:
+        return self.head + b',"choices":[],"usage":' + usage + b"}\n\n"
+
+    def whole(self, text: str, usage: bytes) -> bytes:
+        """The body of a non-streamed response."""
+        if self.api == "chat":
+            obj, choice = b"chat.completion", {"index": 0, "message": {"role": "assistant", "content": text}}
+        else:
+            obj, choice = b"text_completion", {"index": 0, "text": text}
+        choice.update(logprobs=None, finish_reason="length", stop_reason=None)
+        return b'{"id":%b,"object":"%b","created":%d,"model":%b,"choices":[%b],"usage":%b}' % (
+            orjson.dumps(self.response_id), obj, self.created, orjson.dumps(self.model), orjson.dumps(choice), usage)

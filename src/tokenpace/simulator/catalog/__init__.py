@@ -1,0 +1,92 @@
+"""Typed catalogs of GPUs, models and precisions: built-in JSON data that a user can extend.
+
+Every ``get_*`` takes a catalog name (case-insensitive, aliases allowed) or a path to a JSON file in
+the same layout; ``get_model`` also takes a Hugging Face ``config.json`` (or a folder holding one).
+``extra`` adds a user's catalog file to the built-in entries (its entries win on the same id).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenpace.errors import UsageError
+from tokenpace.simulator.catalog._files import (
+    build, builtin_entries, entries_of, find, looks_like_path, read_json,
+)
+from tokenpace.simulator.catalog.gpu import GPU
+from tokenpace.simulator.catalog.model import ModelSpec, from_hf_config
+from tokenpace.simulator.catalog.precision import Precision
+
+__all__ = [
+    "GPU", "ModelSpec", "Precision",
+    "get_gpu", "get_model", "get_precision",
+    "list_gpus", "list_models", "list_precisions",
+    "load_model_file",
+]
+
+
+def _merge(builtin: list, extra: list) -> list:
+    ids = {e.id for e in extra}
+    return [e for e in builtin if e.id not in ids] + extra
+
+
+def list_gpus(extra: str | Path | None = None) -> list[GPU]:
+    items = [build(e, GPU.from_dict, "gpu") for e in builtin_entries("gpus")]
+    if extra is not None:
+        items = _merge(items, [build(e, GPU.from_dict, "gpu") for e in entries_of(read_json(extra), "gpus")])
+    return items
+
+
+def list_precisions(extra: str | Path | None = None) -> list[Precision]:
+    items = [build(e, Precision.from_dict, "precision") for e in builtin_entries("precisions")]
+    if extra is not None:
+        more = entries_of(read_json(extra), "precisions")
+        items = _merge(items, [build(e, Precision.from_dict, "precision") for e in more])
+    return items
+
+
+def list_models(extra: str | Path | None = None) -> list[ModelSpec]:
+    items = [build(e, ModelSpec.from_dict, "model") for e in builtin_entries("models")]
+    if extra is not None:
+        items = _merge(items, load_model_file(extra))
+    return items
+
+
+def load_model_file(path: str | Path) -> list[ModelSpec]:
+    """Models from a catalog-layout JSON file, or one model from a Hugging Face config.json."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    data = read_json(p)
+    if isinstance(data, dict) and ("num_hidden_layers" in data or "text_config" in data):
+        model_id = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
+        try:
+            return [from_hf_config(data, model_id)]
+        except (KeyError, TypeError, ValueError) as e:
+            raise UsageError(f"{p}: not a usable decoder config.json (missing {e})") from e
+    return [build(e, ModelSpec.from_dict, "model") for e in entries_of(data, "models")]
+
+
+def get_gpu(name: str | GPU, extra: str | Path | None = None) -> GPU:
+    if isinstance(name, GPU):
+        return name
+    if looks_like_path(name):
+        return [build(e, GPU.from_dict, "gpu") for e in entries_of(read_json(name), "gpus")][0]
+    return find(list_gpus(extra), name, "GPU")
+
+
+def get_precision(name: str | Precision, extra: str | Path | None = None) -> Precision:
+    if isinstance(name, Precision):
+        return name
+    if looks_like_path(name):
+        entries = entries_of(read_json(name), "precisions")
+        return [build(e, Precision.from_dict, "precision") for e in entries][0]
+    return find(list_precisions(extra), name, "precision")
+
+
+def get_model(name: str | ModelSpec, extra: str | Path | None = None) -> ModelSpec:
+    if isinstance(name, ModelSpec):
+        return name
+    if looks_like_path(name):
+        return load_model_file(name)[0]
+    return find(list_models(extra), name, "model")

@@ -1,0 +1,62 @@
+"""A GPU as the step-time model sees it: peak tensor throughput, HBM size and bandwidth, its link."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True, slots=True)
+class GPU:
+    id: str
+    name: str
+    bf16_tflops: float  # dense peak
+    fp8_tflops: float | None  # dense peak; None: no FP8 tensor cores
+    memory_gb: float  # read as GiB, see data/gpus.json
+    hbm_tb_s: float  # 1e12 bytes/s
+    link_gb_s: float  # bidirectional aggregate, 1e9 bytes/s
+    link: str = "nvlink"
+    aliases: tuple[str, ...] = field(default=())
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GIB)
+
+    @property
+    def hbm_bytes_s(self) -> float:
+        return self.hbm_tb_s * 1e12
+
+    @property
+    def link_bytes_s_per_direction(self) -> float:
+        return self.link_gb_s * 1e9 / 2
+
+    def peak_flops(self, compute: str) -> float:
+        """Peak FLOP/s for matmuls in ``compute`` ("bf16" or "fp8"); FP8 falls back to BF16."""
+        if compute == "fp8" and self.fp8_tflops:
+            return self.fp8_tflops * 1e12
+        return self.bf16_tflops * 1e12
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GPU:
+        fp8 = d.get("fp8_tflops")
+        return cls(
+            id=str(d["id"]),
+            name=str(d.get("name", d["id"])),
+            bf16_tflops=float(d["bf16_tflops"]),
+            fp8_tflops=None if fp8 is None else float(fp8),
+            memory_gb=float(d["memory_gb"]),
+            hbm_tb_s=float(d["hbm_tb_s"]),
+            link_gb_s=float(d.get("link_gb_s", 64.0)),
+            link=str(d.get("link", "pcie")),
+            aliases=tuple(d.get("aliases", ())),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "aliases": list(self.aliases),
+            "bf16_tflops": self.bf16_tflops, "fp8_tflops": self.fp8_tflops,
+            "memory_gb": self.memory_gb, "hbm_tb_s": self.hbm_tb_s,
+            "link_gb_s": self.link_gb_s, "link": self.link,
+        }

@@ -1,0 +1,72 @@
+"""Everything a simulation depends on, in one dataclass. Each component copies the fields it needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
+from tokenpace.simulator.roofline import RooflineParams
+from tokenpace.simulator.spec_decode import SpecDecodeConfig
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    # What runs where.
+    model: str | ModelSpec = "llama-3.1-8b"  # catalog name, JSON path or HF config.json path
+    gpu: str | GPU = "h100-sxm"
+    weights: str | Precision = "bf16"  # weight precision (quantization)
+    kv_cache_dtype: str | Precision = "bf16"
+    tp: int = 1  # tensor-parallel degree (GPUs per engine)
+    roofline: RooflineParams = field(default_factory=RooflineParams)  # mfu, mbu, overheads
+
+    # The engine (vLLM's names and defaults where they exist).
+    policy: str = "chunked-prefill"  # static | prefill-first | decode-first | chunked-prefill
+    max_num_seqs: int = 256
+    max_batched_tokens: int = 8192
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    kv_reserve_gib: float = 1.5  # activations and CUDA graphs, per GPU
+    num_gpu_blocks: int | None = None  # override the KV capacity computed from memory
+    prefix_caching: bool = False
+    spec_decode: SpecDecodeConfig | None = None
+    waiting_served_ratio: float = 0.3  # decode-first only (TGI's default)
+    max_waiting_steps: int = 20  # decode-first only (TGI's max_waiting_tokens)
+
+    # The load.
+    concurrency: int | None = None  # closed loop with this many in flight; None: open loop
+    seed: int = 0
+
+    # The simulator itself.
+    jump_decode_steps: bool = True  # jump over runs of identical decode steps (same results)
+    timeline: bool = True
+
+    def __post_init__(self) -> None:
+        if self.tp < 1:
+            raise ValueError("tp must be >= 1")
+        if self.max_num_seqs < 1 or self.max_batched_tokens < 1 or self.block_size < 1:
+            raise ValueError("max_num_seqs, max_batched_tokens and block_size must be >= 1")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError("gpu_memory_utilization must lie in (0, 1]")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
+            raise ValueError("max_batched_tokens must hold at least one verification step")
+
+    def to_dict(self) -> dict[str, Any]:
+        def name(x: Any) -> Any:
+            return x if isinstance(x, str) else x.to_dict()
+
+        return {
+            "model": name(self.model), "gpu": name(self.gpu), "weights": name(self.weights),
+            "kv_cache_dtype": name(self.kv_cache_dtype), "tp": self.tp,
+            "roofline": self.roofline.to_dict(), "policy": self.policy,
+            "max_num_seqs": self.max_num_seqs, "max_batched_tokens": self.max_batched_tokens,
+            "block_size": self.block_size, "gpu_memory_utilization": self.gpu_memory_utilization,
+            "kv_reserve_gib": self.kv_reserve_gib, "num_gpu_blocks": self.num_gpu_blocks,
+            "prefix_caching": self.prefix_caching,
+            "spec_decode": None if self.spec_decode is None else self.spec_decode.to_dict(),
+            "waiting_served_ratio": self.waiting_served_ratio,
+            "max_waiting_steps": self.max_waiting_steps, "concurrency": self.concurrency,
+            "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
+        }

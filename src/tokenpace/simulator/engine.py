@@ -1,0 +1,207 @@
+"""The engine: asks the scheduler for a batch, prices it, and delivers its tokens when it ends.
+
+When the batch is a pure decode step that the policy would repeat unchanged (``repeat_limit``), the
+engine runs k identical steps as one event, where k stops at the first of: a sequence finishing, the
+KV cache running out of free blocks for the steps' growth, the policy's limit, or the step during
+which the next pending event (an arrival) happens. Every one of the k steps still gets its own
+timestamp and its own chunk in each record. Step time grows with the context, so it is priced at the
+first and the last of the k steps and interpolated linearly between: exact for the roofline model,
+whose decode step time is affine in the total context (with speculative decoding, nearly so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenpace.simulator.policies.base import Batch, Scheduler
+from tokenpace.simulator.sequence import DONE, Sequence
+from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
+from tokenpace.simulator.step import StepBatch, StepPredictor
+from tokenpace.simulator.timeline import TimelineRow
+
+
+@dataclass(slots=True)
+class Step:
+    """One scheduled batch, run ``len(ends_ns)`` times back to back."""
+
+    batch: Batch
+    start_ns: int
+    ends_ns: list[int]
+
+    @property
+    def end_ns(self) -> int:
+        return self.ends_ns[-1]
+
+
+class Engine:
+    def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
+                 spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
+                 timeline: list[TimelineRow] | None = None) -> None:
+        self.scheduler = scheduler
+        self.kv = scheduler.kv
+        self.predictor = predictor
+        self.spec = spec
+        self.seed = seed
+        self.jump = jump
+        self.timeline = timeline
+        self.decode_tokens = 1 + (spec.num_draft_tokens if spec else 0)
+        self.max_seq_tokens = self.kv.num_blocks * self.kv.block_size
+        self.steps = 0  # engine steps run so far (the index of the next one)
+        self.busy = False
+        self._schedule_pending = False
+
+    # -- arrivals --------------------------------------------------------------------------------
+
+    def arrive(self, seq: Sequence) -> bool:
+        """Queue a new request; False when it could never fit in the KV cache, even alone (a
+        verification step needs room for its γ draft tokens too)."""
+        if seq.prompt_len + seq.output_len + self.decode_tokens - 1 > self.max_seq_tokens:
+            return False
+        self.scheduler.add(seq)
+        return True
+
+    def claim_schedule(self) -> bool:
+        """True (once) when the engine is idle and a scheduling pass should be queued."""
+        if self.busy or self._schedule_pending:
+            return False
+        self._schedule_pending = True
+        return True
+
+    # -- steps -----------------------------------------------------------------------------------
+
+    def start_step(self, t_ns: int, horizon_ns: int | None) -> Step | None:
+        self._schedule_pending = False
+        preempted_before = self.scheduler.preemptions
+        batch = self.scheduler.schedule(self.steps)
+        if not batch:
+            self.busy = False
+            return None
+        self.busy = True
+        if self.spec is not None:
+            for seq in batch.decode:
+                if seq.plan is None:
+                    seq.plan = token_plan(self.spec, seq.output_len, self.seed, seq.index)
+                    if seq.chunk_tokens is None:
+                        seq.chunk_tokens = [1] * len(seq.chunk_ns)
+        first = self._step_batch(batch, 0)
+        d0 = self._price(first)
+        k = self._jump_length(batch) if self.jump and not batch.prefill and batch.repeat_limit > 1 else 1
+        if k == 1:
+            ends = [t_ns + max(1, round(d0 * 1e9))]
+        else:
+            ends, k = self._run_ends(batch, t_ns, d0, k, horizon_ns)
+            g = self.decode_tokens
+            for seq in batch.decode:
+                ok = self.kv.grow(seq, seq.num_computed + seq.tokens_after(k - 1) + g)
+                assert ok, "jump length exceeded the free KV blocks"
+        if self.timeline is not None:
+            self.timeline.append(TimelineRow(
+                t_ns=t_ns, steps=k, step_ms=d0 * 1e3, waiting=len(self.scheduler.waiting),
+                running=len(self.scheduler.running), kv_usage=self.kv.usage,
+                prefix_cache_hit_rate=self.kv.hit_rate, batch_tokens=first.num_tokens,
+                decode_seqs=first.num_decode, prefill_tokens=first.prefill_tokens,
+                preempted=self.scheduler.preemptions - preempted_before,
+                preemptions=self.scheduler.preemptions,
+            ))
+        return Step(batch, t_ns, ends)
+
+    def finish_step(self, step: Step) -> list[Sequence]:
+        """Deliver the step's tokens; return the sequences that finished (already released)."""
+        ends = step.ends_ns
+        k, end = len(ends), ends[-1]
+        done: list[Sequence] = []
+        for seq, n in step.batch.prefill:
+            seq.num_computed += n
+            self.kv.publish(seq)
+            if seq.num_computed == seq.num_tokens:  # the prompt (or recompute) is complete: sample
+                seq.generated += 1
+                if seq.first_token_ns is None:
+                    seq.first_token_ns = end
+                seq.chunk_ns.append(end)
+                if seq.chunk_tokens is not None:
+                    seq.chunk_tokens.append(1)
+                if seq.generated >= seq.output_len:
+                    done.append(seq)
+        for seq in step.batch.decode:
+            made = k if seq.plan is None else self._plan_chunks(seq, k)
+            seq.num_computed += made
+            seq.generated += made
+            seq.decode_steps += k
+            seq.chunk_ns.extend(ends)
+            if seq.generated >= seq.output_len:
+                done.append(seq)
+        for seq in done:
+            self.scheduler.finish(seq)
+            seq.state = DONE
+        self.steps += k
+        self.busy = False
+        return done
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _price(self, batch: StepBatch) -> float:
+        if self.spec is not None:
+            return spec_step_s(self.predictor, batch, self.spec)
+        return self.predictor.step_s(batch)
+
+    def _step_batch(self, batch: Batch, ahead: int) -> StepBatch:
+        """The StepBatch of this batch's decode step ``ahead`` steps from now."""
+        if ahead == 0:
+            ctx = tuple(s.num_computed for s in batch.decode)
+        elif self.spec is None:
+            ctx = tuple(s.num_computed + ahead for s in batch.decode)
+        else:
+            ctx = tuple(s.num_computed + s.tokens_after(ahead) for s in batch.decode)
+        prefill = tuple((n, s.num_computed) for s, n in batch.prefill)
+        return StepBatch(prefill=prefill, decode_context=ctx, decode_tokens_per_seq=self.decode_tokens)
+
+    def _jump_length(self, batch: Batch) -> int:
+        plain = self.spec is None
+        if plain:
+            k = min(batch.repeat_limit, min(s.output_len - s.generated for s in batch.decode))
+        else:
+            k = min(batch.repeat_limit, min(s.steps_to_finish() for s in batch.decode))
+        if k <= 1:
+            return 1
+        free, g, bs = self.kv.num_free, self.decode_tokens, self.kv.block_size
+
+        def extra_blocks(steps: int) -> int:
+            if plain:  # step i needs room for num_computed + i tokens
+                return sum(max(0, -(-(s.num_computed + steps) // bs) - s.num_blocks) for s in batch.decode)
+            return sum(self.kv.blocks_to_grow(s, s.num_computed + s.tokens_after(steps - 1) + g)
+                       for s in batch.decode)
+
+        if extra_blocks(k) <= free:
+            return k
+        lo, hi = 1, k  # extra_blocks(1) == 0: the first step is already allocated
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if extra_blocks(mid) <= free:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _run_ends(self, batch: Batch, t_ns: int, d0: float, k: int,
+                  horizon_ns: int | None) -> tuple[list[int], int]:
+        d_last = self._price(self._step_batch(batch, k - 1))
+        slope = (d_last - d0) / (k - 1)
+        durations = np.maximum(np.rint((d0 + np.arange(k) * slope) * 1e9).astype(np.int64), 1)
+        ends = t_ns + np.cumsum(durations)
+        if horizon_ns is not None and ends[-1] > horizon_ns:
+            k = int(np.searchsorted(ends, horizon_ns, side="left")) + 1
+            ends = ends[:k]
+        return ends.tolist(), k
+
+    def _plan_chunks(self, seq: Sequence, k: int) -> int:
+        plan, c = seq.plan, seq.decode_steps
+        base = plan[c - 1] if c else 0
+        left = seq.output_len - seq.generated
+        made = 0
+        for i in range(c, c + k):
+            now = min(plan[i] - base, left)
+            seq.chunk_tokens.append(now - made)
+            made = now
+        return made

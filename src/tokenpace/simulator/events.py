@@ -1,0 +1,86 @@
+"""Events: small objects whose handler returns the events they cause.
+
+Simultaneous events run in one documented order (``ORDER``, then creation order):
+
+1. ``StepEnd``: a step's tokens are delivered, finished sequences free their KV cache and, in a
+   closed loop, their clients issue the next requests;
+2. ``Arrival``: a request reaches the engine's waiting queue;
+3. ``Schedule``: the scheduler forms the next batch.
+
+So a request arriving at the very instant a step ends joins the batch formed at that instant, and the
+KV freed by a sequence finishing then is available to it. Events of the same kind and time run in the
+order they were created (FIFO), which keeps runs deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from tokenpace.simulator.engine import Step
+    from tokenpace.simulator.world import World
+
+
+class Event:
+    __slots__ = ("t_ns",)
+    ORDER: ClassVar[int]
+
+    def __init__(self, t_ns: int) -> None:
+        self.t_ns = t_ns
+
+    def handle(self, world: World) -> Iterable[Event]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(t_ns={self.t_ns})"
+
+
+def _issue(world: World, t_ns: int, finished: int) -> list[Event]:
+    return [Arrival(t, i) for t, i in world.load.on_done(t_ns, finished)]
+
+
+def _maybe_schedule(world: World, t_ns: int, out: list[Event]) -> list[Event]:
+    if world.engine.claim_schedule():
+        out.append(Schedule(t_ns))
+    return out
+
+
+class StepEnd(Event):
+    __slots__ = ("step",)
+    ORDER = 0
+
+    def __init__(self, t_ns: int, step: Step) -> None:
+        super().__init__(t_ns)
+        self.step = step
+
+    def handle(self, world: World) -> Iterable[Event]:
+        done = world.engine.finish_step(self.step)
+        for seq in done:
+            world.complete(seq)
+        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, len(done)))
+
+
+class Arrival(Event):
+    __slots__ = ("index",)
+    ORDER = 1
+
+    def __init__(self, t_ns: int, index: int) -> None:
+        super().__init__(t_ns)
+        self.index = index
+
+    def handle(self, world: World) -> Iterable[Event]:
+        seq = world.new_sequence(self.index, self.t_ns)
+        if world.engine.arrive(seq):
+            return _maybe_schedule(world, self.t_ns, [])
+        world.reject(seq, self.t_ns)
+        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, 1))
+
+
+class Schedule(Event):
+    __slots__ = ()
+    ORDER = 2
+
+    def handle(self, world: World) -> Iterable[Event]:
+        step = world.engine.start_step(self.t_ns, world.loop.peek_ns())
+        return (StepEnd(step.end_ns, step),) if step is not None else ()

@@ -1,0 +1,49 @@
+"""Turning a simulated sequence into the same ``RequestRecord`` a measured run produces."""
+
+from __future__ import annotations
+
+from tokenpace.record import RequestRecord
+from tokenpace.simulator.sequence import Sequence
+
+
+def _base(seq: Sequence) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"sim-{seq.index:06d}",
+        index=seq.index,
+        api="chat",
+        stream=True,
+        requested_input_tokens=seq.prompt_len,
+        requested_output_tokens=seq.output_len,
+        scheduled_ns=seq.arrival_ns,
+        sent_ns=seq.arrival_ns,
+    )
+
+
+def completed_record(seq: Sequence) -> RequestRecord:
+    """Virtual timestamps: the stream's first token is the end of the step that finished the prompt,
+    and every step that produced tokens for it is one chunk; the stream closes with its last token."""
+    rec = _base(seq)
+    rec.first_token_ns = rec.first_content_ns = seq.first_token_ns
+    rec.last_token_ns = rec.done_ns = seq.chunk_ns[-1]
+    rec.chunk_ns = seq.chunk_ns
+    rec.chunk_tokens = seq.chunk_tokens if seq.chunk_tokens is not None else [1] * len(seq.chunk_ns)
+    rec.chunk_tokens_source = "simulated"
+    rec.prompt_tokens = seq.prompt_len
+    rec.prompt_tokens_source = "simulated"
+    rec.cached_prompt_tokens = seq.cached_prompt_tokens or 0
+    rec.output_tokens = seq.generated
+    rec.output_tokens_source = "simulated"
+    rec.http_status = 200
+    rec.status = "ok"
+    rec.finish_reason = "length"
+    return rec
+
+
+def failed_record(seq: Sequence, t_ns: int, kind: str, message: str) -> RequestRecord:
+    rec = _base(seq)
+    rec.done_ns = t_ns
+    rec.http_status = 400 if kind == "exceeds_kv_capacity" else None
+    rec.status = "error"
+    rec.error_kind = kind
+    rec.error_message = message
+    return rec

@@ -1,0 +1,79 @@
+"""``simulate(config, requests)``: build the parts from the config, run the events, collect results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tokenpace.simulator.catalog import get_gpu, get_model, get_precision
+from tokenpace.simulator.config import SimConfig
+from tokenpace.simulator.engine import Engine
+from tokenpace.simulator.kv_cache import KVCache
+from tokenpace.simulator.load import ClosedLoop, OpenLoop
+from tokenpace.simulator.memory import kv_capacity
+from tokenpace.simulator.prefix_cache import PrefixCache
+from tokenpace.simulator.policies import SchedulerLimits, make_scheduler
+from tokenpace.simulator.request import SimRequest
+from tokenpace.simulator.result import SimResult
+from tokenpace.simulator.roofline import RooflinePredictor
+from tokenpace.simulator.step import StepPredictor
+from tokenpace.simulator.timeline import TimelineRow
+from tokenpace.simulator.world import World
+
+
+def build_predictor(config: SimConfig) -> RooflinePredictor:
+    """The default step-time model for ``config``'s model, GPU, precisions and TP."""
+    return RooflinePredictor(get_model(config.model), get_gpu(config.gpu), get_precision(config.weights),
+                             get_precision(config.kv_cache_dtype), config.tp, config.roofline)
+
+
+def simulate(config: SimConfig, requests: Sequence[SimRequest],
+             predictor: StepPredictor | None = None) -> SimResult:
+    """Serve ``requests`` on the engine ``config`` describes, in virtual time.
+
+    Closed loop when ``config.concurrency`` is set (requests are issued in order, a new one when one
+    ends), open loop otherwise (every request needs ``arrival_s``). ``predictor`` replaces the
+    roofline step-time model. Deterministic: the same inputs give the same result, byte for byte.
+    """
+    model, gpu = get_model(config.model), get_gpu(config.gpu)
+    weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)
+    capacity = kv_capacity(model, gpu, weights, kv_dtype, tp=config.tp,
+                           gpu_memory_utilization=config.gpu_memory_utilization,
+                           reserve_gib=config.kv_reserve_gib)
+    num_blocks = config.num_gpu_blocks or capacity.blocks(config.block_size)
+    if num_blocks < 1:
+        raise ValueError(f"no room for a KV cache: weights {capacity.weight_bytes / 2**30:.1f} GiB per "
+                         f"GPU leave nothing of {capacity.usable_bytes / 2**30:.1f} GiB usable")
+    kv = (PrefixCache if config.prefix_caching else KVCache)(num_blocks, config.block_size)
+    spec = config.spec_decode
+    limits = SchedulerLimits(
+        max_num_seqs=config.max_num_seqs, max_batched_tokens=config.max_batched_tokens,
+        decode_tokens=1 + (spec.num_draft_tokens if spec else 0),
+        waiting_served_ratio=config.waiting_served_ratio, max_waiting_steps=config.max_waiting_steps,
+    )
+    scheduler = make_scheduler(config.policy, limits, kv)
+    predictor = predictor or build_predictor(config)
+    timeline: list[TimelineRow] | None = [] if config.timeline else None
+    engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
+                    jump=config.jump_decode_steps, timeline=timeline)
+    load = ClosedLoop(requests, config.concurrency) if config.concurrency else OpenLoop(requests)
+    world = World(requests, engine, load)
+    records = world.run()
+    describe = getattr(predictor, "describe", None)
+    stats = {
+        "sim_end_ns": world.loop.now_ns,
+        "engine_steps": engine.steps,
+        "events": world.loop.handled,
+        "preemptions": scheduler.preemptions,
+        "prefix_cache_queries_tokens": kv.query_tokens,
+        "prefix_cache_hits_tokens": kv.hit_tokens,
+        "kv_blocks": num_blocks,
+        "kv_capacity_tokens": num_blocks * config.block_size,
+        "kv_bytes_per_token_per_gpu": capacity.kv_bytes_per_token,
+        "weight_bytes_per_gpu": capacity.weight_bytes,
+        "requests": len(requests),
+        "completed": sum(r.status == "ok" for r in records),
+        "failed": sum(r.status != "ok" for r in records),
+    }
+    resolved = config.to_dict()
+    resolved["predictor"] = describe() if callable(describe) else type(predictor).__name__
+    return SimResult(records=records, timeline=timeline or [], stats=stats, config=resolved)

@@ -1,0 +1,48 @@
+"""One simulation run's state: the requests, the engine, the load, the loop, and the records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+
+from tokenpace.record import RequestRecord
+from tokenpace.simulator.engine import Engine
+from tokenpace.simulator.events import Arrival
+from tokenpace.simulator.load import ClosedLoop, OpenLoop
+from tokenpace.simulator.loop import EventLoop
+from tokenpace.simulator.records import completed_record, failed_record
+from tokenpace.simulator.request import SimRequest
+from tokenpace.simulator.sequence import Sequence
+
+
+class World:
+    def __init__(self, requests: Seq[SimRequest], engine: Engine, load: OpenLoop | ClosedLoop) -> None:
+        self.requests = requests
+        self.engine = engine
+        self.load = load
+        self.loop = EventLoop()
+        self.records: list[RequestRecord | None] = [None] * len(requests)
+        self._live: dict[int, Sequence] = {}
+
+    def new_sequence(self, index: int, t_ns: int) -> Sequence:
+        seq = Sequence(index, self.requests[index], t_ns)
+        self._live[index] = seq
+        return seq
+
+    def complete(self, seq: Sequence) -> None:
+        self.records[seq.index] = completed_record(seq)
+        del self._live[seq.index]
+
+    def reject(self, seq: Sequence, t_ns: int) -> None:
+        cap = self.engine.max_seq_tokens
+        msg = f"prompt + output = {seq.prompt_len + seq.output_len} tokens > KV capacity {cap} tokens"
+        self.records[seq.index] = failed_record(seq, t_ns, "exceeds_kv_capacity", msg)
+        del self._live[seq.index]
+
+    def run(self) -> list[RequestRecord]:
+        for t, i in self.load.initial():
+            self.loop.push(Arrival(t, i))
+        self.loop.run(self)
+        for seq in list(self._live.values()):  # only if a policy stalled; never expected
+            self.records[seq.index] = failed_record(seq, self.loop.now_ns, "stalled",
+                                                    "the engine stopped with this request unfinished")
+        return [r for r in self.records if r is not None]

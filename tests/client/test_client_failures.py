@@ -1,0 +1,206 @@
+"""Failures are data: each misbehaviour of a server becomes a record with a status and an error kind,
+keeping what arrived before it. Byte-exact misbehaviour uses a raw TCP server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import orjson
+import pytest
+from aiohttp import web
+
+from tokenpace.client import OpenAIClient
+from tokenpace.errors import TargetError
+from tokenpace.record import RequestRecord
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+END = b"0\r\n\r\n"  # the last chunk of a chunked body
+
+
+def http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def token(text: str, completion_tokens: int | None = None) -> bytes:
+    chunk: dict = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}
+    if completion_tokens is not None:
+        chunk["usage"] = {"prompt_tokens": 3, "completion_tokens": completion_tokens}
+    return http_chunk(b"data: " + orjson.dumps(chunk) + b"\n\n")
+
+
+def send_to_raw(serve_raw, writes: list[bytes], timeout_s: float = 10.0, hang: bool = False) -> RequestRecord:
+    """Serve ``writes`` byte-exact, then close the connection (or, with ``hang``, keep it open until
+    the client closes it), and send one request to it."""
+
+    async def respond(request: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for data in writes:
+            writer.write(data)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        if hang:
+            await reader.read()  # returns at EOF: the client gave up
+
+    record = RequestRecord(request_id="r", index=0)
+
+    async def scenario() -> None:
+        async with serve_raw(respond) as base_url:
+            async with OpenAIClient(base_url, "m", timeout_s=timeout_s) as client:
+                await client.send(record, "hi")
+
+    asyncio.run(scenario())
+    return record
+
+
+def send_to_app(serve_app, handler, path: str = "/v1/chat/completions", **client_args) -> RequestRecord:
+    record = RequestRecord(request_id="r", index=0)
+
+    async def scenario() -> None:
+        async with serve_app({("POST", path): handler}) as base_url:
+            async with OpenAIClient(base_url, "m", **client_args) as client:
+                await client.send(record, "hi")
+
+    asyncio.run(scenario())
+    return record
+
+
+def test_http_429_with_openai_error_body(serve_app):
+    async def handler(request: web.Request) -> web.Response:
+        body = {"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit"}}
+        return web.json_response(body, status=429)
+
+    record = send_to_app(serve_app, handler)
+    assert (record.status, record.error_kind, record.http_status) == ("error", "http_429", 429)
+    assert record.error_message == "Rate limit reached for requests"
+    assert record.first_token_ns is None and record.chunk_ns == []
+    assert record.done_ns >= record.sent_ns
+
+
+def test_http_500_with_a_long_plain_text_body_is_truncated(serve_app):
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(text="boom " * 200, status=500)
+
+    record = send_to_app(serve_app, handler)
+    assert (record.status, record.error_kind, record.http_status) == ("error", "http_500", 500)
+    assert record.error_message.startswith("boom boom")
+    assert len(record.error_message) == 300
+
+
+def test_connection_refused_is_a_connect_error():
+    with socket.socket() as sock:  # a port that nothing listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    record = RequestRecord(request_id="r", index=0)
+
+    async def scenario() -> None:
+        async with OpenAIClient(f"http://127.0.0.1:{port}/v1", "m") as client:
+            await client.send(record, "hi")
+
+    asyncio.run(scenario())
+    assert (record.status, record.error_kind, record.http_status) == ("error", "connect", None)
+    assert record.sent_ns <= record.done_ns
+
+
+def test_server_closing_before_headers(serve_raw):
+    record = send_to_raw(serve_raw, [])
+    assert (record.status, record.error_kind, record.http_status) == ("error", "reset_before_headers", None)
+
+
+def test_server_closing_mid_stream_keeps_the_tokens_that_arrived(serve_raw):
+    record = send_to_raw(serve_raw, [HEAD, token("Hel", 1), token("lo", 3)])
+    assert (record.status, record.error_kind, record.http_status) == ("error", "reset_mid_stream", 200)
+    assert len(record.chunk_ns) == 2 and record.last_token_ns == record.chunk_ns[1]
+    assert record.done_ns >= record.last_token_ns
+    # The per-chunk usage that arrived still gives exact counts, labelled as not final.
+    assert (record.chunk_tokens, record.chunk_tokens_source) == ([1, 2], "chunk_usage")
+    assert (record.output_tokens, record.output_tokens_source) == (3, "chunk_usage")
+
+
+def test_error_object_inside_the_stream(serve_raw):
+    error = http_chunk(b'data: {"error": {"message": "engine overloaded", "code": 503}}\n\n')
+    record = send_to_raw(serve_raw, [HEAD, token("a"), error, token("never counted"), END])
+    assert (record.status, record.error_kind, record.error_message) == ("error", "stream_error", "engine overloaded")
+    assert len(record.chunk_ns) == 1
+
+
+def test_undecodable_json_is_malformed_sse(serve_raw):
+    record = send_to_raw(serve_raw, [HEAD, token("a"), token("b"), http_chunk(b"data: {not json\n\n"), END])
+    assert (record.status, record.error_kind) == ("error", "malformed_sse")
+    assert "{not json" in record.error_message
+    assert record.output_tokens_client == 2 and record.output_tokens == 2
+
+
+def test_eof_without_done_after_tokens_is_ok(serve_raw):
+    record = send_to_raw(serve_raw, [HEAD, token("a"), token("b"), END])
+    assert (record.status, record.error_kind) == ("ok", None)
+    assert record.output_tokens_client == 2 and record.done_ns >= record.last_token_ns
+
+
+def test_eof_without_done_or_tokens_is_an_empty_response(serve_raw):
+    role_only = http_chunk(b'data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n')
+    record = send_to_raw(serve_raw, [HEAD, role_only, END])
+    assert (record.status, record.error_kind, record.http_status) == ("error", "empty_response", 200)
+
+
+def test_total_timeout_keeps_what_arrived(serve_raw):
+    record = send_to_raw(serve_raw, [HEAD, token("a", 1)], timeout_s=0.3, hang=True)
+    assert (record.status, record.error_kind) == ("timeout", "total_timeout")
+    assert len(record.chunk_ns) == 1
+    assert 0.3e9 <= record.done_ns - record.sent_ns < 0.9e9
+
+
+def test_cancellation_finishes_the_record_and_propagates(serve_app):
+    release = asyncio.Event
+
+    async def scenario() -> RequestRecord:
+        hold = release()
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            for text, total in (("one", 1), ("two three", 3)):
+                chunk = {"choices": [{"delta": {"content": text}}], "usage": {"prompt_tokens": 2, "completion_tokens": total}}
+                await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            await hold.wait()  # never set: the client gives up first
+            return response
+
+        record = RequestRecord(request_id="r", index=0)
+        async with serve_app({("POST", "/v1/chat/completions"): handler}) as base_url:
+            async with OpenAIClient(base_url, "m") as client:
+                task = asyncio.create_task(client.send(record, "hi"))
+                while len(record.chunk_ns) < 2:
+                    await asyncio.sleep(0.005)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            hold.set()
+        return record
+
+    record = asyncio.run(scenario())
+    assert (record.status, record.error_kind) == ("cancelled", None)
+    assert record.done_ns >= record.last_token_ns == record.chunk_ns[1]
+    assert (record.chunk_tokens, record.output_tokens, record.output_tokens_source) == ([1, 2], 3, "chunk_usage")
+    assert record.prompt_tokens == 2
+
+
+def test_list_models_failures_raise_target_error(serve_app):
+    async def unauthorized(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": "invalid api key"}}, status=401)
+
+    async def scenario() -> list[str]:
+        messages = []
+        async with serve_app({("GET", "/v1/models"): unauthorized}) as base_url:
+            async with OpenAIClient(base_url, "m") as client:
+                with pytest.raises(TargetError) as info:
+                    await client.list_models()
+                messages.append(str(info.value))
+        async with OpenAIClient("http://127.0.0.1:9/v1", "m") as client:  # port 9 (discard): refused
+            with pytest.raises(TargetError) as info:
+                await client.list_models()
+            messages.append(str(info.value))
+        return messages
+
+    unauthorized_message, refused_message = asyncio.run(scenario())
+    assert "HTTP 401" in unauthorized_message and "invalid api key" in unauthorized_message
+    assert refused_message.startswith("GET http://127.0.0.1:9/v1/models failed:")
+    assert "\n" not in refused_message
