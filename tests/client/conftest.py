@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import pytest
 from aiohttp import web
-
-# The package may not be installed in the venv yet; the tests run from the source tree then.
-if importlib.util.find_spec("tokenpace") is None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -1,14 +1,6 @@
-"""The built-in server's tests import tokenpace from the source tree when it is not installed."""
+"""Fixtures for the built-in server's tests."""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-try:
-    import tokenpace.servers  # noqa: F401
-except ImportError:  # not installed: test the source tree
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 import pytest
 

@@ -1,0 +1,165 @@
+"""How accurate tokenpace's own timestamps are, against the built-in server's truth log.
+
+The server (its own process, pinned to CPU 1, real-time priority when allowed) logs
+``time.monotonic_ns()`` just before writing each chunk; tokenpace (``run_bench``, closed loop,
+pinned to CPU 0) stamps each chunk when its read returns. Joined by request id (X-Request-ID):
+
+- TTFT error  = client first_token_ns - server t_ns of the first token chunk
+- chunk error = client chunk_ns[i] - server t_ns of token chunk i (every token chunk)
+- send delay  = server "received" t_ns - client sent_ns (the request half of a client's TTFT)
+- in flight   = time-averaged requests the *server* held (received -> [DONE] written) while every
+                worker should have been busy (from the N-th arrival to the last arrival)
+- tokens      = client output_tokens (and its source) vs the tokens the server wrote
+
+Server timing: prefill 50 ms (REFERENCE's TTFT), decode step 40 ms, 64 output tokens, 5% jitter. The
+step is 4x REFERENCE's 10 ms because at 512 streams a 10 ms step asks 51,200 chunks/s of a
+one-core Python server, which then falls behind and bunches its writes (the truth would still be
+true, but the load would no longer be the one named). At 40 ms, 512 streams are 12,800 chunks/s:
+the server stays below one core (its CPU is printed). The first wave of N requests (connection
+set-up) is warmup, reported apart.
+
+    .venv/bin/python benchmarks/client_accuracy.py                     # 1, 64, 256, 512 streams, 3 runs each
+    .venv/bin/python benchmarks/client_accuracy.py --loops uvloop,asyncio --concurrency 64,256
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from _harness import (machine_line, mean_in_flight, median, pcts, pin_client, read_truth, table,
+                      truth_server)
+
+from tokenpace.config import BenchConfig
+from tokenpace.runner.bench import run_bench_async
+
+PREFILL_S, STEP_S, OUTPUT_TOKENS = 0.050, 0.040, 64
+SINGLE_STREAM_REQUESTS = 5  # at 1 stream a request takes ~2.6 s: 1 warmup + 4 measured
+
+
+def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int) -> dict:
+    """One closed-loop run against a fresh truth server; returns this run's figures."""
+    warmup = concurrency
+    requests = SINGLE_STREAM_REQUESTS if concurrency == 1 else concurrency * waves
+    with tempfile.TemporaryDirectory(prefix="tp-acc-") as tmp:
+        log = Path(tmp) / "sends.jsonl"
+        with truth_server(log, max_num_seqs=concurrency, prefill_s=PREFILL_S, step_s=step_s) as server:
+            config = BenchConfig(url=server.url, concurrency=concurrency, requests=requests - warmup,
+                                 warmup_requests=warmup, input_tokens="128", output_tokens=str(tokens),
+                                 progress=False, out=str(Path(tmp) / "run.json"), grace_s=30.0)
+            server.mark()
+            result = _run(run_bench_async(config), loop)
+            server_cores = server.cores_since_mark()
+            rt = server.rt
+        truth = read_truth(log)
+    figures = analyze(result.records, truth, concurrency)
+    figures.update(client_cores=result.load["client_cpu_util"], server_cores=server_cores, server_rt=rt,
+                   wall_s=result.load["wall_s"])
+    return figures
+
+
+def analyze(records, truth, concurrency: int) -> dict:
+    ttft, chunk, send, first_wave_ttft = [], [], [], []
+    exact = compared = unmatched = not_ok = 0
+    sources: dict[str, int] = {}
+    for r in records:
+        t = truth.get(r.request_id)
+        if r.status != "ok":
+            not_ok += 1
+            continue
+        if t is None or len(t.token_ns) != len(r.chunk_ns) or not t.token_ns:
+            unmatched += 1
+            continue
+        err_ms = (np.asarray(r.chunk_ns, dtype=np.int64) - np.asarray(t.token_ns, dtype=np.int64)) / 1e6
+        if r.warmup:
+            first_wave_ttft.append(err_ms[0])
+            continue
+        ttft.append(err_ms[0])
+        chunk.extend(err_ms.tolist())
+        send.append((t.received_ns - r.sent_ns) / 1e6)
+        compared += 1
+        sources[r.output_tokens_source or "none"] = sources.get(r.output_tokens_source or "none", 0) + 1
+        exact += r.output_tokens == sum(t.token_counts) and r.chunk_tokens == t.token_counts
+    # Every worker should be busy from the N-th arrival on, until the last request arrived.
+    arrivals = sorted(t.received_ns for t in truth.values())
+    spans_server = [(t.received_ns, t.done_ns) for t in truth.values() if t.done_ns]
+    spans_client = [(r.sent_ns, r.done_ns) for r in records if r.sent_ns and r.done_ns]
+    lo, hi = (arrivals[concurrency - 1], arrivals[-1]) if len(arrivals) > concurrency else (arrivals[0], max(
+        e for _, e in spans_server))
+    return {
+        "ttft": pcts(ttft), "chunk": pcts(chunk), "send": pcts(send), "first_wave_ttft": pcts(first_wave_ttft),
+        "in_flight_server": mean_in_flight(spans_server, lo, hi),
+        "in_flight_client": mean_in_flight(spans_client, lo, hi),
+        "exact": exact, "compared": compared, "unmatched": unmatched, "not_ok": not_ok, "sources": sources,
+    }
+
+
+def _run(coro, loop: str):
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--concurrency", default="1,64,256,512", metavar="N[,N]", help="streams (default %(default)s)")
+    ap.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per configuration (default 3)")
+    ap.add_argument("--waves", type=int, default=3, metavar="N",
+                    help="requests per stream, the first wave warmup (default 3)")
+    ap.add_argument("--loops", default="uvloop", metavar="LOOP[,LOOP]", help="uvloop and/or asyncio")
+    ap.add_argument("--step-ms", type=float, default=STEP_S * 1000, metavar="MS", help="server decode step")
+    ap.add_argument("--tokens", type=int, default=OUTPUT_TOKENS, metavar="N", help="output tokens per request")
+    args = ap.parse_args()
+    levels = [int(x) for x in args.concurrency.split(",")]
+    loops = args.loops.split(",")
+    print(machine_line() + "; " + pin_client())
+    print("Command: .venv/bin/python benchmarks/client_accuracy.py " + shlex.join(sys.argv[1:]))
+    print(f"Server: prefill {PREFILL_S * 1e3:g} ms, decode step {args.step_ms:g} ms, {args.tokens} tokens, "
+          f"jitter 5%, 1 token per chunk; closed loop; first wave excluded (warmup)\n")
+    results: dict[tuple[str, int], list[dict]] = {}
+    for loop in loops:
+        for n in levels:
+            runs = []
+            for i in range(args.repeat):
+                runs.append(run_once(n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000,
+                                     tokens=args.tokens))
+                f = runs[-1]
+                print(f"  {loop} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
+                      f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
+                      f"client {f['client_cores']:.2f} cores, server {f['server_cores']:.2f} cores"
+                      f"{'' if f['server_rt'] else ' (server NOT real-time)'}", flush=True)
+            results[(loop, n)] = runs
+    print("\nClient timing error, ms (measured - true; median of the runs' own percentiles)\n")
+    rows = []
+    for (loop, n), runs in results.items():
+        m = lambda key, stat: median([r[key][stat] for r in runs])  # noqa: E731
+        rows.append([loop, n, len(runs), m("ttft", "p50"), m("ttft", "p99"), m("ttft", "max"),
+                     m("chunk", "p50"), m("chunk", "p99"), m("chunk", "max"),
+                     m("send", "p50"), m("send", "p99"), m("first_wave_ttft", "p99")])
+    print(table(["loop", "streams", "runs", "TTFT p50", "TTFT p99", "TTFT max", "chunk p50", "chunk p99",
+                 "chunk max", "send p50", "send p99", "1st-wave TTFT p99"], rows))
+    print("\nLoad held and cost (median of runs)\n")
+    rows = []
+    for (loop, n), runs in results.items():
+        samples = sum(r["ttft"]["n"] for r in runs), sum(r["chunk"]["n"] for r in runs)
+        exact = sum(r["exact"] for r in runs), sum(r["compared"] for r in runs)
+        bad = sum(r["unmatched"] + r["not_ok"] for r in runs)
+        srcs = sorted({s for r in runs for s in r["sources"]})
+        rows.append([loop, n, median([r["in_flight_server"] for r in runs]),
+                     median([r["in_flight_client"] for r in runs]),
+                     median([r["client_cores"] for r in runs]), median([r["server_cores"] for r in runs]),
+                     f"{exact[0]}/{exact[1]} ({'/'.join(srcs)})", bad, f"{samples[0]}/{samples[1]}"])
+    print(table(["loop", "target", "in flight (server)", "in flight (client)", "client cores",
+                 "server cores", "tokens exact (source)", "not ok/unjoined", "samples TTFT/chunk"], rows))
+
+
+if __name__ == "__main__":
+    main()

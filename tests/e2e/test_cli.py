@@ -1,0 +1,111 @@
+"""The real command line: results on disk, one-line errors, documented exit codes, signals."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .helpers import run_cli
+from tokenpace import read_records
+from tokenpace.errors import ExitCode
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # bind then close: nothing listens there afterwards
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_bench_without_target_runs_builtin_server_and_saves_results(tmp_path):
+    out = tmp_path / "run.json"
+    proc = run_cli("bench", "--requests", "20", "--concurrency", "4", "--output-tokens", "8",
+                   "--slo", "chat", "--gpu-hour-usd", "3", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "TTFT" in proc.stdout and "Goodput" in proc.stdout and "per 1M output tokens" in proc.stdout
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == 1 and doc["kind"] == "bench"
+    assert doc["target"]["builtin"] is True
+    assert doc["summary"]["counts"]["ok"] == 20
+    assert doc["summary"]["goodput"]["slo"]["name"] == "chat"
+    records = read_records(out.parent / doc["records_path"])
+    assert len(records) == 20
+    assert "OPENAI_API_KEY" not in json.dumps(doc["config"]).replace('"api_key_env": "OPENAI_API_KEY"', "")
+
+
+def test_api_key_is_never_saved(tmp_path, monkeypatch):
+    monkeypatch.setenv("TP_SECRET_KEY", "sk-very-secret-123")
+    out = tmp_path / "run.json"
+    proc = run_cli("bench", "--requests", "3", "--output-tokens", "4", "--api-key-env", "TP_SECRET_KEY",
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for path in tmp_path.iterdir():
+        assert "sk-very-secret-123" not in path.read_text()
+    assert "sk-very-secret-123" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--concurrency", "0"], "--concurrency must be > 0"),
+    (["--input-tokens", "lognormal:mean=800"], "needs sigma"),
+    (["--output-tokens", "zipf:a=2"], "unknown distribution"),
+    (["--slo", "ttft=fast"], "ttft"),
+    (["--requests", "5", "--duration", "5"], "not both"),
+    (["--warmup", "soon"], "--warmup"),
+    (["--extra-body", "{not json"], "--extra-body"),
+    (["--url", "ftp://x"], "--url"),
+    (["--rate", "abc"], "invalid float value"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    proc = run_cli("bench", *args)
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_traceback_flag_shows_the_trace():
+    proc = run_cli("--traceback", "bench", "--input-tokens", "uniform:min=5")
+    assert proc.returncode == ExitCode.USAGE
+    assert "Traceback" in proc.stderr and "needs max" in proc.stderr
+
+
+def test_unreachable_target_exits_3():
+    proc = run_cli("bench", "--url", f"http://127.0.0.1:{_closed_port()}/v1", "--requests", "2")
+    assert proc.returncode == ExitCode.TARGET, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "failed" in proc.stderr
+
+
+def test_unknown_model_lists_what_the_server_offers(logged_server):
+    url = logged_server[0].url
+    proc = run_cli("bench", "--url", url, "--model", "gpt-nope", "--requests", "2")
+    assert proc.returncode == ExitCode.TARGET
+    assert "model 'gpt-nope' not found; the server offers: tokenpace-sim" in proc.stderr
+
+
+def test_sigint_stops_sending_saves_partial_results_and_exits_130(tmp_path):
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--duration", "60",
+                             "--concurrency", "4", "--output-tokens", "400", "--grace", "1",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(4.0)  # server start, preflight, and a few requests under way
+    sent_at = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - sent_at
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    assert elapsed < 1.0 + 1.0 + 1.5, elapsed  # grace + 1 s, plus process teardown on a busy machine
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    c = doc["summary"]["counts"]
+    assert c["cancelled"] >= 1  # 400-token streams were cut off after the 1 s grace
+    assert c["sent"] == c["ok"] + c["error"] + c["timeout"] + c["cancelled"]
+    records = read_records(out.parent / doc["records_path"])
+    assert len(records) == c["sent"]
+    assert all(r.chunk_ns for r in records if r.status == "cancelled")  # partial tokens kept
+    assert "INTERRUPTED" in stdout
