@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from tokenpace._version import __version__
-from tokenpace.cli import bench_cmd, serve_cmd
+from tokenpace.cli import bench_cmd, report_cmd, serve_cmd
 from tokenpace.errors import ExitCode, TokenpaceError
 
 EPILOG = """\
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     bench_cmd.register(sub)
     serve_cmd.register(sub)
+    report_cmd.register(sub)
     return parser
 
 

@@ -133,6 +133,7 @@ class OpenAIClient:
                 elif self.stream and not resp.content_type.endswith("json"):
                     await _read_stream(resp, record, progress)
                 else:  # non-streaming, or a server that ignored "stream": true
+                    progress.streaming = False  # one whole body: no per-chunk client count
                     await _read_whole(resp, record, progress)
         except asyncio.CancelledError:
             if not progress.saw_done:

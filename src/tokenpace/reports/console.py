@@ -34,6 +34,9 @@ def render_run(doc: dict[str, Any], console: Console | None = None) -> None:
 
 def _headline(doc: dict[str, Any]) -> str:
     t, c = doc.get("target") or {}, doc.get("config") or {}
+    if doc.get("kind") == "records":
+        return (f"[bold]tokenpace report[/] · {t.get('url')} · records only: the run's "
+                "configuration is not in this file")
     where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
     mode = (f"open loop {c.get('rate')} req/s ({c.get('arrival')})" if c.get("rate")
             else f"closed loop, concurrency {doc.get('load_generator', {}).get('target_concurrency')}")

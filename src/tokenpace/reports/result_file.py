@@ -37,6 +37,7 @@ def result_document(result: Any) -> dict[str, Any]:
         },
         "summary": result.summary,
         "load_generator": result.load,
+        "preflight": getattr(result, "preflight", None),
         "records_path": records_rel,
     }
 

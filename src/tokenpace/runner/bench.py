@@ -13,19 +13,19 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
-from tokenpace.errors import TargetError
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.loadcheck import load_report
 from tokenpace.runner.loadgen import NS, LoadGenerator, LoadSettings
 from tokenpace.runner.paths import result_paths
+from tokenpace.runner.preflight import preflight
 from tokenpace.runner.progress import LiveProgress
 from tokenpace.runner.sink import RecordSink
 from tokenpace.workload import WorkloadSpec, parse_length, plan_requests
@@ -43,7 +43,7 @@ class BenchResult:
     interrupted: bool = False
     window_ns: tuple[int, int] | None = None
     started_utc: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    preflight: dict[str, Any] | None = None  # the preflight request, reported apart
 
 
 def run_bench(config: BenchConfig) -> BenchResult:
@@ -67,8 +67,9 @@ async def run_bench_async(config: BenchConfig) -> BenchResult:
                               timeout_s=config.timeout_s,
                               max_connections=(config.effective_concurrency() or 0) + 16)
         try:
-            model = await _preflight(client, config.model, url)
-            client.model = model
+            model, preflight_report = await preflight(
+                client, config.model, url, api_key_env=config.api_key_env,
+                api_key_set=bool(os.environ.get(config.api_key_env)))
             records, loadgen = await _drive(client, config, workload, records_path)
         finally:
             await client.close()
@@ -80,7 +81,8 @@ async def run_bench_async(config: BenchConfig) -> BenchResult:
     result = BenchResult(config=config, target={"url": url, "model": model, "builtin": builtin},
                          records=records, summary=summary, load=load, result_path=result_path,
                          records_path=records_path, interrupted=loadgen.interrupted,
-                         window_ns=window, started_utc=started_utc)
+                         window_ns=window, started_utc=started_utc,
+                         preflight=preflight_report)
     from tokenpace.reports.result_file import write_result  # reports sit above the runner
 
     write_result(result)
@@ -101,18 +103,6 @@ async def _target(config: BenchConfig) -> AsyncIterator[tuple[str, bool]]:
         yield server.url, True
     finally:
         await asyncio.to_thread(server.stop)
-
-
-async def _preflight(client: OpenAIClient, model: str | None, url: str) -> str:
-    """Check that the target answers and serves the model; return the model to use."""
-    models = await client.list_models()
-    if model is None:
-        if not models:
-            raise TargetError(f"{url}/models lists no model; pass --model")
-        return models[0]
-    if models and model not in models:
-        raise TargetError(f"model {model!r} not found; the server offers: {', '.join(models)}")
-    return model
 
 
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,

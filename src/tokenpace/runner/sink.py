@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 
 
@@ -38,14 +39,28 @@ class RecordSink:
 
 
 def read_records(path: str | Path) -> list[RequestRecord]:
-    """Read a records JSONL file; a torn last line (from a kill mid-write) is skipped."""
-    records = []
-    with open(path, "rb") as fh:
+    """Read a records JSONL file; unreadable lines (a torn last line after a kill) are skipped."""
+    return read_records_counted(path)[0]
+
+
+def read_records_counted(path: str | Path) -> tuple[list[RequestRecord], int]:
+    """Records from a JSONL, and how many lines could not be read."""
+    records, skipped = [], 0
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    with fh:
         for line in fh:
             if not line.strip():
                 continue
             try:
-                records.append(RequestRecord.from_dict(orjson.loads(line)))
-            except orjson.JSONDecodeError:
-                continue
-    return records
+                data = orjson.loads(line)
+                if not isinstance(data, dict):
+                    raise ValueError("not a JSON object")
+                records.append(RequestRecord.from_dict(data))
+            except (orjson.JSONDecodeError, ValueError, TypeError):
+                skipped += 1
+    if not records and skipped:
+        raise UsageError(f"{path}: no readable record ({skipped} unreadable lines)")
+    return records, skipped

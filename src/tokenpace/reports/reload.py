@@ -1,0 +1,34 @@
+"""Load a saved run for reporting: a result document, or records alone (a partial JSONL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tokenpace.metrics import summarize
+from tokenpace.reports.result_file import load_document
+from tokenpace.runner.sink import read_records_counted
+
+
+def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None = None,
+             gpus: int | None = None) -> dict[str, Any]:
+    """A result document ready for the console renderer. With slo/cost given, or for a bare
+    JSONL, the summary is computed again from the records."""
+    if path.suffix == ".jsonl":
+        records, skipped = read_records_counted(path)
+        doc: dict[str, Any] = {"kind": "records", "target": {"url": str(path)}, "config": {},
+                               "skipped_lines": skipped}
+        config: dict[str, Any] = {}
+    else:
+        doc = load_document(path)
+        config = doc.get("config") or {}
+        if slo is None and gpu_hour_usd is None and gpus is None:
+            return doc
+        records, doc["skipped_lines"] = read_records_counted(path.parent / doc["records_path"])
+    window = (doc.get("summary") or {}).get("window") or {}
+    doc["summary"] = summarize(
+        records, slo=slo if slo is not None else config.get("slo"),
+        gpu_hour_usd=gpu_hour_usd if gpu_hour_usd is not None else config.get("gpu_hour_usd"),
+        gpus=gpus if gpus is not None else config.get("gpus", 1),
+        window=(window["start_ns"], window["end_ns"]) if config.get("duration_s") and window else None)
+    return doc
