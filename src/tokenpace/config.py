@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -79,12 +80,13 @@ class BenchConfig:
         _positive("--timeout", self.timeout_s)
         _positive("--gpus", self.gpus, integer=True)
         _positive("--tokens-per-chunk", self.server_tokens_per_chunk, integer=True)
-        if self.gpu_hour_usd is not None and self.gpu_hour_usd < 0:
-            raise UsageError(f"--gpu-hour-usd must be >= 0, not {self.gpu_hour_usd}")
+        if self.gpu_hour_usd is not None and not (math.isfinite(self.gpu_hour_usd)
+                                                   and self.gpu_hour_usd >= 0):
+            raise UsageError(f"--gpu-hour-usd must be a finite number >= 0, not {self.gpu_hour_usd}")
         for name, value in (("--warmup", self.warmup_s), ("--warmup", self.warmup_requests),
                             ("--grace", self.grace_s)):
-            if value < 0:
-                raise UsageError(f"{name} must be >= 0, not {value}")
+            if not (math.isfinite(value) and value >= 0):
+                raise UsageError(f"{name} must be a finite number >= 0, not {value}")
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
@@ -99,6 +101,8 @@ class BenchConfig:
 def _positive(flag: str, value: float | int | None, *, integer: bool = False) -> None:
     if value is None:
         return
+    if not math.isfinite(value):
+        raise UsageError(f"{flag} must be a finite number, not {value}")
     if integer and int(value) != value:
         raise UsageError(f"{flag} must be a whole number, not {value}")
     if not value > 0:

@@ -81,3 +81,15 @@ def test_unknown_model_lists_what_the_server_offers(logged_server):
     proc = run_cli("bench", "--url", url, "--model", "gpt-nope", "--requests", "2")
     assert proc.returncode == ExitCode.TARGET
     assert "model 'gpt-nope' not found; the server offers: tokenpace-sim" in proc.stderr
+
+
+def test_overloaded_client_marks_the_run_invalid_and_exits_5(tmp_path):
+    # Far more requests per second than one client core can send: the schedule slips.
+    out = tmp_path / "over.json"
+    proc = run_cli("bench", "--rate", "4000", "--arrival", "constant", "--duration", "1.5",
+                   "--output-tokens", "2", "--input-tokens", "8", "--grace", "2", "--out", str(out))
+    assert proc.returncode == ExitCode.INVALID_RUN, proc.stderr
+    assert "INVALID: load generator was the bottleneck" in proc.stdout
+    lg = json.loads(out.read_text())["load_generator"]
+    assert lg["valid"] is False and lg["invalid_reasons"] and lg["suggestion"]
+    assert lg["schedule_lag_ms"]["p99"] > 10

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from tokenpace.config import ARRIVALS
@@ -83,8 +84,8 @@ def parse_warmup(text: str, *, by_time: bool) -> tuple[int, float]:
         value = float(raw)
     except ValueError:
         raise UsageError(f"--warmup must be like 20req, 5s or a number, not {text!r}") from None
-    if value < 0 or value != value:
-        raise UsageError(f"--warmup must be >= 0, not {text!r}")
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"--warmup must be a finite number >= 0, not {text!r}")
     if by_time:
         return 0, value
     if value != int(value):
