@@ -36,6 +36,8 @@ class BenchConfig:
     warmup_s: float = 0.0
     grace_s: float = 10.0  # in-flight requests may finish for this long after the run ends
     timeout_s: float = 600.0  # total per-request timeout
+    retries: int = 0  # retries of a request that failed before its first token (off by default)
+    retry_backoff_s: float = 0.5  # first backoff when the server sends no Retry-After; doubles
     seed: int = 0
 
     # Workload.
@@ -84,7 +86,8 @@ class BenchConfig:
                                                    and self.gpu_hour_usd >= 0):
             raise UsageError(f"--gpu-hour-usd must be a finite number >= 0, not {self.gpu_hour_usd}")
         for name, value in (("--warmup", self.warmup_s), ("--warmup", self.warmup_requests),
-                            ("--grace", self.grace_s)):
+                            ("--grace", self.grace_s), ("--retries", self.retries),
+                            ("--retry-backoff", self.retry_backoff_s)):
             if not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"{name} must be a finite number >= 0, not {value}")
         if self.requests is not None and self.duration_s is not None:

@@ -68,7 +68,9 @@ class RequestRecord:
     status: Status = "ok"
     error_kind: str | None = None  # e.g. "http_429", "connect", "reset_mid_stream", "idle_timeout"
     error_message: str | None = None
-    attempt: int = 1
+    attempt: int = 1  # 1 for the first try; retries of the same request count up
+    retried: bool = False  # this attempt failed and was retried: kept on disk, not measured
+    retry_after_s: float | None = None  # the server's Retry-After, when it sent one
     finish_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,7 +85,7 @@ class RequestRecord:
     @property
     def measured(self) -> bool:
         """True when the record counts towards metrics (not warmup, and actually sent)."""
-        return not self.warmup and self.sent_ns is not None
+        return not self.warmup and not self.retried and self.sent_ns is not None
 
 
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))

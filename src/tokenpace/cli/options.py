@@ -28,6 +28,11 @@ def add_load_workload_slo(p: argparse.ArgumentParser) -> None:
                    help="time in-flight requests get to finish at the end (default 10)")
     g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                    help="total per-request timeout (default 600)")
+    g.add_argument("--retries", type=int, default=0, metavar="N",
+                   help="retry a request that failed before its first token (429, 5xx, connect) "
+                        "up to N times; every attempt is recorded (default 0)")
+    g.add_argument("--retry-backoff", type=float, default=0.5, metavar="SECONDS",
+                   help="first retry delay without Retry-After; doubles each time (default 0.5)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="seed for schedule and prompts")
     g = p.add_argument_group("workload")
     g.add_argument("--input-tokens", default="512", metavar="SPEC", help="prompt length spec")
@@ -54,7 +59,8 @@ def load_workload_slo_values(args: argparse.Namespace) -> dict[str, Any]:
         concurrency=args.concurrency, rate=args.rate, arrival=args.arrival,
         burstiness=args.burstiness, requests=args.requests, duration_s=args.duration,
         warmup_requests=warmup_requests, warmup_s=warmup_s, grace_s=args.grace,
-        timeout_s=args.timeout, seed=args.seed, input_tokens=args.input_tokens,
+        timeout_s=args.timeout, retries=args.retries, retry_backoff_s=args.retry_backoff,
+        seed=args.seed, input_tokens=args.input_tokens,
         output_tokens=args.output_tokens, ignore_eos=args.ignore_eos,
         extra_body=parse_json_object(args.extra_body, "--extra-body"), slo=args.slo,
         gpu_hour_usd=args.gpu_hour_usd, gpus=args.gpus,

@@ -67,7 +67,10 @@ def e2e_from_scheduled(record: RequestRecord) -> float | None:
 
 
 def schedule_lag(record: RequestRecord) -> float | None:
-    """sent - scheduled: how late the load generator sent the request."""
+    """sent - scheduled: how late the load generator sent the request. None for a retry, whose
+    scheduled time is the first attempt's (so that TTFT from scheduled includes the retries)."""
+    if record.attempt > 1:
+        return None
     return _ms(record.scheduled_ns, record.sent_ns)
 
 

@@ -77,16 +77,21 @@ def counts(records: Sequence[RequestRecord], measured: Sequence[RequestRecord]) 
 
     ``errors_by_kind`` covers every measured record that is not ok, keyed by ``error_kind`` (its
     status when it has none). ``not_sent`` counts non-warmup records that were never sent. A
-    status this version does not know is counted as an error.
+    status this version does not know is counted as an error. Requests count once, by their final
+    attempt; ``retried_attempts`` counts the earlier attempts that failed and were retried, and
+    ``retried_by_kind`` why.
     """
     statuses = Counter(r.status if r.status in STATUSES else "error" for r in measured)
     by_kind = Counter(r.error_kind or str(r.status) for r in measured if r.status != "ok")
+    retried = [r for r in records if r.retried and not r.warmup]
     return {
         "sent": len(measured),
         **{status: statuses.get(status, 0) for status in STATUSES},
         "warmup_excluded": sum(1 for r in records if r.warmup),
         "not_sent": sum(1 for r in records if not r.warmup and r.sent_ns is None),
         "errors_by_kind": dict(sorted(by_kind.items())),
+        "retried_attempts": len(retried),
+        "retried_by_kind": dict(sorted(Counter(r.error_kind or r.status for r in retried).items())),
     }
 
 

@@ -113,7 +113,8 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
         concurrency=config.effective_concurrency(), rate=config.rate,
         total_requests=None if requests is None else requests + warmup_n,
         end_after_s=None if config.duration_s is None else config.warmup_s + config.duration_s,
-        warmup_requests=warmup_n, warmup_s=config.warmup_s, grace_s=config.grace_s)
+        warmup_requests=warmup_n, warmup_s=config.warmup_s, grace_s=config.grace_s,
+        retries=config.retries, retry_backoff_s=config.retry_backoff_s)
     records: list[RequestRecord] = []
     with RecordSink(records_path) as sink, LiveProgress(
             None if requests is None else requests + warmup_n, enabled=config.progress) as progress:

@@ -34,8 +34,9 @@ def load_report(records: list[RequestRecord], *, config: BenchConfig, cpu_s: flo
                 wall_s: float, window: tuple[int, int] | None = None) -> dict[str, Any]:
     sent = [r for r in records if r.sent_ns is not None]
     measured = [r for r in sent if not r.warmup]
-    lags = np.array([(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured
-                     if r.scheduled_ns is not None], dtype=float)
+    # Lag of first attempts only: a retry's scheduled time is its first attempt's.
+    lags = np.array([(r.sent_ns - r.scheduled_ns) / 1e6 for r in sent
+                     if r.scheduled_ns is not None and r.attempt == 1 and not r.warmup], dtype=float)
     sends = np.sort(np.array([r.sent_ns for r in measured], dtype=np.int64))
     achieved = (float((len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9))
                 if len(sends) > 1 and sends[-1] > sends[0] else None)

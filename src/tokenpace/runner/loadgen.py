@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tokenpace.record import RequestRecord
+from tokenpace.runner.retry import retry_delay_s, should_retry
 from tokenpace.workload import PlannedRequest
 
 NS = 1_000_000_000
@@ -35,6 +36,8 @@ class LoadSettings:
     warmup_requests: int = 0
     warmup_s: float = 0.0
     grace_s: float = 10.0
+    retries: int = 0
+    retry_backoff_s: float = 0.5
 
 
 class LoadGenerator:
@@ -180,18 +183,42 @@ class LoadGenerator:
         return task
 
     async def _one(self, record: RequestRecord, prompt: str) -> None:
+        """Send one request, retrying per the policy; every attempt ends as one record on disk.
+
+        A failed attempt is saved once its fate is known: as ``retried`` when the next attempt
+        goes out, or as the request's outcome when the run ends during the backoff.
+        """
+        while True:
+            await self._attempt(record, prompt)
+            if self._stopping.is_set() or not should_retry(record, retries=self._s.retries):
+                self._on_record(record)
+                return
+            try:
+                await asyncio.wait_for(self._stopping.wait(),
+                                       retry_delay_s(record, backoff_s=self._s.retry_backoff_s))
+                self._on_record(record)  # the run ended during the backoff
+                return
+            except asyncio.TimeoutError:
+                pass
+            except asyncio.CancelledError:
+                self._on_record(record)
+                raise
+            record.retried = True
+            self._on_record(record)
+            record = _next_attempt(record)
+
+    async def _attempt(self, record: RequestRecord, prompt: str) -> None:
         try:
             await self._send(record, prompt)
         except asyncio.CancelledError:
             if record.done_ns is None:  # the client normally finalizes; never leave it open
                 record.status, record.done_ns = "cancelled", time.monotonic_ns()
+            self._on_record(record)  # exactly once per attempt
             raise
         except Exception as exc:  # a bug in the client must neither end the run nor lose the record
             record.status, record.error_kind = "error", "client_bug"
             record.error_message = f"{type(exc).__name__}: {exc}"[:300]
             record.done_ns = record.done_ns or time.monotonic_ns()
-        finally:
-            self._on_record(record)  # exactly once per request
 
     async def _drain(self) -> None:
         """Give requests in flight the grace period, then cancel what is left."""
@@ -203,3 +230,14 @@ class LoadGenerator:
         if pending:
             await asyncio.wait(pending, timeout=1.0)
 
+
+def _next_attempt(failed: RequestRecord) -> RequestRecord:
+    """A fresh record for the retry. It keeps the first attempt's scheduled time, so "TTFT from
+    scheduled" of the final attempt includes the time lost to the failed ones, as the user felt."""
+    base = failed.request_id.rsplit(".a", 1)[0] if failed.attempt > 1 else failed.request_id
+    return RequestRecord(
+        request_id=f"{base}.a{failed.attempt + 1}", index=failed.index, api=failed.api,
+        stream=failed.stream, warmup=failed.warmup,
+        requested_input_tokens=failed.requested_input_tokens,
+        requested_output_tokens=failed.requested_output_tokens,
+        scheduled_ns=failed.scheduled_ns, attempt=failed.attempt + 1)
