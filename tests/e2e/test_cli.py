@@ -93,3 +93,30 @@ def test_overloaded_client_marks_the_run_invalid_and_exits_5(tmp_path):
     lg = json.loads(out.read_text())["load_generator"]
     assert lg["valid"] is False and lg["invalid_reasons"] and lg["suggestion"]
     assert lg["schedule_lag_ms"]["p99"] > 10
+
+
+@pytest.mark.parametrize("name, content, needle", [
+    ("missing.json", None, "no such file"),
+    ("garbage.json", "{not json", "is not valid JSON"),
+    ("other.json", '{"hello": 1}', "not a tokenpace result file"),
+    ("future.json", '{"schema_version": 99}', "reads up to 1: upgrade tokenpace"),
+    ("torn.jsonl", '{"request_id": "a"\n', "no readable record"),
+])
+def test_report_bad_files_are_one_line_errors(tmp_path, name, content, needle):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    proc = run_cli("report", str(path))
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and needle in proc.stderr, proc.stderr
+
+
+def test_report_rejudges_a_saved_run_against_another_slo(tmp_path):
+    out = tmp_path / "run.json"
+    assert run_cli("bench", "--requests", "10", "--output-tokens", "8", "--slo", "batch",
+                   "--out", str(out)).returncode == 0
+    proc = run_cli("report", str(out), "--slo", "ttft=1ms", "--gpu-hour-usd", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "TTFT ≤ 1 ms" in proc.stdout and "SLO MISSED" in proc.stdout
+    assert "no good tokens" in proc.stdout
+    assert "$2/h" in proc.stdout

@@ -37,14 +37,26 @@ def _headline(doc: dict[str, Any]) -> str:
     if doc.get("kind") == "records":
         return (f"[bold]tokenpace report[/] · {t.get('url')} · records only: the run's "
                 "configuration is not in this file")
-    where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
+    concurrency = ((doc.get("load_generator") or {}).get("target_concurrency")
+                   or (c.get("engine") or {}).get("concurrency"))
     mode = (f"open loop {c.get('rate')} req/s ({c.get('arrival')})" if c.get("rate")
-            else f"closed loop, concurrency {doc.get('load_generator', {}).get('target_concurrency')}")
+            else f"closed loop, concurrency {concurrency}")
+    if t.get("simulated"):
+        return _sim_headline(doc, t, mode)
+    where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
     shape = f"{c.get('api', 'chat')}, {'streaming' if c.get('stream', True) else 'non-streaming'}"
     head = f"[bold]tokenpace {doc.get('kind', 'bench')}[/] · {where} · model {t.get('model')} · {shape} · {mode}"
     if doc.get("interrupted"):
         head += " · [bold red]INTERRUPTED: partial results[/]"
     return head
+
+
+def _sim_headline(doc: dict[str, Any], t: dict[str, Any], mode: str) -> str:
+    extras = "".join(f" · {name}" for key, name in (("prefix_caching", "prefix caching"),
+                                                     ("spec_decode", "speculative decoding")) if t.get(key))
+    return (f"[bold]tokenpace {doc.get('kind', 'sim')}[/] · [bold]SIMULATION[/] in virtual time · "
+            f"{t.get('model')} on {t.get('gpu')} · weights {t.get('weights')}, KV {t.get('kv_cache_dtype')} · "
+            f"TP {t.get('tp')} · {t.get('policy')}{extras} · {mode}")
 
 
 def _latency_table(s: dict[str, Any]) -> Table:
@@ -97,13 +109,15 @@ def _lines(doc: dict[str, Any]) -> list[str]:
     if cost:
         out.append(f"Cost (${cost['gpu_hour_usd']:g}/h × {cost['gpus']} GPU): "
                    f"${_n(cost['usd_per_1m_output_tokens'], 3)} per 1M output tokens · "
-                   f"${_n(cost['usd_per_1m_good_output_tokens'], 3)} per 1M good tokens")
+                   + (f"${_n(cost['usd_per_1m_good_output_tokens'], 3)} per 1M good tokens"
+                      if cost.get("usd_per_1m_good_output_tokens") is not None else "no good tokens"))
     tok = s.get("tokens") or {}
     mm = tok.get("mismatch") or {}
     out.append(f"Token counts: output from {_sources(tok.get('output_sources'))}; prompt from "
                f"{_sources(tok.get('prompt_sources'))}; client vs server mismatch in "
                f"{mm.get('requests_mismatched', 0)} of {mm.get('requests_compared', 0)} requests")
     out.extend(_load_lines(doc.get("load_generator")))
+    out.extend(_engine_lines(doc.get("engine")))
     return out
 
 
@@ -121,6 +135,30 @@ def _load_lines(lg: dict[str, Any] | None) -> list[str]:
         return [f"Load generator: valid · {text}"]
     return [f"[bold red]INVALID: load generator was the bottleneck[/] ({'; '.join(lg['invalid_reasons'])}) · {text}",
             f"  suggestion: {lg['suggestion']}"]
+
+
+def _engine_lines(engine: dict[str, Any] | None) -> list[str]:
+    """A simulation's engine: its memory, and what it did (the timeline's summary)."""
+    if not engine:
+        return []
+    m, st = engine.get("memory") or {}, engine.get("stats") or {}
+    hit = (f" · prefix-cache hit rate {_pct(st.get('prefix_cache_hit_rate'))}"
+           if st.get("prefix_cache_queries_tokens") else "")
+    return [
+        f"Engine memory per GPU: weights {m.get('weight_bytes_per_gpu', 0) / 2**30:.1f} GiB · KV cache "
+        f"{m.get('kv_capacity_tokens', 0):,} tokens ({m.get('kv_blocks', 0):,} blocks, "
+        f"{m.get('kv_bytes_per_token_per_gpu', 0) / 1024:g} KiB per token)",
+        f"Engine: {st.get('engine_steps', 0):,} steps, busy {_pct(st.get('busy_fraction'))}, mean step "
+        f"{_n(st.get('mean_step_ms'), 2)} ms · mean running {_n(st.get('mean_running_seqs'))} "
+        f"(decoding {_n(st.get('mean_decode_batch'))}) · waiting mean {_n(st.get('mean_waiting'))} / max "
+        f"{st.get('max_waiting', 0)} · {_n(st.get('mean_tokens_per_step'))} tokens per step · KV usage mean "
+        f"{_pct(st.get('mean_kv_usage'))} / peak {_pct(st.get('peak_kv_usage'))} · preemptions "
+        f"{st.get('preemptions', 0)}{hit}",
+    ]
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1%}"
 
 
 def _slo_text(slo: dict[str, Any]) -> str:
