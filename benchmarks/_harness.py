@@ -161,3 +161,44 @@ def machine_line() -> str:
     load = os.getloadavg()
     return (f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
             f"load average before start {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}")
+
+
+def loopback_floor(samples: int = 300, gap_s: float = 0.01) -> dict[str, float]:
+    """The machine's own floor: one plain blocking socket, no event loop, no HTTP.
+
+    A child on SERVER_CPU (real-time when allowed) writes its ``monotonic_ns()`` every ``gap_s``
+    over loopback TCP; this process, on CLIENT_CPU, stamps each read. No client can beat this on
+    this machine: it is the wake-up latency of an idle CPU plus loopback delivery (and, on a shared
+    VM, other tenants).
+    """
+    import socket
+    import struct
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    pid = os.fork()
+    if pid == 0:  # child: the writer
+        try:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(0, {SERVER_CPU})
+            _make_realtime(0)
+            conn, _ = listener.accept()
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for _ in range(samples):
+                time.sleep(gap_s)
+                conn.sendall(struct.pack("q", time.monotonic_ns()))
+            conn.close()
+        finally:
+            os._exit(0)
+    listener.close()
+    errors, buf = [], b""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(samples * gap_s + 10)
+        while data := sock.recv(4096):
+            now = time.monotonic_ns()
+            buf += data
+            while len(buf) >= 8:
+                errors.append((now - struct.unpack("q", buf[:8])[0]) / 1e6)
+                buf = buf[8:]
+    os.waitpid(pid, 0)
+    return pcts(errors)

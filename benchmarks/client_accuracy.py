@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import sys
 import tempfile
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import (machine_line, mean_in_flight, median, pcts, pin_client, read_truth, table,
+from _harness import (RT_PRIORITY, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client, read_truth, table,
                       truth_server)
 
 from tokenpace.config import BenchConfig
@@ -120,6 +121,8 @@ def main() -> None:
     ap.add_argument("--loops", default="uvloop", metavar="LOOP[,LOOP]", help="uvloop and/or asyncio")
     ap.add_argument("--step-ms", type=float, default=STEP_S * 1000, metavar="MS", help="server decode step")
     ap.add_argument("--tokens", type=int, default=OUTPUT_TOKENS, metavar="N", help="output tokens per request")
+    ap.add_argument("--client-rt", action="store_true",
+                    help="run the client at real-time priority too (diagnostic: removes other tenants)")
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     loops = args.loops.split(",")
@@ -127,6 +130,12 @@ def main() -> None:
     print("Command: .venv/bin/python benchmarks/client_accuracy.py " + shlex.join(sys.argv[1:]))
     print(f"Server: prefill {PREFILL_S * 1e3:g} ms, decode step {args.step_ms:g} ms, {args.tokens} tokens, "
           f"jitter 5%, 1 token per chunk; closed loop; first wave excluded (warmup)\n")
+    if args.client_rt:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY - 1))
+        print("client at real-time priority (SCHED_FIFO): other processes on the machine cannot delay it")
+    floor = loopback_floor()
+    print(f"Loopback floor (blocking socket, no event loop, no HTTP; {floor['n']} writes 10 ms apart): "
+          f"p50 {floor['p50']:.2f} ms, p99 {floor['p99']:.2f} ms, max {floor['max']:.2f} ms")
     results: dict[tuple[str, int], list[dict]] = {}
     for loop in loops:
         for n in levels:

@@ -36,6 +36,9 @@ class BenchConfig:
     warmup_s: float = 0.0
     grace_s: float = 10.0  # in-flight requests may finish for this long after the run ends
     timeout_s: float = 600.0  # total per-request timeout
+    connect_timeout_s: float | None = None  # TCP (and TLS) connect
+    ttft_timeout_s: float | None = None  # sent to first token
+    idle_timeout_s: float | None = None  # longest silence (after the first token, or always without a TTFT limit)
     retries: int = 0  # retries of a request that failed before its first token (off by default)
     retry_backoff_s: float = 0.5  # first backoff when the server sends no Retry-After; doubles
     seed: int = 0
@@ -45,6 +48,16 @@ class BenchConfig:
     output_tokens: str = "128"
     ignore_eos: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # Workload shapes (tokenpace.workload.build.workload_from_config reads and checks these).
+    tokenizer: str | None = None  # local tokenizer.json, HF tokenizer folder or .gguf file
+    dataset: str | None = None  # ShareGPT JSON or JSONL of messages/prompts
+    trace: str | None = None  # Mooncake-style trace JSONL: arrival times and lengths
+    time_scale: float = 1.0  # trace offsets are multiplied by this (0.5: twice as fast)
+    skip_bad_lines: bool = False  # dataset/trace: skip (and count) bad lines instead of stopping
+    shared_prefix: str | None = None  # groups=8,prefix-tokens=2048,per-group=50,order=grouped
+    conversations: str | None = None  # sessions=20,turns=6,think-time=exp:3s
+    reasoning_effort: str | None = None  # low|medium|high, sent as reasoning_effort
+    tools: int = 0  # synthetic function tools attached to every request
 
     # SLO and cost.
     slo: str | None = None  # a preset name or an expression, parsed by tokenpace.metrics.parse_slo
@@ -80,6 +93,9 @@ class BenchConfig:
         _positive("--requests", self.requests, integer=True)
         _positive("--duration", self.duration_s)
         _positive("--timeout", self.timeout_s)
+        _positive("--connect-timeout", self.connect_timeout_s)
+        _positive("--ttft-timeout", self.ttft_timeout_s)
+        _positive("--idle-timeout", self.idle_timeout_s)
         _positive("--gpus", self.gpus, integer=True)
         _positive("--tokens-per-chunk", self.server_tokens_per_chunk, integer=True)
         if self.gpu_hour_usd is not None and not (math.isfinite(self.gpu_hour_usd)

@@ -123,9 +123,9 @@ def test_error_object_inside_the_stream(serve_raw):
     assert len(record.chunk_ns) == 1
 
 
-def test_undecodable_json_is_malformed_sse(serve_raw):
+def test_undecodable_json_is_invalid_json(serve_raw):
     record = send_to_raw(serve_raw, [HEAD, token("a"), token("b"), http_chunk(b"data: {not json\n\n"), END])
-    assert (record.status, record.error_kind) == ("error", "malformed_sse")
+    assert (record.status, record.error_kind) == ("error", "invalid_json")
     assert "{not json" in record.error_message
     assert record.output_tokens_client == 2 and record.output_tokens == 2
 

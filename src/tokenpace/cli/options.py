@@ -28,22 +28,64 @@ def add_load_workload_slo(p: argparse.ArgumentParser) -> None:
                    help="time in-flight requests get to finish at the end (default 10)")
     g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                    help="total per-request timeout (default 600)")
+    g.add_argument("--connect-timeout", type=float, metavar="SECONDS",
+                   help="give up on a request whose connection is not made within this time")
+    g.add_argument("--ttft-timeout", type=float, metavar="SECONDS",
+                   help="give up on a request with no token within this time of sending it")
+    g.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                   help="give up on a stream silent for this long (before the first token only "
+                        "without --ttft-timeout)")
     g.add_argument("--retries", type=int, default=0, metavar="N",
                    help="retry a request that failed before its first token (429, 5xx, connect) "
                         "up to N times; every attempt is recorded (default 0)")
     g.add_argument("--retry-backoff", type=float, default=0.5, metavar="SECONDS",
                    help="first retry delay without Retry-After; doubles each time (default 0.5)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="seed for schedule and prompts")
-    g = p.add_argument_group("workload")
-    g.add_argument("--input-tokens", default="512", metavar="SPEC", help="prompt length spec")
-    g.add_argument("--output-tokens", default="128", metavar="SPEC", help="max_tokens length spec")
-    g.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
-                   help="don't send ignore_eos/min_tokens (hosted APIs reject them)")
-    g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
+    add_workload(p)
     g = p.add_argument_group("SLO and cost")
     g.add_argument("--slo", metavar="PRESET|EXPR", help="goodput SLO, e.g. chat or ttft=300ms,tpot=40ms")
     g.add_argument("--gpu-hour-usd", type=float, metavar="USD", help="price of one GPU-hour")
     g.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs behind the endpoint")
+
+
+def add_workload(p: argparse.ArgumentParser) -> None:
+    """The workload group: shared by bench, sim and `workload inspect`."""
+    g = p.add_argument_group("workload")
+    g.add_argument("--input-tokens", default="512", metavar="SPEC",
+                   help="prompt length spec (with --shared-prefix: the unique suffix)")
+    g.add_argument("--output-tokens", default="128", metavar="SPEC", help="max_tokens length spec")
+    g.add_argument("--tokenizer", metavar="PATH", help="local tokenizer.json, HF tokenizer folder "
+                   "or .gguf file: exact prompt lengths (nothing is downloaded)")
+    g.add_argument("--dataset", metavar="PATH", help="prompts from a ShareGPT JSON or a JSONL of "
+                   "messages/prompts")
+    g.add_argument("--trace", metavar="PATH", help="replay a Mooncake-style trace JSONL: arrival "
+                   "times and lengths")
+    g.add_argument("--time-scale", type=float, default=1.0, metavar="F",
+                   help="multiply trace arrival offsets by F (0.5: twice as fast; default 1)")
+    g.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip (and count) bad dataset/trace lines instead of stopping")
+    g.add_argument("--shared-prefix", metavar="SPEC", help="groups=8,prefix-tokens=2048,per-group=50,"
+                   "order=grouped|interleaved")
+    g.add_argument("--conversations", metavar="SPEC", help="multi-turn sessions: sessions=20,turns=6,"
+                   "think-time=exp:3s")
+    g.add_argument("--reasoning-effort", choices=("low", "medium", "high"),
+                   help="send reasoning_effort with every request")
+    g.add_argument("--tools", type=int, default=0, metavar="N",
+                   help="attach N synthetic function tools and ask for a call (chat API)")
+    g.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
+                   help="don't send ignore_eos/min_tokens (hosted APIs reject them)")
+    g.add_argument("--extra-body", metavar="JSON", help="JSON object merged into every request body")
+
+
+def workload_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The BenchConfig fields set by add_workload's flags."""
+    return dict(
+        input_tokens=args.input_tokens, output_tokens=args.output_tokens, tokenizer=args.tokenizer,
+        dataset=args.dataset, trace=args.trace, time_scale=args.time_scale,
+        skip_bad_lines=args.skip_bad_lines, shared_prefix=args.shared_prefix,
+        conversations=args.conversations, reasoning_effort=args.reasoning_effort, tools=args.tools,
+        ignore_eos=args.ignore_eos, extra_body=parse_json_object(args.extra_body, "--extra-body"),
+    )
 
 
 def add_output(p: argparse.ArgumentParser, *, kind: str) -> None:
@@ -59,10 +101,10 @@ def load_workload_slo_values(args: argparse.Namespace) -> dict[str, Any]:
         concurrency=args.concurrency, rate=args.rate, arrival=args.arrival,
         burstiness=args.burstiness, requests=args.requests, duration_s=args.duration,
         warmup_requests=warmup_requests, warmup_s=warmup_s, grace_s=args.grace,
-        timeout_s=args.timeout, retries=args.retries, retry_backoff_s=args.retry_backoff,
-        seed=args.seed, input_tokens=args.input_tokens,
-        output_tokens=args.output_tokens, ignore_eos=args.ignore_eos,
-        extra_body=parse_json_object(args.extra_body, "--extra-body"), slo=args.slo,
+        timeout_s=args.timeout, connect_timeout_s=args.connect_timeout,
+        ttft_timeout_s=args.ttft_timeout, idle_timeout_s=args.idle_timeout,
+        retries=args.retries, retry_backoff_s=args.retry_backoff,
+        seed=args.seed, **workload_values(args), slo=args.slo,
         gpu_hour_usd=args.gpu_hour_usd, gpus=args.gpus,
     )
 

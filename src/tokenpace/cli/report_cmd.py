@@ -1,5 +1,6 @@
 """`tokenpace report`: the console summary of a saved run: a result JSON, or a records JSONL
-(also the partial one a killed run leaves behind). SLO and cost can be judged again."""
+(also the partial one a killed run leaves behind). SLO and cost can be judged again; `--html`
+also writes a self-contained HTML report."""
 
 from __future__ import annotations
 
@@ -13,17 +14,19 @@ examples:
   tokenpace report run.json
   tokenpace report run.records.jsonl            # e.g. what a killed run left behind
   tokenpace report run.json --slo code --gpu-hour-usd 2.5
+  tokenpace report run.json --html run.html     # one self-contained file, opens offline
 """
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="summarize a saved run (result JSON or records JSONL)",
-                       description="Console summary of a saved run.", epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description="Console summary of a saved run, and optionally an HTML report.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", metavar="RUN", help="a result .json or a records .jsonl")
     p.add_argument("--slo", metavar="PRESET|EXPR", help="judge goodput against this SLO instead")
     p.add_argument("--gpu-hour-usd", type=float, metavar="USD", help="price of one GPU-hour")
     p.add_argument("--gpus", type=int, metavar="N", help="GPUs behind the endpoint")
+    p.add_argument("--html", metavar="PATH", help="also write a self-contained HTML report (plots inline)")
     p.set_defaults(func=run)
 
 
@@ -32,14 +35,23 @@ def run(args: argparse.Namespace) -> int:
 
     from tokenpace.reports.console import render_run
     from tokenpace.reports.reload import load_run
+    from tokenpace.reports.run_data import load_run_data
 
     path = Path(args.path)
     if not path.exists():
         raise UsageError(f"no such file: {path}")
-    doc = load_run(path, slo=args.slo, gpu_hour_usd=args.gpu_hour_usd, gpus=args.gpus)
+    judge = {"slo": args.slo, "gpu_hour_usd": args.gpu_hour_usd, "gpus": args.gpus}
+    # Records (and the engine timeline) are read only when the HTML report needs them.
+    data = load_run_data(path, **judge) if args.html else None
+    doc = data.doc if data else load_run(path, **judge)
     console = Console()
     render_run(doc, console)
     if doc.get("skipped_lines"):
         console.print(f"[yellow]{doc['skipped_lines']} unreadable line(s) skipped "
                       "(a run killed mid-write leaves at most one)[/]")
+    if args.html:
+        from tokenpace.reports.html import write_run_html
+
+        written = write_run_html(data, args.html)
+        console.print(f"HTML report: {written} ({written.stat().st_size / 1024:,.0f} KiB)")
     return 0

@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
     def announce(url: str) -> None:
-        print(f"tokenpace serve: {url} · model {config.model!r} · {config.timing} timing · "
+        timing = f"engine simulator on {config.sim.gpu}" if config.sim else f"{config.timing} timing"
+        print(f"tokenpace serve: {url} · model {config.model!r} · {timing} · "
               "Ctrl-C stops it", flush=True)
 
     try:

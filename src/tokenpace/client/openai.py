@@ -4,11 +4,45 @@ The client only stamps ``time.monotonic_ns()``; every duration is computed later
 in ``tokenpace.metrics``. A failed request is a record with a status and an error kind, never an
 exception (STYLE habit 5). Stamps are taken as soon as a read returns, once per read: every event
 parsed from that read shares its stamp, because that is when its bytes reached us.
+
+Timeouts. ``connect_timeout_s`` bounds the TCP (and TLS) connect: aiohttp's ``sock_connect``, one
+timer per new connection. The other three share one watchdog timer per request, all measured from
+``sent``: ``ttft_timeout_s`` until the first token; ``idle_timeout_s``, the longest silence (no
+bytes at all: a keep-alive comment counts as life), which before the first token applies only when
+there is no TTFT limit (that phase is the TTFT limit's); ``timeout_s`` until the end. A read only
+stamps its time; the timer, when it fires, re-arms itself for the deadline that reads have pushed
+back, so a stream costs no timer per chunk. On expiry the request's task is cancelled and that
+cancellation becomes a ``timeout`` record (a cancellation from outside still propagates).
+
+Outcome of a failed request: ``status`` and ``error_kind``, with ``done_ns`` when the failure was
+seen and everything that arrived before it kept.
+
+| status | error_kind | when |
+|---|---|---|
+| error | ``http_<status>`` | HTTP status >= 400 (``retry_after_s`` from ``retry-after-ms`` or ``Retry-After``) |
+| error | ``connect`` | the connection was refused or could not be made |
+| timeout | ``connect_timeout`` | no connection within ``connect_timeout_s`` |
+| error | ``reset_before_headers`` / ``reset_mid_stream`` | the connection closed or was reset before / after the headers |
+| error | ``wrong_content_type`` | a streamed request answered 200 with neither ``text/event-stream`` nor JSON |
+| error | ``malformed_sse`` | a line that is not SSE framing (an unknown field, e.g. ``dta: {``) |
+| error | ``invalid_json`` | a ``data:`` line that is not a JSON object |
+| error | ``stream_error`` | an error object inside the stream |
+| error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |
+| error | ``malformed_response`` / ``response_error`` | a non-streamed body that is not JSON / is an error |
+| timeout | ``ttft_timeout`` / ``idle_timeout`` / ``total_timeout`` | the watchdog's limits, above |
+| error | ``client_error`` / ``client_exception`` | anything else aiohttp or the client raised |
+
+A stream without ``[DONE]`` that brought tokens is ``ok``; without usage, ``output_tokens`` is the
+client's count (source "estimate").
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import math
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from time import monotonic_ns
 from typing import Any
 
@@ -48,9 +82,16 @@ class OpenAIClient:
         extra_body: dict[str, Any] | None = None,
         timeout_s: float = 600.0,
         max_connections: int | None = None,
+        connect_timeout_s: float | None = None,
+        ttft_timeout_s: float | None = None,
+        idle_timeout_s: float | None = None,
     ) -> None:
         if api not in ("chat", "completions"):
             raise ValueError(f"api must be 'chat' or 'completions', not {api!r}")
+        for name, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s),
+                            ("ttft_timeout_s", ttft_timeout_s), ("idle_timeout_s", idle_timeout_s)):
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, not {value!r}")  # fmt: skip
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api = api
@@ -58,13 +99,16 @@ class OpenAIClient:
         self.ignore_eos = ignore_eos
         self.extra_body = dict(extra_body or {})
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.ttft_timeout_s = ttft_timeout_s
+        self.idle_timeout_s = idle_timeout_s
         self.max_connections = max_connections
         self._url = f"{self.base_url}/chat/completions" if api == "chat" else f"{self.base_url}/completions"
         self._headers = {"Content-Type": "application/json", "User-Agent": f"tokenpace/{__version__}"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        # Only a total deadline: connect, header and per-read waits all count against it.
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # aiohttp bounds only the connect; the per-request watchdog does the rest (module doc).
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:  # never shows the API key
@@ -114,7 +158,8 @@ class OpenAIClient:
         """Send one request and fill ``record`` in place. Never raises for a failed request.
 
         If the task is cancelled, the record is finished with status "cancelled" (partial tokens
-        kept) before ``CancelledError`` propagates.
+        kept) before ``CancelledError`` propagates. A request that passes one of the client's limits
+        ends with status "timeout" and returns normally (the watchdog's cancellation is absorbed).
         """
         record.api = self.api
         record.stream = self.stream
@@ -122,27 +167,38 @@ class OpenAIClient:
         headers = {"X-Request-ID": record.request_id}
         progress = Progress(streaming=self.stream)
         session = self._get_session()
-        record.sent_ns = monotonic_ns()
+        record.sent_ns = progress.last_read_ns = monotonic_ns()
+        watchdog = _Watchdog(self, record, progress)
         try:
             async with session.post(self._url, data=data, headers=headers, timeout=self._timeout) as resp:
                 progress.response_seen = True
+                progress.last_read_ns = now = monotonic_ns()
                 record.http_status = resp.status
+                content_type = resp.content_type
                 if resp.status >= 400:
+                    record.retry_after_s = retry_after_s(resp.headers)
                     message = await _read_error_message(resp)
                     progress.fail("error", f"http_{resp.status}", message, monotonic_ns())
-                elif self.stream and not resp.content_type.endswith("json"):
+                elif self.stream and content_type == "text/event-stream":
                     await _read_stream(resp, record, progress)
-                else:  # non-streaming, or a server that ignored "stream": true
+                elif not self.stream or content_type.endswith("json"):  # or a server that ignored "stream"
                     progress.streaming = False  # one whole body: no per-chunk client count
                     await _read_whole(resp, record, progress)
+                else:
+                    message = f"a streamed request got Content-Type {content_type!r}, not text/event-stream"
+                    progress.fail("error", "wrong_content_type", _truncate(message), now)
         except asyncio.CancelledError:
-            if not progress.saw_done:
-                progress.fail("cancelled", None, None, monotonic_ns())
-            finish_record(record, progress)
-            raise
-        except asyncio.TimeoutError:  # before ClientError: aiohttp's timeout errors are both
-            message = f"no complete response within timeout_s={self.timeout_s:g}"
-            progress.fail("timeout", "total_timeout", message, monotonic_ns())
+            watchdog.stop()
+            if watchdog.expired is not None:
+                progress.fail("timeout", watchdog.expired, watchdog.message(), watchdog.expired_ns)
+            if watchdog.expired is None or _other_cancellations():
+                progress.fail("cancelled", None, None, monotonic_ns())  # no-op after [DONE] or a failure
+                finish_record(record, progress)
+                raise
+        except aiohttp.ServerTimeoutError as exc:  # before ClientError; only sock_connect is set
+            limit = self.connect_timeout_s
+            message = f"no connection within connect_timeout_s={limit:g}" if limit else _one_line(exc)
+            progress.fail("timeout", "connect_timeout", message, monotonic_ns())
         except aiohttp.ClientConnectorError as exc:
             progress.fail("error", "connect", _one_line(exc), monotonic_ns())
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
@@ -152,12 +208,15 @@ class OpenAIClient:
             progress.fail("error", "client_error", _one_line(exc), monotonic_ns())
         except Exception as exc:  # noqa: BLE001 - a failed request must stay a record, not end the run
             progress.fail("error", "client_exception", _one_line(exc), monotonic_ns())
+        finally:
+            watchdog.stop()
         finish_record(record, progress)
 
     async def list_models(self) -> list[str]:
         """The model ids the endpoint serves. Raises ``TargetError`` with a one-line reason."""
         url = f"{self.base_url}/models"
-        timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, _LIST_MODELS_TIMEOUT_S))
+        timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, _LIST_MODELS_TIMEOUT_S),
+                                        sock_connect=self.connect_timeout_s)
         try:
             async with self._get_session().get(url, timeout=timeout) as resp:
                 if resp.status >= 400:
@@ -176,24 +235,34 @@ class OpenAIClient:
 
 
 async def _read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress) -> None:
-    parser = SSEParser()
+    parser = SSEParser(strict=True)
     read = resp.content.readany
-    last_read_ns = record.sent_ns
     while True:
         data = await read()
         now = monotonic_ns()
         if not data:  # EOF
-            if not progress.saw_done and _on_events(parser.close(), last_read_ns, record, progress):
+            if progress.saw_done:
                 return
-            if not progress.saw_done:
-                progress.done_ns = now
-                if not record.chunk_ns:
-                    progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
+            # What close() completes arrived with the last read.
+            if _on_events(parser.close(), progress.last_read_ns, record, progress) or _bad_line(parser, progress, now):
+                return
+            progress.done_ns = now
+            if not record.chunk_ns:
+                progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
             return
-        last_read_ns = now
+        progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
         # After [DONE], reading on to EOF lets the connection go back to the pool.
-        if not progress.saw_done and _on_events(parser.feed(data), now, record, progress):
+        if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
+                                      or (parser.invalid_line is not None and _bad_line(parser, progress, now))):
             return
+
+
+def _bad_line(parser: SSEParser, progress: Progress, now: int) -> bool:
+    if parser.invalid_line is None:
+        return False
+    line = parser.invalid_line.decode("utf-8", "replace")
+    progress.fail("error", "malformed_sse", _truncate(f"not an SSE line: {line}"), now)
+    return True
 
 
 def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
@@ -201,16 +270,19 @@ def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Pro
     for event in events:
         payload = event.data
         if payload == "[DONE]":
+            if not record.chunk_ns:
+                progress.fail("error", "empty_response", "stream ended with [DONE] and no token", now)
+                return True
             progress.saw_done = True
             progress.done_ns = now
             return False
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            progress.fail("error", "malformed_sse", _truncate(f"undecodable data line: {payload}"), now)
+            progress.fail("error", "invalid_json", _truncate(f"undecodable data line: {payload}"), now)
             return True
         if type(obj) is not dict:
-            progress.fail("error", "malformed_sse", _truncate(f"data line is not an object: {payload}"), now)
+            progress.fail("error", "invalid_json", _truncate(f"data line is not a JSON object: {payload}"), now)
             return True
         info = classify_chunk(obj)
         if info.error is not None:
@@ -252,6 +324,102 @@ async def _read_error_message(resp: aiohttp.ClientResponse) -> str:
     except orjson.JSONDecodeError:
         message = body.decode("utf-8", "replace") or (resp.reason or "")
     return _truncate(_one_line(message))
+
+
+class _Watchdog:
+    """The total, TTFT and idle limits of one request, on one timer (see the module doc)."""
+
+    __slots__ = ("_client", "_record", "_progress", "_task", "_loop", "_handle", "expired", "expired_ns")
+
+    def __init__(self, client: OpenAIClient, record: RequestRecord, progress: Progress) -> None:
+        self._client, self._record, self._progress = client, record, progress
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self.expired: str | None = None  # the error kind, once a limit was passed
+        self.expired_ns = 0
+        self._handle: asyncio.TimerHandle | None = None
+        self._arm(record.sent_ns, self._due()[0])
+
+    def _due(self) -> tuple[int, str]:
+        """The earliest deadline in force now, and its kind."""
+        client, record = self._client, self._record
+        sent = record.sent_ns
+        due, kind = sent + int(client.timeout_s * 1e9), "total_timeout"
+        if record.first_token_ns is None and client.ttft_timeout_s is not None:
+            at = sent + int(client.ttft_timeout_s * 1e9)
+            if at <= due:
+                due, kind = at, "ttft_timeout"
+        elif client.idle_timeout_s is not None:
+            at = self._progress.last_read_ns + int(client.idle_timeout_s * 1e9)
+            if at <= due:
+                due, kind = at, "idle_timeout"
+        return due, kind
+
+    def _arm(self, now: int, due: int) -> None:
+        client = self._client
+        if self._record.first_token_ns is None and client.ttft_timeout_s is not None and client.idle_timeout_s:
+            # The first token switches the TTFT limit for the idle one, whose deadline is then at
+            # least `idle` away: look again by then.
+            due = min(due, now + int(client.idle_timeout_s * 1e9))
+        self._handle = self._loop.call_later((due - now) / 1e9, self._fire)
+
+    def _fire(self) -> None:
+        now = monotonic_ns()
+        due, kind = self._due()
+        if now < due:  # reads pushed the deadline back (or the loop's timer fired early)
+            self._arm(now, due)
+            return
+        self._handle = None
+        self.expired, self.expired_ns = kind, now
+        if self._task is not None:
+            self._task.cancel()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def message(self) -> str:
+        client = self._client
+        if self.expired == "ttft_timeout":
+            return f"no token within ttft_timeout_s={client.ttft_timeout_s:g}"
+        if self.expired == "idle_timeout":
+            return f"nothing received for idle_timeout_s={client.idle_timeout_s:g}"
+        return f"no complete response within timeout_s={client.timeout_s:g}"
+
+
+def _other_cancellations() -> int:
+    """After catching the watchdog's own cancellation: how many other cancel requests remain."""
+    task = asyncio.current_task()
+    uncancel = getattr(task, "uncancel", None)  # Python 3.11+; before, only ours is assumed
+    return uncancel() if uncancel is not None else 0
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """The wait a server asks for: ``retry-after-ms`` (OpenAI's) or ``Retry-After`` in seconds or as
+    an HTTP date; None when absent or unreadable."""
+    millis = _non_negative(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
+    text = headers.get("Retry-After")
+    seconds = _non_negative(text)
+    if seconds is not None or text is None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())  # wall clock: the header's
+
+
+def _non_negative(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _one_line(value: object) -> str:

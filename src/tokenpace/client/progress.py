@@ -21,6 +21,7 @@ class Progress:
         "response_seen",
         "saw_done",
         "done_ns",
+        "last_read_ns",
         "weights",
         "usage_marks",
         "last_usage",
@@ -34,6 +35,7 @@ class Progress:
         self.response_seen = False  # the status line and headers arrived
         self.saw_done = False  # [DONE], or a complete non-streaming body
         self.done_ns: int | None = None
+        self.last_read_ns = 0  # when bytes last arrived (the idle timeout counts from it)
         self.weights: list[int] = []  # text length of each token-carrying chunk
         self.usage_marks: list[tuple[int, int]] = []  # (token chunks so far, cumulative tokens)
         self.last_usage: dict[str, Any] | None = None

@@ -8,6 +8,11 @@ multi-byte sequence, so decoding whole lines is safe even when a character was s
 One deliberate departure from the spec: the spec discards an event that the stream cut off before
 its blank line; ``close()`` dispatches it instead, so that the last chunk of a server that forgets
 the final blank line (or is cut off right after a complete ``data:`` line) is still counted.
+
+``strict=True`` (what the client uses) treats a line with an unknown field name (``dta: {``,
+``garbage``) as broken framing instead of ignoring it as the spec says: OpenAI-style streams only
+use ``data``, ``event``, ``id``, ``retry`` and comments. The first such line is kept in
+``invalid_line``; events before it are returned, nothing after it.
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ class SSEParser:
     value is kept for completeness).
     """
 
-    __slots__ = ("_buffer", "_at_start", "_skip_lf", "_data", "_event_type", "_last_id", "retry_ms")
+    __slots__ = ("_buffer", "_at_start", "_skip_lf", "_data", "_event_type", "_last_id", "retry_ms", "_strict",
+                 "invalid_line")  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = False) -> None:
         self._buffer = b""  # bytes of an incomplete line
         self._at_start = True  # a UTF-8 BOM may still have to be stripped
         self._skip_lf = False  # the previous feed ended with CR: a leading LF belongs to it
@@ -51,8 +57,12 @@ class SSEParser:
         self._event_type = ""
         self._last_id = ""
         self.retry_ms: int | None = None
+        self._strict = strict
+        self.invalid_line: bytes | None = None  # strict mode: the first line that is not SSE framing
 
     def feed(self, data: bytes) -> list[SSEEvent]:
+        if self.invalid_line is not None:
+            return []
         if self._skip_lf and data:
             self._skip_lf = False
             if data[0] == 0x0A:
@@ -77,6 +87,8 @@ class SSEParser:
 
     def close(self) -> list[SSEEvent]:
         """End of stream: treat an unterminated last line as complete and dispatch what is pending."""
+        if self.invalid_line is not None:
+            return []
         lines = [self._buffer] if self._buffer else []
         self._buffer = b""
         lines.append(b"")  # the blank line the stream did not send
@@ -113,7 +125,10 @@ class SSEParser:
                 if b"\x00" not in value:
                     self._last_id = value.decode("utf-8", "replace")
             elif name == b"retry":
-                if value and value.isdigit():
+                if value and value.isdigit() and len(value) <= 18:  # int() refuses > 4300 digits
                     self.retry_ms = int(value)
+            elif self._strict:
+                self.invalid_line = line
+                return events
             # Any other field name is ignored, as the spec says.
         return events

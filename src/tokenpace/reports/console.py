@@ -52,6 +52,12 @@ def _headline(doc: dict[str, Any]) -> str:
 
 
 def _sim_headline(doc: dict[str, Any], t: dict[str, Any], mode: str) -> str:
+    c = doc.get("config") or {}
+    if c.get("trace") and not c.get("rate"):
+        mode = "open loop, the trace's arrival times"
+    cap = (c.get("engine") or {}).get("max_in_flight")
+    if cap:
+        mode += f", at most {cap} in flight"
     extras = "".join(f" · {name}" for key, name in (("prefix_caching", "prefix caching"),
                                                      ("spec_decode", "speculative decoding")) if t.get(key))
     return (f"[bold]tokenpace {doc.get('kind', 'sim')}[/] · [bold]SIMULATION[/] in virtual time · "

@@ -1,7 +1,7 @@
 """The result file: one versioned JSON document per run, beside its per-request JSONL.
 
-Schema (version 1) is documented in the README. Readers accept any version up to
-SCHEMA_VERSION and refuse newer ones with a clear message.
+Schema (version 1) is documented in the README; ``kind`` is "bench" or "sim". Readers accept any
+version up to SCHEMA_VERSION and refuse newer ones with a clear message.
 """
 
 from __future__ import annotations
@@ -20,26 +20,49 @@ SCHEMA_VERSION = 1
 
 
 def result_document(result: Any) -> dict[str, Any]:
-    """The JSON document for a BenchResult (records stay in the JSONL)."""
+    """The JSON document for a BenchResult or a SimRunResult (records stay in the JSONL).
+
+    Both share every section; a simulation (``kind: "sim"``) has ``started_utc`` null (nothing in it
+    reads a clock, so the same inputs give the same bytes), ``load_generator`` null (no client to
+    judge), a ``target`` that says ``simulated: true`` with the model, GPU, precisions, TP and
+    policy, and an ``engine`` section: the resolved engine, its memory and what it did, with the
+    engine timeline in a JSONL beside the result (``engine.timeline_path``).
+    """
+    kind = getattr(result, "kind", "bench")
     records_rel = os.path.relpath(result.records_path, result.result_path.parent)
-    return {
+    if kind == "sim":
+        source = result.input_length_source
+        workload_extra = {"shared_prefix_tokens": result.config.shared_prefix_tokens}
+    else:
+        source = f"approximate ({APPROXIMATION}); the server's count is recorded"
+        workload_extra = {}
+    doc = {
         "schema_version": SCHEMA_VERSION,
-        "kind": "bench",
+        "kind": kind,
         "tool": {"name": "tokenpace", "version": __version__},
         "started_utc": result.started_utc,
         "interrupted": result.interrupted,
         "config": result.config.to_dict(),
         "target": result.target,
         "workload": {
-            "input_tokens": result.config.input_tokens,
-            "output_tokens": result.config.output_tokens,
-            "input_length_source": f"approximate ({APPROXIMATION}); the server's count is recorded",
+            "input_tokens": _load_config(result).input_tokens,
+            "output_tokens": _load_config(result).output_tokens,
+            **workload_extra,
+            "input_length_source": source,
         },
         "summary": result.summary,
         "load_generator": result.load,
         "preflight": getattr(result, "preflight", None),
         "records_path": records_rel,
     }
+    if kind == "sim":
+        doc["engine"] = result.engine
+    return doc
+
+
+def _load_config(result: Any) -> Any:
+    """The BenchConfig holding the load and workload options (a SimRunConfig keeps it in ``load``)."""
+    return getattr(result.config, "load", result.config)
 
 
 def write_result(result: Any) -> Path:

@@ -65,6 +65,9 @@ async def run_bench_async(config: BenchConfig) -> BenchResult:
                               api_key=os.environ.get(config.api_key_env) or None,
                               ignore_eos=config.ignore_eos, extra_body=config.extra_body,
                               timeout_s=config.timeout_s,
+                              connect_timeout_s=config.connect_timeout_s,
+                              ttft_timeout_s=config.ttft_timeout_s,
+                              idle_timeout_s=config.idle_timeout_s,
                               max_connections=(config.effective_concurrency() or 0) + 16)
         try:
             model, preflight_report = await preflight(

@@ -1,25 +1,25 @@
 """`run_sim`: a benchmark run in virtual time, from bench's load and workload options to result files.
 
-The same ``WorkloadSpec`` and ``plan_requests`` that feed ``tokenpace bench`` produce the requests
-(lengths and arrival offsets; the prompt text is unused), the engine simulator serves them, and the
-records go through the same ``summarize`` and result-file writer as a measured run. What bench's
-load generator does around the requests is mirrored in virtual time, from t = 0:
+The same ``workload_from_config`` and ``plan_requests`` that feed ``tokenpace bench`` produce the
+requests (lengths, arrival offsets, shared-prefix groups, a trace's block ids; the prompt text is
+unused), the engine simulator serves them, and the records go through the same ``summarize`` and
+result-file writer as a measured run. What bench's load generator does around the requests is
+mirrored in virtual time, from t = 0:
 
-- closed loop (no ``rate``): ``concurrency`` clients, bounded by count or by duration;
-- open loop (``rate``): the plan's arrival offsets, capped by ``concurrency`` when given; a
-  duration run issues the arrivals before ``warmup + duration``;
+- closed loop (no ``rate``, no trace): ``concurrency`` clients, bounded by count or by duration;
+- open loop (``rate``, or a trace's times): the plan's arrival offsets, capped by ``concurrency``
+  when given; a duration run issues the arrivals before ``warmup + duration``;
 - warmup: the first ``warmup_requests`` requests, or those scheduled before ``warmup_s``, sent in
   addition to the measured ones and marked ``warmup``;
 - sending ends when the count is reached (closed loop: when the last request ends; open loop: at
   the last send) or at the deadline; requests still in flight ``grace_s`` later are cancelled, and
-  a request running past ``timeout_s`` times out: their records keep the tokens delivered until
-  then. These two are applied to the records after the run: exact for the grace cut (everything
-  in flight ends at that one instant), an approximation for timeouts (the simulated engine keeps
-  serving a timed-out request instead of aborting it, so later requests see slightly more load);
+  the client's timeouts (total, TTFT, idle) apply: both to the records after the run
+  (``virtual_client.py``; connect timeouts and retries have nothing to act on);
 - window: as bench's, ``[warmup_s, min(warmup_s + duration, end of sending)]`` for duration runs,
   the default (first sent to last done) for count runs.
 
-Nothing here reads a clock: the same configuration gives the same files, byte for byte.
+Nothing written reads a clock (the wall time a run took is only returned, to be printed): the same
+configuration gives the same files, byte for byte.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -41,14 +40,16 @@ from tokenpace.errors import UsageError
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.paths import result_paths
-from tokenpace.runner.sink import RecordSink
-from tokenpace.simulator import SimConfig, SimRequest, SimResult, simulate
-from tokenpace.workload import WorkloadSpec, parse_length, plan_requests
+from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
+from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
+from tokenpace.workload import WorkloadSpec, plan_requests
+from tokenpace.workload.build import workload_from_config
+from tokenpace.workload.plan import engine_block_hashes
 
 NS = 1_000_000_000
-SHARED_PREFIX_GROUP = "shared-prefix"
 # BenchConfig fields that describe a measured target; a simulation has none.
 _TARGET_FIELDS = ("url", "model", "api", "stream", "api_key_env", "server_tokens_per_chunk")
+_IN_MEMORY_SECTION = ("kv_blocks", "kv_capacity_tokens", "kv_bytes_per_token_per_gpu", "weight_bytes_per_gpu")
 
 
 @dataclass
@@ -56,7 +57,8 @@ class SimRunConfig:
     """``load``: bench's load, workload, SLO and output options (its target fields are unused).
     ``engine``: what is simulated; its load fields (concurrency, max_in_flight, stop_issuing_s,
     seed) are filled in from ``load``. ``shared_prefix_tokens``: every prompt starts with the same
-    this-many tokens, prepended to the workload's input length (as vLLM's ``--random-prefix-len``)."""
+    this-many tokens, before the workload's input length: shorthand for bench's
+    ``--shared-prefix groups=1,prefix-tokens=N``."""
 
     load: BenchConfig = field(default_factory=BenchConfig)
     engine: SimConfig = field(default_factory=SimConfig)
@@ -66,14 +68,26 @@ class SimRunConfig:
         self.load.validate()
         if self.shared_prefix_tokens < 0:
             raise UsageError(f"--shared-prefix-tokens must be >= 0, not {self.shared_prefix_tokens}")
+        if self.shared_prefix_tokens and self.load.shared_prefix:
+            raise UsageError("give --shared-prefix-tokens or --shared-prefix, not both")
+        if self.load.conversations:
+            raise UsageError("tokenpace sim does not simulate --conversations yet")
         return self
 
-    def engine_for_run(self) -> SimConfig:
+    def workload_config(self) -> BenchConfig:
+        """``load`` with the shared-prefix shorthand spelled out."""
+        if not self.shared_prefix_tokens:
+            return self.load
+        return dataclasses.replace(self.load, shared_prefix=f"groups=1,prefix-tokens={self.shared_prefix_tokens}")
+
+    def engine_for_run(self, open_loop: bool | None = None) -> SimConfig:
         c = self.load
-        if c.rate is None:
-            load = dict(concurrency=c.effective_concurrency(), max_in_flight=None)
-        else:
+        if open_loop is None:
+            open_loop = c.rate is not None or bool(c.trace)
+        if open_loop:
             load = dict(concurrency=None, max_in_flight=c.concurrency)
+        else:
+            load = dict(concurrency=c.effective_concurrency(), max_in_flight=None)
         stop = None if c.duration_s is None else c.warmup_s + c.duration_s
         try:
             return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, seed=c.seed, timeline=True)
@@ -82,7 +96,8 @@ class SimRunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         load = {k: v for k, v in self.load.to_dict().items() if k not in _TARGET_FIELDS}
-        return {**load, "shared_prefix_tokens": self.shared_prefix_tokens, "engine": self.engine.to_dict()}
+        return {**load, "shared_prefix_tokens": self.shared_prefix_tokens,
+                "engine": self.engine_for_run().to_dict()}
 
 
 @dataclass
@@ -102,23 +117,24 @@ class SimRunResult:
     interrupted: bool = False
     started_utc: str | None = None  # a simulation has no wall-clock start
     load: dict[str, Any] | None = None  # no load generator to judge
+    input_length_source: str = ""
 
 
 def run_sim(config: SimRunConfig) -> SimRunResult:
     config.validate()
     c = config.load
     slo = parse_slo(c.slo) if c.slo else None
-    workload = WorkloadSpec(parse_length(c.input_tokens, flag="--input-tokens"),
-                            parse_length(c.output_tokens, flag="--output-tokens"),
-                            seed=c.seed, rate=c.rate, arrival=c.arrival, burstiness=c.burstiness)
-    engine = config.engine_for_run()
+    workload = workload_from_config(config.workload_config())
+    engine = config.engine_for_run(workload.open_loop)
     result_path, records_path = result_paths(c.out, kind="sim")
     timeline_path = records_path.with_name(records_path.name.replace(".records.jsonl", ".timeline.jsonl"))
 
-    requests = _sim_requests(workload, config.shared_prefix_tokens, open_loop=c.rate is not None)
+    requests: Iterable[SimRequest] = _sim_requests(workload, engine.block_size)
     measured = c.effective_requests()
-    if measured is not None:
-        requests = islice(requests, measured + c.warmup_requests)
+    if measured is not None:  # bounded by count (or by a finite plan); otherwise drawn until the stop time
+        requests = list(islice(requests, measured + c.warmup_requests))
+    elif workload.finite_requests is not None:
+        requests = list(requests)
     t0 = time.perf_counter()
     try:
         sim = simulate(engine, requests)
@@ -129,32 +145,37 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     records = sim.records
     for r in records:
         r.warmup = r.index < c.warmup_requests or (c.warmup_s > 0 and r.scheduled_ns < c.warmup_s * NS)
-    send_end_ns = _send_end_ns(config, sim)
+    send_end_ns = _send_end_ns(engine, sim)
     cancel_at_ns = None if send_end_ns is None else send_end_ns + round(c.grace_s * NS)
+    limits = ClientLimits.of(c)
     for r in records:
-        apply_client_limits(r, timeout_s=c.timeout_s, cancel_at_ns=cancel_at_ns)
+        apply_client_limits(r, limits, cancel_at_ns)
     window = _window(c, send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
     summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window)
     result = SimRunResult(config=config, target=target_of(sim), records=records, summary=summary,
                           engine=engine_section(sim, timeline_path, result_path), result_path=result_path,
                           records_path=records_path, timeline_path=timeline_path, window_ns=window,
-                          wall_s=wall_s, sim=sim)
+                          wall_s=wall_s, sim=sim,
+                          input_length_source=f"{workload.input_length_source}; the simulator takes "
+                                              "these counts as exact")
     write_sim_files(result)
     return result
 
 
-def _sim_requests(workload: WorkloadSpec, prefix: int, *, open_loop: bool) -> Iterator[SimRequest]:
+def _sim_requests(workload: WorkloadSpec, block_size: int) -> Iterator[SimRequest]:
+    """The plan's requests as the engine sees them: lengths, arrival (open loop), shared prefix."""
     for p in plan_requests(workload):
-        yield SimRequest(prompt_tokens=prefix + p.input_tokens, output_tokens=p.output_tokens,
-                         arrival_s=p.offset_s if open_loop else None,
-                         prefix_group=SHARED_PREFIX_GROUP if prefix else None, prefix_tokens=prefix)
+        yield SimRequest(prompt_tokens=p.input_tokens, output_tokens=p.output_tokens,
+                         arrival_s=p.offset_s if workload.open_loop else None,
+                         prefix_group=p.prefix_group, prefix_tokens=p.prefix_tokens,
+                         prompt_block_hashes=engine_block_hashes(p, block_size))
 
 
-def _send_end_ns(config: SimRunConfig, sim: SimResult) -> int | None:
+def _send_end_ns(engine: SimConfig, sim: SimResult) -> int | None:
     """When bench's load generator would stop sending; None when every request is awaited."""
-    c, stop_s = config.load, config.engine_for_run().stop_issuing_s
-    if c.rate is None:
+    stop_s = engine.stop_issuing_s
+    if engine.concurrency is not None:  # closed loop
         return None if stop_s is None else round(stop_s * NS)  # count-bounded workers await theirs
     never_sent = sim.stats["requests"] - sim.stats["sent"]
     if never_sent and stop_s is not None:
@@ -171,31 +192,6 @@ def _window(c: BenchConfig, send_end_ns: int | None) -> tuple[int, int] | None:
     return (start, end) if end > start else None
 
 
-def apply_client_limits(r: RequestRecord, *, timeout_s: float, cancel_at_ns: int | None) -> None:
-    """What bench's client would have recorded: a request still streaming at ``sent + timeout_s``
-    times out; one still in flight at ``cancel_at_ns`` (end of the grace period) is cancelled. Its
-    record keeps the chunks delivered until then."""
-    if r.done_ns is None or r.sent_ns is None or r.status != "ok":
-        return
-    timeout_ns = r.sent_ns + round(timeout_s * NS)
-    if cancel_at_ns is not None and cancel_at_ns < timeout_ns and r.done_ns > cancel_at_ns:
-        _cut(r, cancel_at_ns, "cancelled", None, None)
-    elif r.done_ns > timeout_ns:
-        _cut(r, timeout_ns, "timeout", "total_timeout", f"no complete response within timeout_s={timeout_s:g}")
-
-
-def _cut(r: RequestRecord, at_ns: int, status: str, kind: str | None, message: str | None) -> None:
-    keep = bisect_right(r.chunk_ns, at_ns)
-    r.chunk_ns, r.chunk_tokens = r.chunk_ns[:keep], r.chunk_tokens[:keep]
-    if keep == 0:
-        r.first_token_ns = r.first_content_ns = r.last_token_ns = None
-    else:
-        r.last_token_ns = r.chunk_ns[-1]
-    r.output_tokens = sum(r.chunk_tokens)
-    r.done_ns, r.status, r.error_kind, r.error_message = at_ns, status, kind, message  # type: ignore[assignment]
-    r.finish_reason = None
-
-
 def target_of(sim: SimResult) -> dict[str, Any]:
     cfg, res = sim.config, sim.config["resolved"]
     return {
@@ -210,12 +206,10 @@ def engine_section(sim: SimResult, timeline_path: Path, result_path: Path) -> di
     """The resolved engine (catalog entries, memory, predictor) and what it did over the run."""
     cfg = dict(sim.config)
     resolved = cfg.pop("resolved")
-    stats = dict(sim.stats)
-    timeline = stats.pop("timeline", None)
+    stats = {k: v for k, v in sim.stats.items() if k not in _IN_MEMORY_SECTION}
+    timeline = {k: v for k, v in (stats.pop("timeline", None) or {}).items() if k != "steps"}  # = engine_steps
     spec = cfg.get("spec_decode")
     if spec is not None:
-        from tokenpace.simulator import SpecDecodeConfig
-
         s = SpecDecodeConfig(**spec)
         spec = {**spec, "expected_tokens_per_step": s.expected_tokens_per_step,
                 "low_load_speedup": s.low_load_speedup}
@@ -223,7 +217,7 @@ def engine_section(sim: SimResult, timeline_path: Path, result_path: Path) -> di
         "config": {**cfg, "spec_decode": spec, "model": resolved["model"], "gpu": resolved["gpu"],
                    "weights": resolved["weights"], "kv_cache_dtype": resolved["kv_cache_dtype"]},
         "memory": resolved["memory"],
-        "stats": {**stats, **(timeline or {})},
+        "stats": {**stats, **timeline},
         "timeline_path": os.path.relpath(timeline_path, result_path.parent),
         "timeline_columns": "one row per scheduled batch (a row may cover several identical decode steps): "
                             "see tokenpace.simulator.TimelineRow",
@@ -234,11 +228,14 @@ def write_sim_files(result: SimRunResult) -> None:
     """Records and timeline JSONL beside the result JSON (written last, as bench does)."""
     from tokenpace.reports.result_file import write_result  # reports sit above the runner
 
-    with RecordSink(result.records_path) as sink:
-        for r in result.records:
-            sink.write(r)
-    result.timeline_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(result.timeline_path, "wb") as fh:
-        for row in result.sim.timeline if result.sim else ():
-            fh.write(orjson.dumps(row.to_dict()) + b"\n")
+    # orjson serializes dataclasses itself: the same bytes as RecordSink's to_dict(), much faster
+    # for records of thousands of chunks (asdict deep-copies every list).
+    _write_jsonl(result.records_path, result.records)
+    _write_jsonl(result.timeline_path, result.sim.timeline if result.sim else [])
     write_result(result)
+
+
+def _write_jsonl(path: Path, rows: list[Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))

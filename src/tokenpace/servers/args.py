@@ -10,6 +10,7 @@ import argparse
 from dataclasses import fields
 
 from .config import TIMING_MODELS, BuiltinServerConfig
+from .sim_backend import add_sim_arguments, sim_argv, sim_config_from_args
 
 # (flag, config field, metavar, help); "_ms" flags are converted to and from the "_s" fields.
 _MS_FLAGS = (
@@ -44,11 +45,19 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
         timing.add_argument(flag, type=float, default=d[name] * 1000, metavar=metavar, help=f"{text} (default %(default)g)")
     timing.add_argument("--jitter", type=float, default=d["jitter_frac"], metavar="FRACTION",
                         help="each time is scaled by a uniform factor in 1 +- FRACTION (default %(default)g)")  # fmt: skip
-    timing.add_argument("--seed", type=_seed, default=d["seed"], metavar="N", help="jitter seed, or 'random'")
+    timing.add_argument("--seed", type=_seed, default=d["seed"], metavar="N",
+                        help="seed of the jitter and of --faults fractions, or 'random'")  # fmt: skip
 
     engine = parser.add_argument_group("engine")
     for flag, name, metavar, text in _INT_FLAGS:
         engine.add_argument(flag, type=int, default=d[name], metavar=metavar, help=f"{text} (default %(default)s)")
+
+    faults = parser.add_argument_group("faults")
+    faults.add_argument("--faults", metavar="SPEC", default=None,
+                        help="misbehave on purpose: KIND=WHEN[:PARAM],... with WHEN a fraction, every:N or at:N;N, "
+                        "e.g. reset-mid=0.05,stall-first=0.02:3s,http-429=every:10 (kinds: see the README)")  # fmt: skip
+
+    add_sim_arguments(parser)
 
     out = parser.add_argument_group("output")
     out.add_argument("--send-log", metavar="PATH", default=None,
@@ -63,7 +72,7 @@ def config_from_args(ns: argparse.Namespace) -> BuiltinServerConfig:
     values.update({name: getattr(ns, flag[2:].replace("-", "_")) for flag, name, _, _ in _INT_FLAGS})
     return BuiltinServerConfig(
         host=ns.host, port=ns.port, model=ns.model, timing=ns.timing, jitter_frac=ns.jitter, seed=ns.seed,
-        send_log_path=ns.send_log, send_log_flush_s=ns.send_log_flush_s, **values,
+        send_log_path=ns.send_log, send_log_flush_s=ns.send_log_flush_s, faults=ns.faults, sim=sim_config_from_args(ns), **values,
     )  # fmt: skip
 
 
@@ -75,4 +84,6 @@ def config_to_argv(config: BuiltinServerConfig) -> list[str]:
     argv += ["--jitter", repr(config.jitter_frac), "--seed", "random" if config.seed is None else str(config.seed)]
     if config.send_log_path:
         argv += ["--send-log", str(config.send_log_path), "--send-log-flush-s", repr(config.send_log_flush_s)]
-    return argv
+    if config.faults is not None:
+        argv += ["--faults", config.faults]
+    return argv + sim_argv(config.sim)

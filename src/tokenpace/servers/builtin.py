@@ -19,6 +19,7 @@ Behaviour a client can rely on:
 - Errors use OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``; an unknown model
   is 404 ``NotFoundError``, a malformed body 400 ``BadRequestError``. (In the send log a rejected
   request has only its "received" line.)
+- With ``faults`` set, chosen requests misbehave on purpose: see faults.py.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ from aiohttp import web
 
 from .config import BuiltinServerConfig
 from .engine import Engine, Sequence
+from .faults import Fault, FaultInjector, parse_faults
 from .prom import CONTENT_TYPE, RequestMetrics, ServerMetrics
 from .sendlog import SendLog
+from .sim_backend import SimBackend
 from .timing import TimingModel
 from .tokens import count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json
-from .wire import DONE_EVENT, Framer, usage_json
+from .wire import DONE_EVENT, Framer, error_body, usage_json
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -49,10 +52,15 @@ class ServerState:
 
     def __init__(self, config: BuiltinServerConfig, timing: TimingModel) -> None:
         self.config = config
-        self.engine = Engine(timing, max_num_seqs=config.max_num_seqs, tokens_per_chunk=config.tokens_per_chunk)
         self.metrics = ServerMetrics(config.model, config.kv_capacity_tokens)
+        self.engine: Engine | SimBackend = (
+            SimBackend(config.sim, self.metrics) if config.sim is not None
+            else Engine(timing, max_num_seqs=config.max_num_seqs, tokens_per_chunk=config.tokens_per_chunk))
         self.send_log: SendLog | None = None  # opened at startup
         self.in_flight: set[asyncio.Task] = set()  # handler tasks, cancelled at shutdown
+        self.faults = FaultInjector(parse_faults(config.faults), config.seed) if config.faults else None
+        if self.faults:
+            self.metrics.registry.register(self.faults)
 
 
 SERVER_STATE = web.AppKey("tokenpace_server_state", ServerState)
@@ -65,9 +73,9 @@ class _RequestError(Exception):
 
 
 def error_response(status: int, error_type: str, message: str, request_id: str | None = None) -> web.Response:
-    body = {"error": {"message": message, "type": error_type, "param": None, "code": status}}
     headers = {"X-Request-ID": request_id} if request_id else None
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
+    return web.Response(status=status, body=error_body(status, error_type, message), content_type="application/json",
+                        headers=headers)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -122,10 +130,13 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
 
 
 async def _stream(
-    request: web.Request, state: ServerState, seq: Sequence, p: _Params, framer: Framer, request_id: str
+    request: web.Request, state: ServerState, seq: Sequence, p: _Params, framer: Framer, request_id: str,
+    fault: Fault | None,
 ) -> web.StreamResponse:
     log = state.send_log
     resp = web.StreamResponse(headers={**_SSE_HEADERS, "X-Request-ID": request_id})
+    if fault is not None:
+        resp.content_type = fault.content_type(resp.content_type)
     await resp.prepare(request)
     chunk = 0
     try:
@@ -136,21 +147,30 @@ async def _stream(
             if log:
                 log.add(request_id, chunk, 0, "role", t_ns)
             chunk += 1
+        if fault is not None:
+            await fault.at_tokens(0, request, resp)
         observed = RequestMetrics(state.metrics, seq)
         async with contextlib.aclosing(state.engine.generate(seq)) as steps:
             async for k in steps:
                 done_tokens = seq.generated_tokens
                 usage = usage_json(seq.prompt_tokens, done_tokens) if p.continuous_usage else None
                 data = framer.token(output_text_json(done_tokens - k, k), done_tokens >= seq.max_tokens, usage)
+                kind = "token"
+                if fault is not None:
+                    data, k, kind = fault.token_chunk(data, k, framer)
                 t_ns = monotonic_ns()
                 await resp.write(data)
                 if log:
-                    log.add(request_id, chunk, k, "token", t_ns)
+                    log.add(request_id, chunk, k, kind, t_ns)
                 chunk += 1
                 observed.token_chunk(k, t_ns)
+                if fault is not None:
+                    await fault.at_tokens(done_tokens, request, resp)
         observed.finished()
         tail = [(framer.usage(usage_json(seq.prompt_tokens, seq.generated_tokens)), "usage")] if p.include_usage else []
         for data, kind in (*tail, (DONE_EVENT, "done")):
+            if fault is not None and fault.skips(kind):
+                continue
             t_ns = monotonic_ns()
             await resp.write(data)
             if log:
@@ -186,6 +206,7 @@ async def _respond_whole(
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     received_ns = monotonic_ns()
     state = request.app[SERVER_STATE]
+    number = state.faults.number_request() if state.faults else 0  # before any await: arrival order
     request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
     if state.send_log:
         state.send_log.add(request_id, None, 0, "received", received_ns)
@@ -193,6 +214,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         p = _parse(await request.read(), api, state.config)
     except _RequestError as e:
         return error_response(e.status, e.error_type, e.message, request_id)
+    fault = state.faults.select(number, p, request_id, state.send_log) if state.faults else None
     response_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{request_id}"
     created = int(time.time())  # wall clock only for OpenAI's `created` field
     framer = Framer(api, response_id, state.config.model, created)
@@ -200,8 +222,10 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     task = asyncio.current_task()
     state.in_flight.add(task)
     try:
+        if fault is not None and (early := await fault.before_headers(request, request_id)) is not None:
+            return early  # an injected HTTP error or reset
         if p.stream:
-            return await _stream(request, state, seq, p, framer, request_id)
+            return await _stream(request, state, seq, p, framer, request_id, fault)
         return await _respond_whole(request, state, seq, framer, request_id)
     finally:
         state.in_flight.discard(task)

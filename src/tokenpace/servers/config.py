@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..simulator.config import SimConfig
+from .faults import parse_faults
 from .timing import ParametricTiming, TimingModel
 
 TIMING_MODELS = ("parametric",)
@@ -30,6 +32,9 @@ class BuiltinServerConfig:
     default_max_tokens: int = 16  # when a request names no max_tokens
     send_log_path: str | None = None  # JSONL truth log of every write (see sendlog.py)
     send_log_flush_s: float = 0.2  # small batches: each flush briefly holds the event loop
+    faults: str | None = None  # a --faults spec (see faults.py); `seed` makes its fractions repeatable
+    sim: SimConfig | None = None  # the engine simulator instead of `timing` (sim_backend.py); it takes
+    # max_num_seqs and seed from the fields above
 
     def __post_init__(self) -> None:
         if self.timing not in TIMING_MODELS:
@@ -42,6 +47,10 @@ class BuiltinServerConfig:
         if self.send_log_flush_s <= 0:
             raise ValueError("send_log_flush_s must be > 0")
         self.make_timing()  # validates the timing parameters early
+        if self.sim is not None:
+            self.sim = replace(self.sim, max_num_seqs=self.max_num_seqs, seed=self.seed or 0)
+        if self.faults is not None:
+            parse_faults(self.faults)  # ValueError with a one-line message
 
     def make_timing(self) -> TimingModel:
         return ParametricTiming(

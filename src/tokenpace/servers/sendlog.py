@@ -2,7 +2,10 @@
 
 One JSON line per event: ``{"request_id", "chunk", "tokens", "kind", "t_ns"}`` where ``kind`` is
 "received" (request arrived; ``chunk`` is null), "role", "token", "usage" or "done" (a written
-chunk; ``chunk`` counts the request's writes from 0). A non-streamed response is one "token" line
+chunk; ``chunk`` counts the request's writes from 0). With ``--faults``, a request given a fault
+has a "fault" line (``chunk`` null) with three more keys: ``fault`` (its kind), ``param`` (seconds
+or tokens, or null) and ``request_number``; an ``empty-choices`` stream logs its emptied token
+chunks as "empty". A non-streamed response is one "token" line
 carrying every token. ``t_ns`` is ``time.monotonic_ns()`` taken just before the write; on Linux it
 is the same clock as the client's, across processes.
 
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-Event = tuple[str, "int | None", int, str, int]  # request_id, chunk, tokens, kind, t_ns
+Event = tuple[str, "int | None", int, str, int]  # request_id, chunk, tokens, kind, t_ns; or an encoded line
 
 
 class SendLog:
@@ -31,6 +34,11 @@ class SendLog:
 
     def add(self, request_id: str, chunk: int | None, tokens: int, kind: str, t_ns: int) -> None:
         self._events.append((request_id, chunk, tokens, kind, t_ns))
+
+    def add_fault(self, request_id: str, fault: str, param: float | None, request_number: int, t_ns: int) -> None:
+        # Rare, so encoded here; the periodic encoder passes bytes through.
+        param_json = b"null" if param is None else orjson.dumps(param)
+        self._events.append(_FAULT_LINE % (orjson.dumps(request_id), fault.encode(), param_json, request_number, t_ns))
 
     def flush(self) -> None:
         events, self._events = self._events, []
@@ -56,13 +64,19 @@ class SendLog:
 
 
 _LINE = b'{"request_id":%b,"chunk":%b,"tokens":%d,"kind":"%b","t_ns":%d}\n'
+_FAULT_LINE = (b'{"request_id":%b,"chunk":null,"tokens":0,"kind":"fault","fault":"%b","param":%b,'
+               b'"request_number":%d,"t_ns":%d}\n')
 
 
 def _encode(events: list[Event]) -> bytes:
     # Formatted by hand (~4x faster than a dict through orjson): this runs on the event loop.
     ids: dict[str, bytes] = {}
     lines = []
-    for request_id, chunk, tokens, kind, t_ns in events:
+    for event in events:
+        if type(event) is bytes:
+            lines.append(event)
+            continue
+        request_id, chunk, tokens, kind, t_ns = event
         id_json = ids.get(request_id)
         if id_json is None:
             id_json = ids[request_id] = orjson.dumps(request_id)

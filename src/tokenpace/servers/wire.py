@@ -11,6 +11,11 @@ import orjson
 DONE_EVENT = b"data: [DONE]\n\n"
 
 
+def error_body(status: int, error_type: str, message: str) -> bytes:
+    """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
+    return orjson.dumps({"error": {"message": message, "type": error_type, "param": None, "code": status}})
+
+
 def usage_json(prompt_tokens: int, completion_tokens: int) -> bytes:
     return (
         b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":0}}'
@@ -42,6 +47,10 @@ class Framer:
         """A token chunk; ``text_json`` is the chunk's text already encoded as a JSON string."""
         usage_part = b',"usage":' + usage if usage else b""
         return b"".join((self.token_head, text_json, self.token_tails[finished], usage_part, b"}\n\n"))
+
+    def empty_choices(self) -> bytes:
+        """A chunk with ``choices: []`` and no usage: carries nothing (the ``empty-choices`` fault)."""
+        return self.head + b',"choices":[]}\n\n'
 
     def usage(self, usage: bytes) -> bytes:
         return self.head + b',"choices":[],"usage":' + usage + b"}\n\n"

@@ -19,7 +19,7 @@ from tokenpace.simulator.policies import POLICIES
 from tokenpace.simulator.request import SimRequest
 from tokenpace.simulator.result import SimResult
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
-from tokenpace.simulator.simulate import build_predictor, simulate
+from tokenpace.simulator.simulate import build_engine, build_predictor, simulate
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 from tokenpace.simulator.step import StepBatch, StepPredictor
 from tokenpace.simulator.timeline import TimelineRow
@@ -27,6 +27,6 @@ from tokenpace.simulator.timeline import TimelineRow
 __all__ = [
     "GPU", "KVCapacity", "ModelSpec", "POLICIES", "Precision", "RooflineParams", "RooflinePredictor",
     "SimConfig", "SimRequest", "SimResult", "SpecDecodeConfig", "StepBatch", "StepPredictor",
-    "TimelineRow", "build_predictor", "get_gpu", "get_model", "get_precision", "kv_bytes_per_token",
+    "TimelineRow", "build_engine", "build_predictor", "get_gpu", "get_model", "get_precision", "kv_bytes_per_token",
     "kv_capacity", "list_gpus", "list_models", "list_precisions", "simulate", "weight_bytes",
 ]

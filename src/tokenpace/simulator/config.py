@@ -35,6 +35,8 @@ class SimConfig:
 
     # The load.
     concurrency: int | None = None  # closed loop with this many in flight; None: open loop
+    max_in_flight: int | None = None  # open loop only: cap on requests in flight (bench's --concurrency with --rate)
+    stop_issuing_s: float | None = None  # no request is issued at or after this virtual time
     seed: int = 0
 
     # The simulator itself.
@@ -50,6 +52,10 @@ class SimConfig:
             raise ValueError("gpu_memory_utilization must lie in (0, 1]")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if self.max_in_flight is not None and (self.max_in_flight < 1 or self.concurrency is not None):
+            raise ValueError("max_in_flight must be >= 1, and is for an open loop (concurrency None)")
+        if self.stop_issuing_s is not None and not self.stop_issuing_s > 0:
+            raise ValueError("stop_issuing_s must be > 0")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
             raise ValueError("max_batched_tokens must hold at least one verification step")
 
@@ -68,5 +74,6 @@ class SimConfig:
             "spec_decode": None if self.spec_decode is None else self.spec_decode.to_dict(),
             "waiting_served_ratio": self.waiting_served_ratio,
             "max_waiting_steps": self.max_waiting_steps, "concurrency": self.concurrency,
+            "max_in_flight": self.max_in_flight, "stop_issuing_s": self.stop_issuing_s,
             "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
         }

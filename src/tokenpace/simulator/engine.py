@@ -98,7 +98,8 @@ class Engine:
                 assert ok, "jump length exceeded the free KV blocks"
         if self.timeline is not None:
             self.timeline.append(TimelineRow(
-                t_ns=t_ns, steps=k, step_ms=d0 * 1e3, waiting=len(self.scheduler.waiting),
+                t_ns=t_ns, steps=k, step_ms=d0 * 1e3, span_ms=(ends[-1] - t_ns) / 1e6,
+                waiting=len(self.scheduler.waiting),
                 running=len(self.scheduler.running), kv_usage=self.kv.usage,
                 prefix_cache_hit_rate=self.kv.hit_rate, batch_tokens=first.num_tokens,
                 decode_seqs=first.num_decode, prefill_tokens=first.prefill_tokens,

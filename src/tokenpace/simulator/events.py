@@ -4,7 +4,8 @@ Simultaneous events run in one documented order (``ORDER``, then creation order)
 
 1. ``StepEnd``: a step's tokens are delivered, finished sequences free their KV cache and, in a
    closed loop, their clients issue the next requests;
-2. ``Arrival``: a request reaches the engine's waiting queue;
+2. ``Arrival``: a request reaches the engine's waiting queue (or, under an open loop's cap on
+   requests in flight, waits for a slot and arrives again when one frees);
 3. ``Schedule``: the scheduler forms the next batch.
 
 So a request arriving at the very instant a step ends joins the batch formed at that instant, and the
@@ -70,6 +71,8 @@ class Arrival(Event):
         self.index = index
 
     def handle(self, world: World) -> Iterable[Event]:
+        if not world.load.admit(self.index, self.t_ns):
+            return ()  # an open loop's cap is full: the load issues it again when a slot frees
         seq = world.new_sequence(self.index, self.t_ns)
         if world.engine.arrive(seq):
             return _maybe_schedule(world, self.t_ns, [])

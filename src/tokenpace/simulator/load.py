@@ -1,8 +1,16 @@
-"""How requests reach the engine: open loop (given arrival times) or closed loop (N in flight)."""
+"""How requests reach the engine: open loop (given arrival times) or closed loop (N in flight).
+
+Both mirror ``tokenpace bench``'s load generator, in virtual time: a closed loop's client issues its
+next request the instant its previous one ends; an open loop issues each request at its
+``arrival_s``, and with ``max_in_flight`` a request that finds the cap full waits for a slot (its
+``scheduled`` time stays the planned one, ``sent`` is when it got the slot). ``stop_ns``: no request
+is issued at or after it (a time-bounded run); one still waiting for a slot then is never sent.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.request import SimRequest
@@ -12,34 +20,126 @@ def to_ns(seconds: float) -> int:
     return round(seconds * 1e9)
 
 
-class OpenLoop:
-    """Every request arrives at its ``arrival_s``, whatever the engine is doing."""
+class Requests:
+    """Requests by index. From an iterator they are drawn on first use, so a time-bounded run needs
+    no count (the iterator may be endless)."""
 
-    def __init__(self, requests: Sequence[SimRequest]) -> None:
-        if any(r.arrival_s is None for r in requests):
-            raise UsageError("open loop: every request needs arrival_s (or set concurrency)")
-        self._arrivals = [(to_ns(r.arrival_s), i) for i, r in enumerate(requests)]  # type: ignore[arg-type]
+    def __init__(self, items: Iterable[SimRequest]) -> None:
+        self._items: list[SimRequest] = list(items) if isinstance(items, Sequence) else []
+        self._more: Iterator[SimRequest] | None = None if isinstance(items, Sequence) else iter(items)
+
+    @property
+    def bounded(self) -> bool:
+        return self._more is None
+
+    def has(self, index: int) -> bool:
+        while self._more is not None and index >= len(self._items):
+            nxt = next(self._more, None)
+            if nxt is None:
+                self._more = None
+            else:
+                self._items.append(nxt)
+        return index < len(self._items)
+
+    def __getitem__(self, index: int) -> SimRequest:
+        return self._items[index]
+
+    def __len__(self) -> int:  # drawn so far
+        return len(self._items)
+
+
+class OpenLoop:
+    """Every request arrives at its ``arrival_s``, whatever the engine is doing (up to the cap)."""
+
+    def __init__(self, requests: Requests, max_in_flight: int | None = None,
+                 stop_ns: int | None = None) -> None:
+        if not requests.bounded and stop_ns is None:
+            raise UsageError("open loop: an endless request stream needs a stop time")
+        arrivals: list[tuple[int, int]] = []
+        i = 0
+        while requests.has(i):
+            arrival_s = requests[i].arrival_s
+            if arrival_s is None:
+                raise UsageError("open loop: every request needs arrival_s (or set concurrency)")
+            t = to_ns(arrival_s)
+            if stop_ns is not None and t >= stop_ns:
+                if not requests.bounded:
+                    break  # arrivals of a stream come in order: nothing later can be issued
+            else:
+                arrivals.append((t, i))
+            i += 1
+        self._arrivals = arrivals
+        self._cap = max_in_flight
+        self._stop_ns = stop_ns
+        self._in_flight = 0
+        self._queued: deque[int] = deque()  # arrived, waiting for a slot under the cap
+        self._granted: set[int] = set()  # released from the queue; their Arrival is admitted
+        self.planned = len(arrivals)
 
     def initial(self) -> list[tuple[int, int]]:
         return self._arrivals
 
+    def admit(self, index: int, t_ns: int) -> bool:
+        """True when the request may be sent now; otherwise it waits for a slot."""
+        if self._cap is None:
+            return True
+        if index in self._granted:
+            self._granted.discard(index)
+            return True
+        if self._in_flight < self._cap:
+            self._in_flight += 1
+            return True
+        self._queued.append(index)
+        return False
+
     def on_done(self, t_ns: int, finished: int) -> list[tuple[int, int]]:
-        return []
+        if self._cap is None:
+            return []
+        self._in_flight -= finished
+        out = []
+        while self._queued and self._in_flight < self._cap:
+            if self._stop_ns is not None and t_ns >= self._stop_ns:
+                self._queued.clear()  # never sent, as in bench: no record
+                break
+            index = self._queued.popleft()
+            self._in_flight += 1
+            self._granted.add(index)
+            out.append((t_ns, index))
+        return out
 
 
 class ClosedLoop:
     """``concurrency`` clients: each issues its next request the instant its previous one ends."""
 
-    def __init__(self, requests: Sequence[SimRequest], concurrency: int) -> None:
-        if any(r.arrival_s is not None for r in requests):
+    def __init__(self, requests: Requests, concurrency: int, stop_ns: int | None = None) -> None:
+        if not requests.bounded and stop_ns is None:
+            raise UsageError("closed loop: an endless request stream needs a stop time")
+        if requests.bounded and any(requests[i].arrival_s is not None for i in range(len(requests))):
             raise UsageError("closed loop: requests must not carry arrival_s")
-        self._n = len(requests)
+        self._requests = requests
         self._concurrency = concurrency
+        self._stop_ns = stop_ns
         self._next = 0
+
+    @property
+    def planned(self) -> int:
+        return self._next
 
     def initial(self) -> list[tuple[int, int]]:
         return self.on_done(0, self._concurrency)
 
+    def admit(self, index: int, t_ns: int) -> bool:
+        return True
+
     def on_done(self, t_ns: int, finished: int) -> list[tuple[int, int]]:
-        first, self._next = self._next, min(self._n, self._next + finished)
-        return [(t_ns, i) for i in range(first, self._next)]
+        if self._stop_ns is not None and t_ns >= self._stop_ns:
+            return []
+        out = []
+        for _ in range(finished):
+            if not self._requests.has(self._next):
+                break
+            if self._requests[self._next].arrival_s is not None:
+                raise UsageError("closed loop: requests must not carry arrival_s")
+            out.append((t_ns, self._next))
+            self._next += 1
+        return out

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from tokenpace.record import RequestRecord
+from tokenpace.simulator.load import to_ns
 from tokenpace.simulator.sequence import Sequence
 
 
 def _base(seq: Sequence) -> RequestRecord:
+    """``scheduled``: the planned arrival (open loop) or the issue time (closed loop); ``sent``: when
+    the request reached the engine, later than scheduled only under an open loop's in-flight cap."""
+    planned = seq.request.arrival_s
     return RequestRecord(
         request_id=f"sim-{seq.index:06d}",
         index=seq.index,
@@ -14,7 +18,7 @@ def _base(seq: Sequence) -> RequestRecord:
         stream=True,
         requested_input_tokens=seq.prompt_len,
         requested_output_tokens=seq.output_len,
-        scheduled_ns=seq.arrival_ns,
+        scheduled_ns=seq.arrival_ns if planned is None else to_ns(planned),
         sent_ns=seq.arrival_ns,
     )
 

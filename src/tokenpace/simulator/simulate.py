@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from tokenpace.simulator.catalog import get_gpu, get_model, get_precision
 from tokenpace.simulator.config import SimConfig
 from tokenpace.simulator.engine import Engine
 from tokenpace.simulator.kv_cache import KVCache
-from tokenpace.simulator.load import ClosedLoop, OpenLoop
-from tokenpace.simulator.memory import kv_capacity
+from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests, to_ns
+from tokenpace.simulator.memory import KVCapacity, kv_capacity
 from tokenpace.simulator.prefix_cache import PrefixCache
 from tokenpace.simulator.policies import SchedulerLimits, make_scheduler
 from tokenpace.simulator.request import SimRequest
 from tokenpace.simulator.result import SimResult
 from tokenpace.simulator.roofline import RooflinePredictor
 from tokenpace.simulator.step import StepPredictor
-from tokenpace.simulator.timeline import TimelineRow
+from tokenpace.simulator.timeline import TimelineRow, timeline_stats
 from tokenpace.simulator.world import World
 
 
@@ -26,14 +26,11 @@ def build_predictor(config: SimConfig) -> RooflinePredictor:
                              get_precision(config.kv_cache_dtype), config.tp, config.roofline)
 
 
-def simulate(config: SimConfig, requests: Sequence[SimRequest],
-             predictor: StepPredictor | None = None) -> SimResult:
-    """Serve ``requests`` on the engine ``config`` describes, in virtual time.
-
-    Closed loop when ``config.concurrency`` is set (requests are issued in order, a new one when one
-    ends), open loop otherwise (every request needs ``arrival_s``). ``predictor`` replaces the
-    roofline step-time model. Deterministic: the same inputs give the same result, byte for byte.
-    """
+def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | None = None,
+                 timeline: list[TimelineRow] | None = None) -> tuple[Engine, KVCapacity]:
+    """The engine ``config`` describes (KV cache sized from memory, scheduler, step pricing), and
+    how its GPU memory is spent. ``jump``: jump over identical decode steps (default: the config's;
+    a real-time driver steps one by one)."""
     model, gpu = get_model(config.model), get_gpu(config.gpu)
     weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)
     capacity = kv_capacity(model, gpu, weights, kv_dtype, tp=config.tp,
@@ -51,29 +48,66 @@ def simulate(config: SimConfig, requests: Sequence[SimRequest],
         waiting_served_ratio=config.waiting_served_ratio, max_waiting_steps=config.max_waiting_steps,
     )
     scheduler = make_scheduler(config.policy, limits, kv)
+    engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
+                    jump=config.jump_decode_steps if jump is None else jump, timeline=timeline)
+    return engine, capacity
+
+
+def simulate(config: SimConfig, requests: Iterable[SimRequest],
+             predictor: StepPredictor | None = None) -> SimResult:
+    """Serve ``requests`` on the engine ``config`` describes, in virtual time.
+
+    Closed loop when ``config.concurrency`` is set (requests are issued in order, a new one when one
+    ends), open loop otherwise (every request needs ``arrival_s``; ``config.max_in_flight`` caps
+    them). ``requests`` may be an endless iterator when ``config.stop_issuing_s`` bounds the run.
+    ``predictor`` replaces the roofline step-time model. Deterministic: the same inputs give the
+    same result, byte for byte. Requests never sent (time ran out while they waited under the
+    in-flight cap) have no record.
+    """
     predictor = predictor or build_predictor(config)
     timeline: list[TimelineRow] | None = [] if config.timeline else None
-    engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
-                    jump=config.jump_decode_steps, timeline=timeline)
-    load = ClosedLoop(requests, config.concurrency) if config.concurrency else OpenLoop(requests)
-    world = World(requests, engine, load)
+    engine, capacity = build_engine(config, predictor, timeline=timeline)
+    scheduler, kv, num_blocks = engine.scheduler, engine.kv, engine.kv.num_blocks
+    model, gpu = get_model(config.model), get_gpu(config.gpu)
+    weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)
+    reqs = Requests(requests)
+    stop_ns = None if config.stop_issuing_s is None else to_ns(config.stop_issuing_s)
+    load = (ClosedLoop(reqs, config.concurrency, stop_ns) if config.concurrency
+            else OpenLoop(reqs, config.max_in_flight, stop_ns))
+    world = World(reqs, engine, load)
     records = world.run()
     describe = getattr(predictor, "describe", None)
+    end_ns = world.loop.now_ns
     stats = {
-        "sim_end_ns": world.loop.now_ns,
+        "sim_end_ns": end_ns,
         "engine_steps": engine.steps,
         "events": world.loop.handled,
         "preemptions": scheduler.preemptions,
         "prefix_cache_queries_tokens": kv.query_tokens,
         "prefix_cache_hits_tokens": kv.hit_tokens,
+        "prefix_cache_hit_rate": kv.hit_rate,
         "kv_blocks": num_blocks,
         "kv_capacity_tokens": num_blocks * config.block_size,
         "kv_bytes_per_token_per_gpu": capacity.kv_bytes_per_token,
         "weight_bytes_per_gpu": capacity.weight_bytes,
-        "requests": len(requests),
+        "requests": load.planned,  # issued, or planned to be (an open loop's) before the stop time
+        "sent": len(records),
         "completed": sum(r.status == "ok" for r in records),
         "failed": sum(r.status != "ok" for r in records),
     }
+    if timeline is not None:
+        stats["timeline"] = timeline_stats(timeline, end_ns)
     resolved = config.to_dict()
     resolved["predictor"] = describe() if callable(describe) else type(predictor).__name__
+    resolved["resolved"] = {
+        "model": {**model.to_dict(), "params": model.params, "active_params": model.active_params},
+        "gpu": gpu.to_dict(), "weights": weights.to_dict(), "kv_cache_dtype": kv_dtype.to_dict(),
+        "memory": {
+            "usable_bytes_per_gpu": capacity.usable_bytes, "weight_bytes_per_gpu": capacity.weight_bytes,
+            "reserve_bytes_per_gpu": capacity.reserve_bytes,
+            "kv_bytes_per_token_per_gpu": capacity.kv_bytes_per_token,
+            "kv_capacity_tokens": num_blocks * config.block_size, "kv_blocks": num_blocks,
+            "kv_blocks_overridden": config.num_gpu_blocks is not None,
+        },
+    }
     return SimResult(records=records, timeline=timeline or [], stats=stats, config=resolved)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ class TimelineRow:
     t_ns: int  # when the batch started
     steps: int  # identical engine steps this row covers
     step_ms: float  # duration of its first step
+    span_ms: float  # duration of all its steps
     waiting: int  # queue depth after scheduling
     running: int  # sequences holding KV after scheduling
     kv_usage: float  # fraction of KV blocks held by running sequences
@@ -23,3 +25,28 @@ class TimelineRow:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def timeline_stats(rows: Sequence[TimelineRow], end_ns: int) -> dict[str, Any]:
+    """What the engine did over a run, from its timeline. Means over time weight each row by how long
+    its steps ran (``span_ms``); per-step means weight it by its step count. Within a row of jumped
+    decode steps the batch is constant; KV usage is read at the row's first step."""
+    busy_ms = sum(r.span_ms for r in rows)
+    steps = sum(r.steps for r in rows)
+
+    def over_time(value: str) -> float | None:
+        return sum(getattr(r, value) * r.span_ms for r in rows) / busy_ms if busy_ms else None
+
+    return {
+        "batches": len(rows),
+        "steps": steps,
+        "busy_fraction": min(1.0, busy_ms * 1e6 / end_ns) if end_ns else None,
+        "mean_step_ms": busy_ms / steps if steps else None,
+        "mean_running_seqs": over_time("running"),
+        "mean_decode_batch": over_time("decode_seqs"),
+        "mean_waiting": over_time("waiting"),
+        "max_waiting": max((r.waiting for r in rows), default=0),
+        "mean_tokens_per_step": sum(r.batch_tokens * r.steps for r in rows) / steps if steps else None,
+        "mean_kv_usage": over_time("kv_usage"),
+        "peak_kv_usage": max((r.kv_usage for r in rows), default=0.0),
+    }

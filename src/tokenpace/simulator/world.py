@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence as Seq
-
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.engine import Engine
 from tokenpace.simulator.events import Arrival
-from tokenpace.simulator.load import ClosedLoop, OpenLoop
+from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests
 from tokenpace.simulator.loop import EventLoop
 from tokenpace.simulator.records import completed_record, failed_record
-from tokenpace.simulator.request import SimRequest
 from tokenpace.simulator.sequence import Sequence
 
 
 class World:
-    def __init__(self, requests: Seq[SimRequest], engine: Engine, load: OpenLoop | ClosedLoop) -> None:
+    def __init__(self, requests: Requests, engine: Engine, load: OpenLoop | ClosedLoop) -> None:
         self.requests = requests
         self.engine = engine
         self.load = load
         self.loop = EventLoop()
-        self.records: list[RequestRecord | None] = [None] * len(requests)
+        self.records: dict[int, RequestRecord] = {}  # by request index; a request never sent has none
         self._live: dict[int, Sequence] = {}
 
     def new_sequence(self, index: int, t_ns: int) -> Sequence:
@@ -45,4 +42,4 @@ class World:
         for seq in list(self._live.values()):  # only if a policy stalled; never expected
             self.records[seq.index] = failed_record(seq, self.loop.now_ns, "stalled",
                                                     "the engine stopped with this request unfinished")
-        return [r for r in self.records if r is not None]
+        return [self.records[i] for i in sorted(self.records)]

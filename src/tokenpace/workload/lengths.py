@@ -6,15 +6,22 @@ Syntax (documented in the README):
     uniform:min=128,max=1024              uniform integers in [min, max]
     normal:mean=200,std=80,min=1          normal, rounded, truncated to [min, max]
     lognormal:mean=800,sigma=0.6,max=8000 lognormal whose *mean* is `mean` tokens; sigma of the log
+    empirical:file=lengths.txt,max=4096   drawn with replacement from the lengths in a file
 
 Bounds: `min` defaults to 1 and `max` to 1,000,000. Truncation redraws out-of-bound samples (up
-to a few rounds) and clips what is left, so the shape inside the bounds is kept.
+to a few rounds) and clips what is left, so the shape inside the bounds is kept. An empirical
+distribution is truncated exactly: values outside [min, max] are dropped before drawing.
+
+Empirical files: one whole number per line (blank lines and `#` comments ignored), or a JSON list
+of whole numbers. A bad value is reported as `file:line`.
 """
 
 from __future__ import annotations
 
 import math
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -24,15 +31,17 @@ _KINDS = {
     "uniform": ({"min", "max"}, {"min", "max"}),
     "normal": ({"mean", "std"}, {"mean", "std", "min", "max"}),
     "lognormal": ({"mean", "sigma"}, {"mean", "sigma", "min", "max"}),
+    "empirical": ({"file"}, {"file", "min", "max"}),
 }
 _MAX_DEFAULT = 1_000_000
 
 
 @dataclass(frozen=True)
 class LengthSpec:
-    kind: str  # "fixed", "uniform", "normal", "lognormal"
+    kind: str  # "fixed", "uniform", "normal", "lognormal", "empirical"
     params: tuple[tuple[str, float], ...]
     text: str
+    values: tuple[int, ...] = ()  # empirical: the lengths read from the file, already in bounds
 
     @property
     def fixed(self) -> int | None:
@@ -44,6 +53,8 @@ class LengthSpec:
             return self._p("value")
         if self.kind == "uniform":
             return (self._p("min") + self._p("max")) / 2
+        if self.kind == "empirical":
+            return float(np.mean(self.values))
         return self._p("mean")
 
     def _p(self, name: str, default: float | None = None) -> float:
@@ -61,6 +72,8 @@ class LengthSpec:
         lo, hi = self._p("min", 1), self._p("max", _MAX_DEFAULT)
         if self.kind == "uniform":
             return rng.integers(int(lo), int(hi) + 1, size=n, dtype=np.int64)
+        if self.kind == "empirical":
+            return rng.choice(np.asarray(self.values, dtype=np.int64), size=n, replace=True)
         out = np.rint(self._draw(rng, n))
         for _ in range(8):  # redraw out-of-bound samples so truncation keeps the shape
             bad = (out < lo) | (out > hi)
@@ -94,6 +107,7 @@ def parse_length(text: str, *, flag: str = "length") -> LengthSpec:
                          f"{', '.join(sorted(_KINDS))}")
     required, allowed = _KINDS[kind]
     params: dict[str, float] = {}
+    path: str | None = None
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")
         key = key.strip().lower()
@@ -101,12 +115,53 @@ def parse_length(text: str, *, flag: str = "length") -> LengthSpec:
             raise UsageError(f"{flag}: expected key=value, got {part!r}")
         if key not in allowed:
             raise UsageError(f"{flag}: {kind} takes {', '.join(sorted(allowed))}; unknown {key!r}")
+        if key == "file":
+            path = value.strip()
+            continue
         params[key] = _number(value.strip(), flag, key)
-    missing = required - params.keys()
+    missing = required - params.keys() - ({"file"} if path else set())
     if missing:
         raise UsageError(f"{flag}: {kind} needs {', '.join(sorted(missing))}")
     _check(kind, params, flag)
+    if kind == "empirical":
+        lo, hi = params.get("min", 1), params.get("max", _MAX_DEFAULT)
+        values = tuple(v for v in read_lengths_file(path, flag=flag) if lo <= v <= hi)
+        if not values:
+            raise UsageError(f"{flag}: no length in {path} lies within [{lo:g}, {hi:g}]")
+        return LengthSpec(kind, tuple(sorted(params.items())), raw, values)
     return LengthSpec(kind, tuple(sorted(params.items())), raw)
+
+
+def read_lengths_file(path: str, *, flag: str = "length") -> list[int]:
+    """Whole numbers >= 1: one per line (blank lines, `#` comments ignored) or a JSON list."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{flag}: cannot read {path}: {exc}") from None
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{flag}: {path}:{exc.lineno}: not a valid JSON list: {exc.msg}") from None
+        numbered = [(f"item {i + 1}", v) for i, v in enumerate(items)]
+    else:
+        numbered = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if line:
+                numbered.append((str(lineno), line))
+    values = []
+    for where, item in numbered:
+        try:
+            value = float(item) if not isinstance(item, bool) else math.nan
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and value >= 1 and value == int(value)):
+            raise UsageError(f"{flag}: {path}:{where}: expected a whole number >= 1, not {item!r}")
+        values.append(int(value))
+    if not values:
+        raise UsageError(f"{flag}: {path} holds no lengths")
+    return values
 
 
 def _check(kind: str, p: dict[str, float], flag: str) -> None:

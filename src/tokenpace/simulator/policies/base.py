@@ -43,6 +43,7 @@ class Scheduler:
     """Base of the policies. Subclasses implement ``schedule``."""
 
     name = "base"
+    summary = ""  # one line, for `tokenpace sim --list`
 
     def __init__(self, limits: SchedulerLimits, kv: KVCache) -> None:
         self.limits = limits

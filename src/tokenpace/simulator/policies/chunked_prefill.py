@@ -15,6 +15,7 @@ from tokenpace.simulator.sequence import RUNNING
 
 class ChunkedPrefill(Scheduler):
     name = "chunked-prefill"
+    summary = "decodes first, prompt chunks fill the token budget left (Sarathi-Serve, vLLM V1)"
 
     def schedule(self, step: int) -> Batch:
         batch = Batch()

@@ -13,6 +13,7 @@ from tokenpace.simulator.policies.base import UNBOUNDED, Batch, Scheduler
 
 class DecodeFirst(Scheduler):
     name = "decode-first"
+    summary = "running streams keep decoding; prompts join in batches (TGI's router)"
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         super().__init__(*args, **kwargs)

@@ -12,6 +12,7 @@ from tokenpace.simulator.policies.base import UNBOUNDED, Batch, Scheduler
 
 class PrefillFirst(Scheduler):
     name = "prefill-first"
+    summary = "continuous batching; waiting prompts run whole, pausing decodes (vLLM V0)"
 
     def schedule(self, step: int) -> Batch:
         batch = Batch()

@@ -14,6 +14,7 @@ from tokenpace.simulator.sequence import RUNNING
 
 class StaticBatching(Scheduler):
     name = "static"
+    summary = "a batch runs to completion before new requests join (head-of-line blocking)"
 
     def schedule(self, step: int) -> Batch:
         batch = Batch()

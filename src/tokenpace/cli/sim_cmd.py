@@ -1,0 +1,85 @@
+"""`tokenpace sim`: bench's load and workload options plus an engine → run_sim → the same console
+summary and result files as a measured run."""
+
+from __future__ import annotations
+
+import argparse
+
+from tokenpace.cli import options
+from tokenpace.config import BenchConfig
+from tokenpace.errors import ExitCode, UsageError
+from tokenpace.simulator.args import DEFAULT_MODEL, add_engine_arguments, engine_config
+
+EPILOG = """\
+examples:
+  tokenpace sim --model llama-3.1-8b --gpu h100-sxm --quant fp8 --tp 1 \\
+      --policy chunked-prefill --max-num-seqs 256 --max-batched-tokens 8192 \\
+      --concurrency 64 --requests 5000 --input-tokens 1024 --output-tokens 256 --out sim.json
+  tokenpace sim --rate 12 --arrival poisson --duration 600            # open loop, virtual time
+  tokenpace sim --prefix-caching --shared-prefix-tokens 2048          # cache what-if
+  tokenpace sim --spec-decode --draft-tokens 4 --acceptance 0.7 --draft-cost 0.1
+  tokenpace sim --trace trace.jsonl --prefix-caching                  # replay a trace's times and blocks
+  tokenpace sim --model path/to/config.json --gpu a100-80gb --quant int4
+  tokenpace sim --list                                                # GPUs, models, precisions, policies
+
+Load, workload, SLO and output options mean what they mean for `tokenpace bench`, in virtual time
+from t = 0 (--conversations is not simulated yet). Every request generates exactly its output
+length (--no-ignore-eos, --extra-body, --retries have no effect). Same seed, same files: nothing in
+a simulation's output reads a clock.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sim", help="simulate an LLM serving engine under the same load, in virtual time",
+                       description="Simulate an LLM serving engine (continuous batching, paged KV cache, "
+                                   "prefix caching, speculative decoding) under bench's load; report "
+                                   "the same metrics from the same records.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("what to simulate")
+    g.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME|PATH",
+                   help=f"catalog name, catalog JSON, or a Hugging Face config.json (default {DEFAULT_MODEL})")
+    g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
+                   help="every prompt starts with the same N tokens, added to --input-tokens")
+    g.add_argument("--list", action="store_true", help="print the catalogs (GPUs, models, precisions, "
+                   "policies) and exit")
+    add_engine_arguments(p)
+    options.add_load_workload_slo(p)
+    options.add_output(p, kind="sim")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace):  # -> SimRunConfig
+    from tokenpace.runner.simulate import SimRunConfig
+
+    if args.shared_prefix_tokens < 0:
+        raise UsageError(f"--shared-prefix-tokens must be >= 0, not {args.shared_prefix_tokens}")
+    load = BenchConfig(**options.load_workload_slo_values(args), out=args.out, progress=args.progress).validate()
+    engine = engine_config(args, model=args.model, max_num_seqs=args.max_num_seqs, seed=load.seed)
+    return SimRunConfig(load=load, engine=engine, shared_prefix_tokens=args.shared_prefix_tokens).validate()
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    if args.list:
+        from tokenpace.reports.catalogs import render_catalogs
+
+        render_catalogs(console)
+        return ExitCode.OK
+
+    from tokenpace.reports.console import render_run
+    from tokenpace.reports.result_file import result_document
+    from tokenpace.runner.simulate import run_sim
+
+    result = run_sim(config_from_args(args))
+    render_run(result_document(result), console)
+    sim_s = result.sim.duration_s if result.sim else 0.0
+    speed = f" ({sim_s / result.wall_s:,.0f}× real time)" if result.wall_s > 0 else ""
+    console.print(f"Simulated {sim_s:,.1f} s of engine time in {result.wall_s:.2f} s{speed}")
+    console.print(f"Results: {result.result_path} · records: {result.records_path} · "
+                  f"engine timeline: {result.timeline_path}")
+    counts = result.summary["counts"]
+    if counts["sent"] and counts["ok"] == 0:
+        return ExitCode.RUN_FAILED
+    return ExitCode.OK

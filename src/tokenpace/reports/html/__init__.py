@@ -1,0 +1,19 @@
+"""The HTML report of a run: one self-contained file (inline CSS and SVG plots, no script)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tokenpace.reports.html.page import render_run_html
+from tokenpace.reports.run_data import RunData
+
+__all__ = ["render_run_html", "write_run_html"]
+
+
+def write_run_html(data: RunData, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render_run_html(data), encoding="utf-8")
+    tmp.replace(path)
+    return path

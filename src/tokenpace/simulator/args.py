@@ -1,0 +1,140 @@
+"""The engine's command-line flags, shared by `tokenpace sim` and `tokenpace serve --sim`: one
+definition, one meaning. ``engine_config`` turns them into a ``SimConfig`` (UsageError naming the
+flag on a bad value); ``engine_argv`` turns a ``SimConfig`` back into flags (for a child process).
+
+The caller owns ``--model`` (`sim`: the simulated model; `serve`: also the served name) and
+``--max-num-seqs`` (`serve` already has it), and passes their values in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from tokenpace.errors import UsageError
+from tokenpace.simulator.config import SimConfig
+from tokenpace.simulator.policies import POLICIES
+from tokenpace.simulator.roofline import RooflineParams
+from tokenpace.simulator.spec_decode import SpecDecodeConfig
+
+_E, _R, _S = SimConfig(), RooflineParams(), SpecDecodeConfig()
+DEFAULT_MODEL = "llama-3.1-8b"
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool = True) -> None:
+    g = parser.add_argument_group("engine (simulated)")
+    g.add_argument("--gpu", default=_E.gpu, metavar="NAME|PATH", help=f"GPU (default {_E.gpu})")
+    g.add_argument("--quant", default="bf16", metavar="PRECISION", help="weights: bf16, fp8, int8, int4 (default bf16)")
+    g.add_argument("--kv-dtype", default="bf16", metavar="PRECISION", help="KV cache: bf16 or fp8 (default bf16)")
+    g.add_argument("--tp", type=int, default=_E.tp, metavar="N", help="tensor-parallel GPUs (default 1)")
+    g.add_argument("--policy", choices=list(POLICIES), default=_E.policy,
+                   help=f"scheduling policy (default {_E.policy})")
+    if max_num_seqs:
+        g.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs, metavar="N",
+                       help=f"running sequences at most (default {_E.max_num_seqs})")
+    g.add_argument("--max-batched-tokens", type=int, default=_E.max_batched_tokens, metavar="N",
+                   help=f"tokens per step at most (default {_E.max_batched_tokens})")
+    g.add_argument("--block-size", type=int, default=_E.block_size, metavar="TOKENS",
+                   help=f"KV block size (default {_E.block_size})")
+    g.add_argument("--gpu-memory-utilization", type=float, default=_E.gpu_memory_utilization, metavar="F",
+                   help=f"fraction of GPU memory the engine may use (default {_E.gpu_memory_utilization})")
+    g.add_argument("--num-gpu-blocks", type=int, metavar="N", help="KV blocks, overriding the capacity from memory")
+    g.add_argument("--prefix-caching", action="store_true", help="automatic prefix caching (hashed full blocks, LRU)")
+    g = parser.add_argument_group("speculative decoding (simulated)")
+    g.add_argument("--spec-decode", action="store_true", help="a draft model proposes, the target verifies")
+    g.add_argument("--draft-tokens", type=int, metavar="N",
+                   help=f"draft tokens per step, γ (default {_S.num_draft_tokens})")
+    g.add_argument("--acceptance", type=float, metavar="F",
+                   help=f"per-token acceptance rate, α (default {_S.acceptance_rate})")
+    g.add_argument("--draft-cost", type=float, metavar="F",
+                   help=f"draft step / target decode step time, c (default {_S.draft_cost})")
+    g.add_argument("--acceptance-mode", choices=("expected", "sampled"),
+                   help="every step yields the mean (default), or seeded random draws")
+    g = parser.add_argument_group("efficiency (roofline step-time model)")
+    g.add_argument("--mfu", type=float, default=_R.mfu, metavar="F",
+                   help=f"fraction of peak FLOP/s matmuls reach (default {_R.mfu})")
+    g.add_argument("--mbu", type=float, default=_R.mbu, metavar="F",
+                   help=f"fraction of HBM bandwidth streaming reaches (default {_R.mbu})")
+    g.add_argument("--step-overhead-ms", type=float, default=_R.step_overhead_s * 1e3, metavar="MS",
+                   help=f"host time per engine step (default {_R.step_overhead_s * 1e3:g})")
+
+
+def engine_config(ns: argparse.Namespace, *, model: str, max_num_seqs: int, seed: int = 0) -> SimConfig:
+    """The SimConfig the flags describe; catalog names are resolved now, so a typo fails early."""
+    for flag, value in (("--tp", ns.tp), ("--max-num-seqs", max_num_seqs),
+                        ("--max-batched-tokens", ns.max_batched_tokens), ("--block-size", ns.block_size),
+                        ("--num-gpu-blocks", ns.num_gpu_blocks), ("--draft-tokens", ns.draft_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be >= 1, not {value}")
+    for flag, value in (("--gpu-memory-utilization", ns.gpu_memory_utilization), ("--mfu", ns.mfu),
+                        ("--mbu", ns.mbu)):
+        if not (math.isfinite(value) and 0 < value <= 1):
+            raise UsageError(f"{flag} must lie in (0, 1], not {value}")
+    _at_least_zero("--step-overhead-ms", ns.step_overhead_ms)
+    spec = _spec(ns)
+    try:
+        config = SimConfig(
+            model=model, gpu=ns.gpu, weights=ns.quant, kv_cache_dtype=ns.kv_dtype, tp=ns.tp,
+            roofline=RooflineParams(mfu=ns.mfu, mbu=ns.mbu, step_overhead_s=ns.step_overhead_ms / 1e3),
+            policy=ns.policy, max_num_seqs=max_num_seqs, max_batched_tokens=ns.max_batched_tokens,
+            block_size=ns.block_size, gpu_memory_utilization=ns.gpu_memory_utilization,
+            num_gpu_blocks=ns.num_gpu_blocks, prefix_caching=ns.prefix_caching, spec_decode=spec, seed=seed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    check_catalogs(config)
+    return config
+
+
+def _spec(ns: argparse.Namespace) -> SpecDecodeConfig | None:
+    given = {"--draft-tokens": ns.draft_tokens, "--acceptance": ns.acceptance, "--draft-cost": ns.draft_cost,
+             "--acceptance-mode": ns.acceptance_mode}
+    if not ns.spec_decode:
+        named = [flag for flag, value in given.items() if value is not None]
+        if named:
+            raise UsageError(f"{', '.join(named)} needs --spec-decode")
+        return None
+    if ns.acceptance is not None and not 0 <= ns.acceptance <= 1:
+        raise UsageError(f"--acceptance must lie in [0, 1], not {ns.acceptance}")
+    if ns.draft_cost is not None:
+        _at_least_zero("--draft-cost", ns.draft_cost)
+    return SpecDecodeConfig(
+        num_draft_tokens=ns.draft_tokens or _S.num_draft_tokens,
+        acceptance_rate=_S.acceptance_rate if ns.acceptance is None else ns.acceptance,
+        draft_cost=_S.draft_cost if ns.draft_cost is None else ns.draft_cost,
+        acceptance=ns.acceptance_mode or _S.acceptance)
+
+
+def _at_least_zero(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and value >= 0):
+        raise UsageError(f"{flag} must be a finite number >= 0, not {value}")
+
+
+def check_catalogs(config: SimConfig) -> None:
+    """Resolve every catalog name, so a typo fails before anything runs (naming the choices)."""
+    from tokenpace.simulator.catalog import get_gpu, get_model, get_precision
+
+    get_model(config.model)
+    get_gpu(config.gpu)
+    get_precision(config.weights)
+    get_precision(config.kv_cache_dtype)
+
+
+def engine_argv(config: SimConfig) -> list[str]:
+    """Flags that rebuild ``config``'s engine (not its model, max_num_seqs or seed: the caller's)."""
+    def name(x: object) -> str:
+        return x if isinstance(x, str) else x.id  # type: ignore[attr-defined]
+
+    r = config.roofline
+    argv = ["--gpu", name(config.gpu), "--quant", name(config.weights), "--kv-dtype", name(config.kv_cache_dtype),
+            "--tp", str(config.tp), "--policy", config.policy, "--max-batched-tokens", str(config.max_batched_tokens),
+            "--block-size", str(config.block_size), "--gpu-memory-utilization", repr(config.gpu_memory_utilization),
+            "--mfu", repr(r.mfu), "--mbu", repr(r.mbu), "--step-overhead-ms", repr(r.step_overhead_s * 1e3)]
+    if config.num_gpu_blocks is not None:
+        argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
+    if config.prefix_caching:
+        argv.append("--prefix-caching")
+    s = config.spec_decode
+    if s is not None:
+        argv += ["--spec-decode", "--draft-tokens", str(s.num_draft_tokens), "--acceptance", repr(s.acceptance_rate),
+                 "--draft-cost", repr(s.draft_cost), "--acceptance-mode", s.acceptance]
+    return argv

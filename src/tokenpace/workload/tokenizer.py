@@ -1,0 +1,142 @@
+"""Tokenizers from local files only: a `tokenizer.json`, a Hugging Face tokenizer folder, or a GGUF
+model file. Nothing is ever downloaded (REFERENCE: tools that hang while fetching a tokenizer).
+
+The engine is the Hugging Face `tokenizers` library (Rust). A GGUF file's vocabulary becomes one:
+- `gpt2` (byte-level BPE: Llama 3, Qwen, Mistral Nemo, ...): its vocabulary and merges, with the
+  pre-tokenizer named by `tokenizer.ggml.pre` (`llama-bpe`, `qwen2`, else GPT-2's);
+- `llama` (SentencePiece: Llama 2, Mistral 7B, ...): a BPE whose merges follow the token scores,
+  with byte fallback, as `transformers` converts a SentencePiece model.
+Other GGUF tokenizer types are refused with a message asking for the model's `tokenizer.json`.
+
+Counts are of the text alone (`add_special_tokens=False`): a server adds its chat template and BOS
+tokens, which is why its own count is always recorded beside ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenpace.errors import UsageError
+from tokenpace.workload.gguf_vocab import GGUFVocab, is_gguf, read_gguf_vocab
+
+# Pre-tokenizer patterns of llama.cpp's `tokenizer.ggml.pre` values (from the models' tokenizer.json).
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_SPLITS = {"llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT, "smaug-bpe": _LLAMA3_SPLIT,
+           "qwen2": _QWEN2_SPLIT, "deepseek-r1-qwen": _QWEN2_SPLIT}
+_CONTROL = 3
+
+
+@dataclass(frozen=True, eq=False)
+class Tokenizer:
+    """A loaded tokenizer. `source` says where it came from, for reports."""
+
+    backend: Any  # tokenizers.Tokenizer
+    source: str
+
+    def encode(self, text: str) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: list[int]) -> str:
+        return self.backend.decode(ids, skip_special_tokens=False)
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """`tokenizer.json`, a folder holding one, or a `.gguf` model file; UsageError otherwise."""
+    p = Path(path)
+    if p.is_dir():
+        inner = p / "tokenizer.json"
+        if not inner.is_file():
+            raise UsageError(f"--tokenizer: {p} has no tokenizer.json (a slow-only tokenizer, e.g. "
+                             "tokenizer.model alone, is not supported: convert it with transformers)")
+        return _from_json(inner)
+    if not p.is_file():
+        raise UsageError(f"--tokenizer: {p} does not exist (give a local tokenizer.json, a folder "
+                         "holding one, or a .gguf file; nothing is downloaded)")
+    if is_gguf(p):
+        return from_gguf(read_gguf_vocab(p))
+    return _from_json(p)
+
+
+def _from_json(path: Path) -> Tokenizer:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    try:
+        backend = HFTokenizer.from_file(str(path))
+    except Exception as exc:  # the Rust side raises a bare Exception for a bad file
+        raise UsageError(f"--tokenizer: {path} is not a valid tokenizer.json: {exc}") from None
+    return Tokenizer(backend, f"tokenizer.json: {path}")
+
+
+def from_gguf(vocab: GGUFVocab) -> Tokenizer:
+    if vocab.model == "gpt2":
+        backend = _byte_level_bpe(vocab)
+    elif vocab.model == "llama":
+        backend = _sentencepiece_bpe(vocab)
+    else:
+        raise UsageError(f"--tokenizer: {vocab.path}: GGUF tokenizer type {vocab.model!r} is not "
+                         "supported (gpt2 and llama are); pass the model's tokenizer.json instead")
+    _add_control_tokens(backend, vocab)
+    pre = f", pre={vocab.pre}" if vocab.pre else ""
+    return Tokenizer(backend, f"gguf: {vocab.path} ({vocab.model}{pre})")
+
+
+def _byte_level_bpe(vocab: GGUFVocab) -> Any:
+    from tokenizers import Regex, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    if not vocab.merges:
+        raise UsageError(f"--tokenizer: {vocab.path}: a gpt2-type GGUF vocabulary needs "
+                         "tokenizer.ggml.merges")
+    ids = {tok: i for i, tok in enumerate(vocab.tokens)}
+    merges = [tuple(m.split(" ", 1)) for m in vocab.merges if " " in m]
+    split = _SPLITS.get(vocab.pre or "")
+    backend = HFTokenizer(models.BPE(ids, merges, ignore_merges=split is _LLAMA3_SPLIT))
+    if split is None:
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        backend.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+def _sentencepiece_bpe(vocab: GGUFVocab) -> Any:
+    from tokenizers import decoders, models, normalizers
+    from tokenizers import Tokenizer as HFTokenizer
+
+    ids = {tok: i for i, tok in enumerate(vocab.tokens)}
+    scores = vocab.scores or [0.0] * len(vocab.tokens)
+    # Merges from the vocabulary: every split of a token into two tokens is a merge, ranked by
+    # the merged token's score (highest first), as transformers' SentencePiece converter does.
+    ranked = []
+    for tok, i in ids.items():
+        for cut in range(1, len(tok)):
+            left, right = tok[:cut], tok[cut:]
+            if left in ids and right in ids:
+                ranked.append((-scores[i], ids[left], ids[right], left, right))
+    ranked.sort()
+    merges = [(left, right) for *_, left, right in ranked]
+    unk = next((t for t, kind in zip(vocab.tokens, vocab.token_types) if kind == 2), None)
+    backend = HFTokenizer(models.BPE(ids, merges, unk_token=unk, fuse_unk=True, byte_fallback=True))
+    backend.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
+    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                         decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    return backend
+
+
+def _add_control_tokens(backend: Any, vocab: GGUFVocab) -> None:
+    from tokenizers import AddedToken
+
+    control = [t for t, kind in zip(vocab.tokens, vocab.token_types) if kind == _CONTROL]
+    if control:
+        backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])

@@ -1,0 +1,114 @@
+"""`tokenpace sim` as a user runs it: result files that summarize reads, the same bytes for the same
+seed, the catalogs, one-line errors, and what-ifs a user would check."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .helpers import run_cli
+from tokenpace import read_records, summarize
+from tokenpace.errors import ExitCode
+
+# Every GPU of REFERENCE section 5's hardware table, by its display name.
+REFERENCE_GPUS = ("H100 SXM", "H100 PCIe", "H200", "A100 80GB SXM", "A100 40GB SXM", "L40S", "RTX A6000",
+                  "L4", "H20", "MI300X")
+REFERENCE_MODELS = ("Llama-3.1-8B", "Llama-3.1-70B", "Mistral-7B", "Qwen2.5-7B", "Qwen3-8B", "Mixtral-8x7B")
+
+
+def sim(tmp_path, *args: str, name: str = "sim.json"):
+    proc = run_cli("sim", *args, "--out", name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads((tmp_path / name).read_text())
+
+
+def test_sim_writes_a_result_that_summarize_reads(tmp_path):
+    proc, doc = sim(tmp_path, "--concurrency", "8", "--requests", "200", "--input-tokens", "uniform:min=100,max=2000",
+                    "--output-tokens", "64", "--slo", "chat", "--gpu-hour-usd", "3")
+    assert "SIMULATION" in proc.stdout and "llama-3.1-8b on h100-sxm" in proc.stdout
+    assert "TTFT" in proc.stdout and "Goodput" in proc.stdout and "KV cache" in proc.stdout
+    assert doc["schema_version"] == 1 and doc["kind"] == "sim"
+    assert doc["target"] == {**doc["target"], "simulated": True, "model": "llama-3.1-8b", "gpu": "h100-sxm",
+                             "weights": "bf16", "tp": 1, "policy": "chunked-prefill"}
+    assert doc["load_generator"] is None and doc["started_utc"] is None
+    assert doc["engine"]["memory"]["kv_capacity_tokens"] > 400_000
+    assert doc["summary"]["counts"]["ok"] == 200
+    records = read_records(tmp_path / doc["records_path"])
+    assert len(records) == 200 and {r.chunk_tokens_source for r in records} == {"simulated"}
+    again = json.loads(json.dumps(summarize(records, slo="chat", gpu_hour_usd=3.0)))
+    assert again == doc["summary"]
+
+
+def test_same_command_same_seed_gives_identical_files(tmp_path):
+    args = ("--rate", "20", "--arrival", "gamma", "--burstiness", "0.5", "--duration", "20", "--warmup", "2s",
+            "--input-tokens", "lognormal:mean=800,sigma=0.6,max=6000", "--output-tokens", "uniform:min=16,max=300",
+            "--prefix-caching", "--shared-prefix-tokens", "512", "--spec-decode", "--acceptance-mode", "sampled",
+            "--seed", "11")
+    files = {}
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        sim(tmp_path / run, *args)
+        files[run] = {p.name: p.read_bytes() for p in (tmp_path / run).iterdir()}
+    assert set(files["a"]) == {"sim.json", "sim.records.jsonl", "sim.timeline.jsonl"}
+    assert files["a"] == files["b"]
+    (tmp_path / "c").mkdir()
+    sim(tmp_path / "c", *args[:-1], "12")
+    assert (tmp_path / "c" / "sim.records.jsonl").read_bytes() != files["a"]["sim.records.jsonl"]
+
+
+def test_list_prints_every_catalog(tmp_path):
+    proc = run_cli("sim", "--list")
+    assert proc.returncode == 0, proc.stderr
+    for name in (*REFERENCE_GPUS, *REFERENCE_MODELS, "int4", "fp8", "static", "prefill-first",
+                 "decode-first", "chunked-prefill"):
+        assert name in proc.stdout, name
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--gpu", "h1000"], "unknown GPU 'h1000'; known: h100-sxm, h100-pcie, h200,"),
+    (["--model", "llama-9"], "unknown model 'llama-9'; known: llama-3.1-8b"),
+    (["--quant", "int3"], "unknown precision 'int3'"),
+    (["--tp", "0"], "--tp must be >= 1"),
+    (["--mfu", "1.5"], "--mfu must lie in (0, 1]"),
+    (["--draft-tokens", "4"], "--draft-tokens needs --spec-decode"),
+    (["--policy", "fastest"], "invalid choice"),
+    (["--requests", "5", "--duration", "5"], "not both"),
+])
+def test_bad_options_are_one_line_and_exit_2(tmp_path, monkeypatch, capsys, args, needle):
+    # In-process (the same main() the command runs) to spare a process start per case.
+    from tokenpace.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(["sim", *args])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == ExitCode.USAGE
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())  # nothing was written
+
+
+def test_prefix_caching_lowers_ttft_for_a_shared_prefix(tmp_path):
+    load = ("--rate", "4", "--requests", "100", "--shared-prefix-tokens", "2048", "--input-tokens", "128",
+            "--output-tokens", "32")
+    _, cold = sim(tmp_path, *load, name="cold.json")
+    _, warm = sim(tmp_path, *load, "--prefix-caching", name="warm.json")
+    ttft = {k: d["summary"]["latency_ms"]["ttft"]["p50"] for k, d in (("cold", cold), ("warm", warm))}
+    assert ttft["warm"] < 0.5 * ttft["cold"]
+    assert warm["summary"]["throughput"]["cached_prompt_tokens"] == 99 * 2048
+    assert warm["engine"]["stats"]["prefix_cache_hit_rate"] > 0.8
+
+
+def test_issue_example_completes_in_seconds(tmp_path):
+    t0 = time.monotonic()
+    proc, doc = sim(tmp_path, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quant", "fp8", "--tp", "1",
+                    "--policy", "chunked-prefill", "--max-num-seqs", "256", "--max-batched-tokens", "8192",
+                    "--concurrency", "64", "--requests", "5000", "--input-tokens", "1024", "--output-tokens", "256")
+    assert time.monotonic() - t0 < 20  # ~3 s on a 2-CPU machine, startup included
+    assert doc["summary"]["counts"]["ok"] == 5000
+    assert doc["config"]["engine"]["concurrency"] == 64
+    assert "closed loop, concurrency 64" in proc.stdout and "weights fp8" in proc.stdout

@@ -1,0 +1,43 @@
+"""Plot series from records: the numbers a reader would check on the page."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenpace.record import RequestRecord
+from tokenpace.reports.series import MAX_STEP_POINTS, cdf_points, load_over_time, request_bars
+
+from .runs import make_records
+
+MS = 1_000_000
+
+
+def test_in_flight_counts_overlapping_requests():
+    # Three requests: 0–100 ms, 50–150 ms, 200–300 ms.
+    spans = [(0, 100), (50, 150), (200, 300)]
+    records = [RequestRecord(request_id=f"r{i}", index=i, scheduled_ns=a * MS, sent_ns=a * MS,
+                             first_token_ns=a * MS + MS, last_token_ns=b * MS, done_ns=b * MS,
+                             chunk_ns=[a * MS + MS, b * MS], chunk_tokens=[1, 1], output_tokens=2)
+               for i, (a, b) in enumerate(spans)]
+    load = load_over_time(records)
+    at = {round(t, 3): n for t, n in zip(load.step_t_s, load.in_flight)}
+    assert at == {0.0: 1, 0.05: 2, 0.1: 1, 0.15: 0, 0.2: 1, 0.3: 0}
+    assert load.output_tokens_s.sum() * load.bin_s == 6  # every token counted once
+
+
+def test_large_run_series_stay_small():
+    records = make_records(n=3000, every_ms=2.0, tokens=4)
+    load = load_over_time(records)
+    # Each request lasts ~130 ms and one starts every 2 ms: about 65 in flight.
+    assert load.step_t_s.size == MAX_STEP_POINTS and 55 < load.in_flight.max() < 75
+    x, y = cdf_points(np.arange(100_000, dtype=float))
+    assert x.size == 1000 and y[-1] == 1.0
+    bars = request_bars(records)
+    assert bars.subsampled and len(bars.index) == 400 and bars.index[0] == 0 and bars.index[-1] == 2999
+
+
+def test_timeline_phases_come_from_the_stamps():
+    r = RequestRecord(request_id="a", index=0, scheduled_ns=0, sent_ns=10 * MS, first_token_ns=60 * MS,
+                      last_token_ns=160 * MS, done_ns=170 * MS)
+    bars = request_bars([r])
+    assert (bars.scheduled_s[0], bars.sent_s[0], bars.first_token_s[0], bars.end_s[0]) == (0.0, 0.01, 0.06, 0.16)
