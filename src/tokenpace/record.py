@@ -36,6 +36,9 @@ class RequestRecord:
     # What was asked for.
     requested_input_tokens: int | None = None
     requested_output_tokens: int | None = None
+    prefix_group: int | None = None  # shared-prefix workloads: the group whose prefix it starts with
+    session: int | None = None  # multi-turn conversations: the session...
+    turn: int | None = None  # ...and the turn number in it (from 1)
 
     # Monotonic timestamps, ns. See REFERENCE section 1 for their exact meaning.
     scheduled_ns: int | None = None  # when the load schedule intended to send it

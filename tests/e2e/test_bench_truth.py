@@ -75,3 +75,17 @@ def test_open_loop_keeps_its_schedule_and_measures_lag(logged_server, tmp_path):
     assert abs(result.load["achieved_rate_rps"] - 20) < 1.0
     c = result.summary["counts"]
     assert c["sent"] == c["ok"] + c["error"] + c["timeout"] + c["cancelled"]
+
+
+def test_closed_loop_duration_run_ends_by_itself(logged_server, tmp_path):
+    import time
+
+    started = time.monotonic()
+    result = run_bench(BenchConfig(url=logged_server[0].url, concurrency=2, duration_s=1.0,
+                                   output_tokens="8", grace_s=1.0, progress=False,
+                                   out=str(tmp_path / "d.json")))
+    assert time.monotonic() - started < 1.0 + 1.0 + 2.0  # duration + grace + start-up and slack
+    assert result.interrupted is False
+    c = result.summary["counts"]
+    assert c["sent"] >= 5 and c["sent"] == c["ok"] + c["error"] + c["timeout"] + c["cancelled"]
+    assert abs(result.summary["window"]["duration_s"] - 1.0) < 0.05

@@ -135,7 +135,8 @@ class OpenAIClient:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    def request_body(self, record: RequestRecord, prompt: str | list[dict[str, Any]]) -> dict[str, Any]:
+    def request_body(self, record: RequestRecord, prompt: str | list[dict[str, Any]],
+                     extra_body: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body for ``record``: public so that a dry run can show what would be sent."""
         body: dict[str, Any] = {"model": self.model}
         if self.api == "chat":
@@ -151,10 +152,13 @@ class OpenAIClient:
         body["stream"] = self.stream
         if self.stream:
             body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+        if extra_body:  # this request's own fields (the workload's), then the user's --extra-body
+            body.update(extra_body)
         body.update(self.extra_body)
         return body
 
-    async def send(self, record: RequestRecord, prompt: str | list[dict[str, Any]]) -> None:
+    async def send(self, record: RequestRecord, prompt: str | list[dict[str, Any]],
+                   extra_body: dict[str, Any] | None = None) -> None:
         """Send one request and fill ``record`` in place. Never raises for a failed request.
 
         If the task is cancelled, the record is finished with status "cancelled" (partial tokens
@@ -163,7 +167,7 @@ class OpenAIClient:
         """
         record.api = self.api
         record.stream = self.stream
-        data = orjson.dumps(self.request_body(record, prompt))
+        data = orjson.dumps(self.request_body(record, prompt, extra_body))
         headers = {"X-Request-ID": record.request_id}
         progress = Progress(streaming=self.stream)
         session = self._get_session()

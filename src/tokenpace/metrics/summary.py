@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from tokenpace.metrics.breakdowns import breakdowns
 from tokenpace.metrics.columns import columns
 from tokenpace.metrics.cost import cost
 from tokenpace.metrics.goodput import goodput
@@ -62,6 +63,7 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
             gpu_hour_usd, gpus, rates["output_tokens_s"],
             good["output_tokens_s"] if good is not None else None),
         "tokens": token_sources(measured),
+        "breakdowns": breakdowns(measured),
     }
 
 

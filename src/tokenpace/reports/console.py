@@ -37,10 +37,13 @@ def _headline(doc: dict[str, Any]) -> str:
     if doc.get("kind") == "records":
         return (f"[bold]tokenpace report[/] · {t.get('url')} · records only: the run's "
                 "configuration is not in this file")
-    concurrency = ((doc.get("load_generator") or {}).get("target_concurrency")
-                   or (c.get("engine") or {}).get("concurrency"))
-    mode = (f"open loop {c.get('rate')} req/s ({c.get('arrival')})" if c.get("rate")
-            else f"closed loop, concurrency {concurrency}")
+    lg = doc.get("load_generator") or {}  # a simulation has none: its engine config says
+    concurrency = lg.get("target_concurrency") or (c.get("engine") or {}).get("concurrency")
+    kind = lg.get("mode") or ("open" if c.get("rate") else "closed")
+    mode = {"trace": f"trace replay (time scale {c.get('time_scale', 1)})",
+            "conversations": f"multi-turn conversations ({c.get('conversations')})",
+            "open": f"open loop {c.get('rate')} req/s ({c.get('arrival')})"}.get(
+        kind, f"closed loop, concurrency {concurrency}")
     if t.get("simulated"):
         return _sim_headline(doc, t, mode)
     where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
@@ -122,8 +125,30 @@ def _lines(doc: dict[str, Any]) -> list[str]:
     out.append(f"Token counts: output from {_sources(tok.get('output_sources'))}; prompt from "
                f"{_sources(tok.get('prompt_sources'))}; client vs server mismatch in "
                f"{mm.get('requests_mismatched', 0)} of {mm.get('requests_compared', 0)} requests")
+    out.extend(_breakdown_lines(s.get("breakdowns") or {}))
     out.extend(_load_lines(doc.get("load_generator")))
     out.extend(_engine_lines(doc.get("engine")))
+    return out
+
+
+def _breakdown_lines(b: dict[str, Any]) -> list[str]:
+    out = []
+    cache = b.get("ttft_by_cache_ms")
+    if cache and (cache["hit_requests"] or cache["miss_requests"]):
+        hit, miss = cache["hits"] or {}, cache["misses"] or {}
+        out.append(f"Prefix cache: {cache['hit_requests']} hits (TTFT p50 {_ms(hit.get('p50'))} ms) · "
+                   f"{cache['miss_requests']} misses (TTFT p50 {_ms(miss.get('p50'))} ms) · "
+                   f"{cache['cached_prompt_tokens']} cached prompt tokens reported")
+    turns = b.get("ttft_by_turn_ms")
+    if turns:
+        out.append("TTFT p50 by turn: " + " · ".join(
+            f"{turn}: {_ms(st['p50'])} ms" for turn, st in turns.items() if st))
+    tool = b.get("time_to_first_tool_call_ms")
+    if tool:
+        out.append(f"Time to first tool call: p50 {_ms(tool['p50'])} ms over {b['tool_call_requests']} requests")
+    if b.get("reasoning_tokens"):
+        r = b["reasoning_tokens"]
+        out.append(f"Reasoning tokens: {r['total']} over {r['requests']} requests (in output tokens)")
     return out
 
 

@@ -14,7 +14,6 @@ import orjson
 
 from tokenpace._version import __version__
 from tokenpace.errors import UsageError
-from tokenpace.workload import APPROXIMATION
 
 SCHEMA_VERSION = 1
 
@@ -30,12 +29,12 @@ def result_document(result: Any) -> dict[str, Any]:
     """
     kind = getattr(result, "kind", "bench")
     records_rel = os.path.relpath(result.records_path, result.result_path.parent)
-    if kind == "sim":
-        source = result.input_length_source
-        workload_extra = {"shared_prefix_tokens": result.config.shared_prefix_tokens}
-    else:
-        source = f"approximate ({APPROXIMATION}); the server's count is recorded"
-        workload_extra = {}
+    workload = getattr(result, "workload_info", None)
+    if workload is None:  # a simulation names its own source
+        workload = {"input_tokens": _load_config(result).input_tokens,
+                    "output_tokens": _load_config(result).output_tokens,
+                    "shared_prefix_tokens": result.config.shared_prefix_tokens,
+                    "input_length_source": result.input_length_source}
     doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": kind,
@@ -44,12 +43,7 @@ def result_document(result: Any) -> dict[str, Any]:
         "interrupted": result.interrupted,
         "config": result.config.to_dict(),
         "target": result.target,
-        "workload": {
-            "input_tokens": _load_config(result).input_tokens,
-            "output_tokens": _load_config(result).output_tokens,
-            **workload_extra,
-            "input_length_source": source,
-        },
+        "workload": workload,
         "summary": result.summary,
         "load_generator": result.load,
         "preflight": getattr(result, "preflight", None),

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from tokenpace.client import OpenAIClient
-from tokenpace.config import BenchConfig
+from tokenpace.config import DEFAULT_REQUESTS, BenchConfig
+from tokenpace.errors import UsageError
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.loadcheck import load_report
@@ -28,7 +30,11 @@ from tokenpace.runner.paths import result_paths
 from tokenpace.runner.preflight import preflight
 from tokenpace.runner.progress import LiveProgress
 from tokenpace.runner.sink import RecordSink
-from tokenpace.workload import WorkloadSpec, parse_length, plan_requests
+from tokenpace.workload import (PlannedRequest, WorkloadSpec, conversations_for, plan_requests,
+                                workload_from_config, workload_summary)
+
+
+PREBUILD_MAX = 20_000  # count-bounded runs up to this size get their prompts made ahead
 
 
 @dataclass
@@ -44,6 +50,7 @@ class BenchResult:
     window_ns: tuple[int, int] | None = None
     started_utc: str | None = None
     preflight: dict[str, Any] | None = None  # the preflight request, reported apart
+    workload_info: dict[str, Any] | None = None  # what the workload was (workload_summary)
 
 
 def run_bench(config: BenchConfig) -> BenchResult:
@@ -54,10 +61,7 @@ def run_bench(config: BenchConfig) -> BenchResult:
 async def run_bench_async(config: BenchConfig) -> BenchResult:
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
-    workload = WorkloadSpec(parse_length(config.input_tokens, flag="--input-tokens"),
-                            parse_length(config.output_tokens, flag="--output-tokens"),
-                            seed=config.seed, rate=config.rate, arrival=config.arrival,
-                            burstiness=config.burstiness)
+    workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
     result_path, records_path = result_paths(config.out)
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     async with _target(config) as (url, builtin):
@@ -68,7 +72,7 @@ async def run_bench_async(config: BenchConfig) -> BenchResult:
                               connect_timeout_s=config.connect_timeout_s,
                               ttft_timeout_s=config.ttft_timeout_s,
                               idle_timeout_s=config.idle_timeout_s,
-                              max_connections=(config.effective_concurrency() or 0) + 16)
+                              max_connections=_connections(config, workload))
         try:
             model, preflight_report = await preflight(
                 client, config.model, url, api_key_env=config.api_key_env,
@@ -79,13 +83,13 @@ async def run_bench_async(config: BenchConfig) -> BenchResult:
     window = _window(config, loadgen)
     summary = summarize(records, slo=slo, gpu_hour_usd=config.gpu_hour_usd, gpus=config.gpus,
                         window=window)
-    load = load_report(records, config=config, cpu_s=loadgen.cpu_s, wall_s=loadgen.wall_s,
-                       window=window)
+    load = load_report(records, config=config, mode=load_mode(workload), cpu_s=loadgen.cpu_s,
+                       wall_s=loadgen.wall_s, window=window)
     result = BenchResult(config=config, target={"url": url, "model": model, "builtin": builtin},
                          records=records, summary=summary, load=load, result_path=result_path,
                          records_path=records_path, interrupted=loadgen.interrupted,
                          window_ns=window, started_utc=started_utc,
-                         preflight=preflight_report)
+                         preflight=preflight_report, workload_info=workload_summary(workload))
     from tokenpace.reports.result_file import write_result  # reports sit above the runner
 
     write_result(result)
@@ -108,31 +112,77 @@ async def _target(config: BenchConfig) -> AsyncIterator[tuple[str, bool]]:
         await asyncio.to_thread(server.stop)
 
 
+def load_mode(workload: WorkloadSpec) -> str:
+    if workload.conversations is not None:
+        return "conversations"
+    if workload.trace is not None:
+        return "trace"
+    return "open" if workload.open_loop else "closed"
+
+
+def _connections(config: BenchConfig, workload: WorkloadSpec) -> int | None:
+    """Connection pool size: never below the requests that can be in flight (a request waiting for
+    a pooled connection after `sent` would be charged that wait); None: no limit."""
+    if workload.conversations is not None:
+        return workload.conversations.sessions + 16
+    cap = config.concurrency if workload.open_loop else config.effective_concurrency()
+    return None if cap is None else cap + 16
+
+
+def _request_count(config: BenchConfig, workload: WorkloadSpec) -> int | None:
+    """Measured requests: --requests, else (no --duration) all of a finite workload or the default;
+    never more than a finite workload holds (after warmup)."""
+    finite = workload.finite_requests
+    if config.requests is None and config.duration_s is None:
+        wanted = DEFAULT_REQUESTS if finite is None else finite - config.warmup_requests
+    else:
+        wanted = config.requests
+    if finite is not None and wanted is not None:
+        wanted = min(wanted, finite - config.warmup_requests)
+    if wanted is not None and wanted < 1:
+        raise UsageError(f"the workload holds {finite} requests: nothing left to measure after "
+                         f"--warmup {config.warmup_requests}")
+    return wanted
+
+
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
                  records_path: Path) -> tuple[list[RequestRecord], LoadGenerator]:
-    requests = config.effective_requests()
+    requests = _request_count(config, workload)
     warmup_n = config.warmup_requests
+    total = None if requests is None else requests + warmup_n
     settings = LoadSettings(
-        concurrency=config.effective_concurrency(), rate=config.rate,
-        total_requests=None if requests is None else requests + warmup_n,
+        concurrency=config.concurrency if workload.open_loop else config.effective_concurrency(),
+        open_loop=workload.open_loop, total_requests=total,
         end_after_s=None if config.duration_s is None else config.warmup_s + config.duration_s,
         warmup_requests=warmup_n, warmup_s=config.warmup_s, grace_s=config.grace_s,
         retries=config.retries, retry_backoff_s=config.retry_backoff_s)
+    conversations = conversations_for(workload) if workload.conversations is not None else None
+    plan = None if conversations is not None else await _plan(workload, total)
     records: list[RequestRecord] = []
-    with RecordSink(records_path) as sink, LiveProgress(
-            None if requests is None else requests + warmup_n, enabled=config.progress) as progress:
+    with RecordSink(records_path) as sink, LiveProgress(total, enabled=config.progress) as progress:
 
         def on_record(record: RequestRecord) -> None:
             sink.write(record)
             records.append(record)
             progress.add(record)
 
-        loadgen = LoadGenerator(client.send, plan_requests(workload), settings, api=config.api,
-                                stream=config.stream, on_record=on_record)
+        loadgen = LoadGenerator(client.send, plan, settings, api=config.api, stream=config.stream,
+                                on_record=on_record, conversations=conversations)
         with _signals(loadgen):
             await loadgen.run()
     records.sort(key=lambda r: r.index)
     return records, loadgen
+
+
+async def _plan(workload: WorkloadSpec, total: int | None) -> Iterator[PlannedRequest]:
+    """The request plan. Making a prompt costs up to milliseconds (long trace prompts, exact
+    lengths from a tokenizer): for a count-bounded run they are all made before the clock starts
+    (in a thread), so that making them never shows up as schedule lag. Duration-bounded and very
+    large runs make them as they go."""
+    plan = plan_requests(workload)
+    if total is not None and total <= PREBUILD_MAX:
+        return iter(await asyncio.to_thread(lambda: list(itertools.islice(plan, total))))
+    return plan
 
 
 def _window(config: BenchConfig, loadgen: LoadGenerator) -> tuple[int, int] | None:

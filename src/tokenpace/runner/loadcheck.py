@@ -30,8 +30,9 @@ def mean_in_flight(records: list[RequestRecord], window: tuple[int, int] | None 
     return busy / (hi - lo)
 
 
-def load_report(records: list[RequestRecord], *, config: BenchConfig, cpu_s: float,
+def load_report(records: list[RequestRecord], *, config: BenchConfig, mode: str, cpu_s: float,
                 wall_s: float, window: tuple[int, int] | None = None) -> dict[str, Any]:
+    """mode: "closed", "open", "trace" or "conversations"."""
     sent = [r for r in records if r.sent_ns is not None]
     measured = [r for r in sent if not r.warmup]
     # Lag of first attempts only: a retry's scheduled time is its first attempt's.
@@ -48,13 +49,13 @@ def load_report(records: list[RequestRecord], *, config: BenchConfig, cpu_s: flo
     reasons = []
     # Closed loop has no schedule to keep: there, sent - scheduled is only the client's own
     # overhead, reported but not judged.
-    if config.rate is not None and lag and lag["p99"] > LAG_P99_LIMIT_MS:
+    if mode != "closed" and lag and lag["p99"] > LAG_P99_LIMIT_MS:
         reasons.append(f"schedule lag p99 {lag['p99']:.1f} ms > {LAG_P99_LIMIT_MS:g} ms")
     if cpu_util is not None and cpu_util > CPU_LIMIT:
         reasons.append(f"client CPU {cpu_util:.0%} of one core > {CPU_LIMIT:.0%}")
     return {
-        "mode": "closed" if config.rate is None else "open",
-        "target_concurrency": config.effective_concurrency(),
+        "mode": mode,
+        "target_concurrency": config.effective_concurrency() if mode == "closed" else config.concurrency,
         "mean_in_flight": mean_in_flight(measured, window),
         "target_rate_rps": config.rate,
         "achieved_rate_rps": achieved,

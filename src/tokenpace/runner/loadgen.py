@@ -1,4 +1,5 @@
-"""The load generator: closed loop (N workers) or open loop (a schedule), bounded by count or time.
+"""The load generator: closed loop (N workers), open loop (a schedule or a trace) or multi-turn
+sessions (each turn after the previous reply and a think time), bounded by count or time.
 
 It owns *when* requests go out and nothing else: the client stamps and fills each record, the sink
 saves it, metrics come later from the records alone. Every request it starts ends as exactly one
@@ -14,12 +15,14 @@ import asyncio
 import gc
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from tokenpace.record import RequestRecord
 from tokenpace.runner.retry import retry_delay_s, should_retry
-from tokenpace.workload import PlannedRequest
+from tokenpace.workload import Conversation, PlannedRequest
+from tokenpace.workload.plan import Prompt
 
 NS = 1_000_000_000
 # Open-loop sends wake this early and then yield to the loop until the exact time: the event loop's
@@ -30,7 +33,7 @@ _EARLY_WAKE_S = 0.002
 @dataclass
 class LoadSettings:
     concurrency: int | None  # closed loop: workers; open loop: optional cap on requests in flight
-    rate: float | None  # None: closed loop
+    open_loop: bool  # False: closed loop (concurrency workers)
     total_requests: int | None  # warmup included; None: bounded by time only
     end_after_s: float | None  # from start, warmup included; None: bounded by count only
     warmup_requests: int = 0
@@ -41,11 +44,14 @@ class LoadSettings:
 
 
 class LoadGenerator:
-    def __init__(self, send: Callable[[RequestRecord, str], object], plan: Iterator[PlannedRequest],
+    def __init__(self, send: Callable[..., Awaitable[None]], plan: Iterator[PlannedRequest] | None,
                  settings: LoadSettings, *, api: str, stream: bool,
-                 on_record: Callable[[RequestRecord], None]):
-        self._send = send  # async (record, prompt) -> None; fills the record
-        self._plan = plan
+                 on_record: Callable[[RequestRecord], None],
+                 conversations: list[Conversation] | None = None):
+        self._send = send  # async (record, prompt, extra_body) -> None; fills the record
+        self._plan = plan if plan is not None else iter(())
+        self._conversations = conversations  # multi-turn sessions instead of a flat plan
+        self._sent_count = 0
         self._s = settings
         self._api, self._stream = api, stream
         self._on_record = on_record
@@ -79,12 +85,16 @@ class LoadGenerator:
         self.start_ns = time.monotonic_ns()
         deadline = None
         if self._s.end_after_s is not None:
-            deadline = asyncio.get_running_loop().call_later(self._s.end_after_s, self.stop, False)
+            deadline = asyncio.get_running_loop().call_later(
+                self._s.end_after_s, lambda: self.stop(interrupted=False))
         try:
-            if self._s.rate is None:
-                await self._closed_loop()
-            else:
+            if self._conversations is not None:
+                await self._until_stopped(asyncio.gather(*map(self._session, self._conversations)))
+            elif self._s.open_loop:
                 await self._open_loop()
+            else:
+                await self._until_stopped(asyncio.gather(
+                    *(self._worker() for _ in range(self._s.concurrency or 1))))
         finally:
             if deadline is not None:
                 deadline.cancel()
@@ -96,12 +106,11 @@ class LoadGenerator:
 
     # -- the two load shapes ------------------------------------------------------------------
 
-    async def _closed_loop(self) -> None:
-        workers = asyncio.gather(*(self._worker() for _ in range(self._s.concurrency or 1)))
+    async def _until_stopped(self, workers: asyncio.Future) -> None:
+        """Wait for the workers to end by count, or for time or stop() to end the run first; the
+        requests in flight are then left to _drain and its grace period."""
         stopped = asyncio.ensure_future(self._stopping.wait())
         try:
-            # Workers end by count; time or stop() ends the wait without waiting for the requests
-            # in flight, which _drain then handles with the grace period.
             await asyncio.wait({workers, stopped}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self.send_end_ns = time.monotonic_ns()
@@ -143,6 +152,7 @@ class LoadGenerator:
             task = self._start(planned, scheduled_ns=int(target_s * NS))
             if cap is not None:
                 task.add_done_callback(lambda _t: cap.release())
+            await asyncio.sleep(0)  # let the request stamp `sent` before the next one is planned
         self.send_end_ns = time.monotonic_ns()
 
     async def _sleep_until(self, loop: asyncio.AbstractEventLoop, target_s: float) -> None:
@@ -158,38 +168,71 @@ class LoadGenerator:
     # -- one request --------------------------------------------------------------------------
 
     def _next(self) -> PlannedRequest | None:
-        planned = next(self._plan)
-        if self._s.total_requests is not None and planned.index >= self._s.total_requests:
+        planned = next(self._plan, None)  # datasets and traces end
+        if planned is None or (self._s.total_requests is not None
+                               and planned.index >= self._s.total_requests):
             return None
         return planned
 
-    def _is_warmup(self, planned: PlannedRequest, scheduled_ns: int) -> bool:
-        if planned.index < self._s.warmup_requests:
+    def _is_warmup(self, index: int, scheduled_ns: int) -> bool:
+        if index < self._s.warmup_requests:
             return True
         return self._s.warmup_s > 0 and scheduled_ns - self.start_ns < self._s.warmup_s * NS
 
+    def _new_record(self, index: int, scheduled_ns: int, input_tokens: int, output_tokens: int,
+                    **fields: object) -> RequestRecord:
+        return RequestRecord(
+            request_id=f"tp-{self._run_id}-{index:06d}", index=index, api=self._api,
+            stream=self._stream, warmup=self._is_warmup(index, scheduled_ns),
+            requested_input_tokens=input_tokens, requested_output_tokens=output_tokens,
+            scheduled_ns=scheduled_ns, **fields)
+
     def _start(self, planned: PlannedRequest, *, scheduled_ns: int) -> asyncio.Task:
-        record = RequestRecord(
-            request_id=f"tp-{self._run_id}-{planned.index:06d}",
-            index=planned.index, api=self._api, stream=self._stream,
-            warmup=self._is_warmup(planned, scheduled_ns),
-            requested_input_tokens=planned.input_tokens,
-            requested_output_tokens=planned.output_tokens,
-            scheduled_ns=scheduled_ns,
-        )
-        task = asyncio.ensure_future(self._one(record, planned.prompt))
+        record = self._new_record(planned.index, scheduled_ns, planned.input_tokens,
+                                  planned.output_tokens, prefix_group=planned.prefix_group)
+        return self._launch(record, planned.prompt, planned.extra_body)
+
+    def _launch(self, record: RequestRecord, prompt: Prompt,
+                extra_body: dict[str, Any] | None) -> asyncio.Task:
+        task = asyncio.ensure_future(self._one(record, prompt, extra_body))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _one(self, record: RequestRecord, prompt: str) -> None:
+    async def _session(self, conversation: Conversation) -> None:
+        """One multi-turn session: turn k+1 goes out think_time after turn k completed (failed
+        turns included), with the history first so a prefix cache can reuse it."""
+        loop = asyncio.get_running_loop()
+        previous_done_ns: int | None = None
+        while not conversation.done and not self._stopping.is_set():
+            turn = conversation.next_turn(None)  # history replies: synthetic text of their length
+            scheduled_s = (self.start_ns / NS + conversation.start_offset_s if previous_done_ns is None
+                           else previous_done_ns / NS + turn.think_time_s)
+            await self._sleep_until(loop, scheduled_s)
+            index = self._next_index()
+            if index is None or self._stopping.is_set():
+                return
+            record = self._new_record(index, int(scheduled_s * NS), turn.input_tokens,
+                                      turn.output_tokens, session=turn.session, turn=turn.turn)
+            await asyncio.shield(self._launch(record, turn.prompt(self._api), turn.extra_body))
+            previous_done_ns = record.done_ns or time.monotonic_ns()
+
+    def _next_index(self) -> int | None:
+        index = self._sent_count
+        if self._s.total_requests is not None and index >= self._s.total_requests:
+            return None
+        self._sent_count += 1
+        return index
+
+    async def _one(self, record: RequestRecord, prompt: Prompt,
+                   extra_body: dict[str, Any] | None = None) -> None:
         """Send one request, retrying per the policy; every attempt ends as one record on disk.
 
         A failed attempt is saved once its fate is known: as ``retried`` when the next attempt
         goes out, or as the request's outcome when the run ends during the backoff.
         """
         while True:
-            await self._attempt(record, prompt)
+            await self._attempt(record, prompt, extra_body)
             if self._stopping.is_set() or not should_retry(record, retries=self._s.retries):
                 self._on_record(record)
                 return
@@ -207,9 +250,10 @@ class LoadGenerator:
             self._on_record(record)
             record = _next_attempt(record)
 
-    async def _attempt(self, record: RequestRecord, prompt: str) -> None:
+    async def _attempt(self, record: RequestRecord, prompt: Prompt,
+                       extra_body: dict[str, Any] | None) -> None:
         try:
-            await self._send(record, prompt)
+            await self._send(record, prompt, extra_body)
         except asyncio.CancelledError:
             if record.done_ns is None:  # the client normally finalizes; never leave it open
                 record.status, record.done_ns = "cancelled", time.monotonic_ns()

@@ -211,7 +211,11 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     if state.send_log:
         state.send_log.add(request_id, None, 0, "received", received_ns)
     try:
-        p = _parse(await request.read(), api, state.config)
+        raw = await request.read()
+    except ConnectionError:  # the client went away mid-body: nobody to answer
+        return web.Response(status=499)
+    try:
+        p = _parse(raw, api, state.config)
     except _RequestError as e:
         return error_response(e.status, e.error_type, e.message, request_id)
     fault = state.faults.select(number, p, request_id, state.send_log) if state.faults else None

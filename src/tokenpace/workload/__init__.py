@@ -15,13 +15,14 @@ __all__ = ["APPROXIMATION", "Conversation", "ConversationSpec", "ConversationTur
            "DatasetEntry", "LengthSpec", "PlannedRequest", "PromptMaker", "SharedPrefixSpec",
            "Tokenizer", "WorkloadSpec", "build_conversations", "conversations_for", "engine_block_hashes", "exact_prompt", "load_dataset",
            "load_tokenizer", "messages_text", "parse_conversations", "parse_length",
-           "parse_shared_prefix", "plan_requests", "synthetic_prompt", "workload_from_config"]
+           "parse_shared_prefix", "plan_requests", "synthetic_prompt", "workload_from_config",
+           "workload_summary"]
 
 
 def __getattr__(name: str):
     # workload_from_config imports config; loaded on first use to keep this package's imports light.
-    if name == "workload_from_config":
-        from tokenpace.workload.build import workload_from_config
+    if name in ("workload_from_config", "workload_summary"):
+        from tokenpace.workload import build
 
-        return workload_from_config
+        return getattr(build, name)
     raise AttributeError(name)

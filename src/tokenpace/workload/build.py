@@ -6,7 +6,9 @@ one command line means one workload whether it is measured or simulated.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
@@ -57,3 +59,28 @@ def workload_from_config(config: BenchConfig) -> WorkloadSpec:
         shared_prefix=parse_shared_prefix(c.shared_prefix) if c.shared_prefix else None,
         conversations=parse_conversations(c.conversations) if c.conversations else None,
         reasoning_effort=c.reasoning_effort, tools=int(c.tools))
+
+
+def workload_summary(spec: WorkloadSpec) -> dict[str, Any]:
+    """What a result file says about its workload: lengths, where prompts came from, and how
+    input lengths were counted."""
+    summary: dict[str, Any] = {
+        "input_tokens": spec.input_tokens.text,
+        "output_tokens": spec.output_tokens.text,
+        "input_length_source": spec.input_length_source,
+    }
+    for name, data in (("dataset", spec.dataset), ("trace", spec.trace)):
+        if data is not None:
+            summary[name] = {"path": data.path, "format": data.format, "requests": len(data.entries),
+                             "skipped_lines": len(data.skipped)}
+    if spec.trace is not None:
+        summary["time_scale"] = spec.time_scale
+    if spec.shared_prefix is not None:
+        summary["shared_prefix"] = dataclasses.asdict(spec.shared_prefix)
+    if spec.conversations is not None:
+        c = spec.conversations
+        summary["conversations"] = {"sessions": c.sessions, "turns": c.turns,
+                                    "think_time": dataclasses.asdict(c.think_time)}
+    if spec.reasoning_effort or spec.tools:
+        summary["reasoning_effort"], summary["tools"] = spec.reasoning_effort, spec.tools
+    return summary
