@@ -6,8 +6,8 @@ pinned to CPU 0) stamps each chunk when its read returns. Joined by request id (
 
 - TTFT error  = client first_token_ns - server t_ns of the first token chunk
 - chunk error = client chunk_ns[i] - server t_ns of token chunk i (every token chunk)
-- TTFT error, end to end = measured TTFT (first_token - sent) - server TTFT (first token write -
-                "received"): adds the time a request spends inside the client after sent_ns
+- TTFT e2e    = measured TTFT (first_token - sent) - server TTFT (first token write - "received"):
+                adds the time a request spends inside the client after sent_ns
 - in flight   = time-averaged requests the *server* held (received -> [DONE] written) while every
                 worker should have been busy (from the N-th arrival to the last arrival)
 - tokens      = client output_tokens (and its source) vs the tokens the server wrote
@@ -21,6 +21,7 @@ set-up) is warmup, reported apart.
 
     .venv/bin/python benchmarks/client_accuracy.py                     # 1, 64, 256, 512 streams, 3 runs each
     .venv/bin/python benchmarks/client_accuracy.py --loops uvloop,asyncio --concurrency 64,256
+    .venv/bin/python benchmarks/client_accuracy.py --client-rt    # diagnostic: no other tenant can preempt us
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import (RT_PRIORITY, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client, read_truth, table,
-                      truth_server)
+from _harness import (RT_PRIORITY, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client,
+                      read_truth, table, truth_server)
 
 from tokenpace.config import BenchConfig
 from tokenpace.runner.bench import run_bench_async
@@ -67,7 +68,7 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
 
 
 def analyze(records, truth, concurrency: int) -> dict:
-    ttft, chunk, send, first_wave_ttft = [], [], [], []
+    ttft, chunk, ttft_e2e, first_wave_ttft = [], [], [], []
     exact = compared = unmatched = not_ok = 0
     sources: dict[str, int] = {}
     for r in records:
@@ -86,7 +87,7 @@ def analyze(records, truth, concurrency: int) -> dict:
         chunk.extend(err_ms.tolist())
         # Measured TTFT (first_token - sent) minus the server's (first write - received): the
         # arrival error plus the time the request spent in the client before it reached the server.
-        send.append(err_ms[0] + (t.received_ns - r.sent_ns) / 1e6)
+        ttft_e2e.append(err_ms[0] + (t.received_ns - r.sent_ns) / 1e6)
         compared += 1
         sources[r.output_tokens_source or "none"] = sources.get(r.output_tokens_source or "none", 0) + 1
         exact += r.output_tokens == sum(t.token_counts) and r.chunk_tokens == t.token_counts
@@ -97,7 +98,7 @@ def analyze(records, truth, concurrency: int) -> dict:
     lo, hi = (arrivals[concurrency - 1], arrivals[-1]) if len(arrivals) > concurrency else (arrivals[0], max(
         e for _, e in spans_server))
     return {
-        "ttft": pcts(ttft), "chunk": pcts(chunk), "ttft_e2e": pcts(send), "first_wave_ttft": pcts(first_wave_ttft),
+        "ttft": pcts(ttft), "chunk": pcts(chunk), "ttft_e2e": pcts(ttft_e2e), "first_wave_ttft": pcts(first_wave_ttft),
         "in_flight_server": mean_in_flight(spans_server, lo, hi),
         "in_flight_client": mean_in_flight(spans_client, lo, hi),
         "exact": exact, "compared": compared, "unmatched": unmatched, "not_ok": not_ok, "sources": sources,

@@ -48,7 +48,7 @@ def run_step(url: str, server, chunk_rate: float, *, arrival: str, duration_s: f
     rate = chunk_rate / tokens
     with tempfile.TemporaryDirectory(prefix="tp-rate-") as tmp:
         # concurrency=IN_FLIGHT_CAP: a cap that never binds, only so that run_bench sizes the client's
-        # connection pool; without it the pool holds 16 connections (see RESULTS.md, problems found).
+        # connection pool (before 34beab1 an uncapped open loop got 16 connections: RESULTS.md).
         config = BenchConfig(url=url, rate=rate, concurrency=IN_FLIGHT_CAP, arrival=arrival,
                              duration_s=duration_s, warmup_s=warmup_s,
                              input_tokens="64", output_tokens=str(tokens), progress=False, seed=seed,

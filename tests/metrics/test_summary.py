@@ -36,7 +36,7 @@ def mixed_run():
 def test_shape_follows_the_contract():
     summary = summarize(mixed_run(), slo="chat", gpu_hour_usd=1.0)
     assert list(summary) == ["counts", "window", "latency_ms", "ratings", "throughput", "goodput",
-                             "cost", "tokens"]
+                             "cost", "tokens", "breakdowns"]
     assert tuple(summary["latency_ms"]) == LATENCY_NAMES == (
         "ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_gap", "e2e",
         "e2e_from_scheduled", "schedule_lag")
