@@ -66,6 +66,7 @@ class BenchConfig:
 
     # Built-in server options (used only when url is None).
     server_tokens_per_chunk: int = 1
+    builtin_timing: str = "sim"  # "sim": the engine simulator; "parametric": the simple model
 
     # Output.
     out: str | None = None  # result JSON path; records go beside it as *.records.jsonl
@@ -83,6 +84,8 @@ class BenchConfig:
 
     def validate(self) -> BenchConfig:
         """Raise UsageError on the first invalid value; return self so calls can chain."""
+        if self.builtin_timing not in ("sim", "parametric"):
+            raise UsageError(f"--builtin-timing must be sim or parametric, not {self.builtin_timing!r}")
         if self.api not in APIS:
             raise UsageError(f"--api must be one of {', '.join(APIS)}, not {self.api!r}")
         if self.arrival not in ARRIVALS:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from itertools import chain, repeat
 
 import pytest
 
@@ -13,7 +12,7 @@ from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
 from tokenpace.runner.loadgen import NS, LoadGenerator, LoadSettings
 from tokenpace.servers import BuiltinServerConfig, running_server
-from tokenpace.workload import PlannedRequest, plan_requests, workload_from_config
+from tokenpace.workload import plan_requests, workload_from_config
 
 MODEL = BuiltinServerConfig().model
 FAST = dict(prefill_base_s=0.002, prefill_per_token_s=0.0, decode_base_s=0.002, decode_per_running_s=0.0,
@@ -29,15 +28,13 @@ def test_trace_timing_and_lengths_on_the_builtin_server(tmp_path):
                              for i, t in enumerate(TIMESTAMPS_MS)))
     spec = workload_from_config(BenchConfig(trace=str(trace), time_scale=0.5, api="completions"))
     planned = list(plan_requests(spec))
-    # The load generator stops by count; a finite plan needs one item past the end to see it.
-    stop = PlannedRequest(len(planned), "", 1, 1, planned[-1].offset_s)
     records = []
 
     async def run() -> LoadGenerator:
         async with running_server(BuiltinServerConfig(**FAST)) as url:
             async with OpenAIClient(url, MODEL, api="completions") as client:
-                loadgen = LoadGenerator(client.send, chain(planned, repeat(stop)),
-                                        LoadSettings(concurrency=None, rate=1.0, total_requests=len(planned),
+                loadgen = LoadGenerator(client.send, iter(planned),  # a finite plan ends by itself
+                                        LoadSettings(concurrency=None, open_loop=True, total_requests=None,
                                                      end_after_s=None, grace_s=5.0),
                                         api="completions", stream=True, on_record=records.append)
                 await loadgen.run()

@@ -38,8 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="environment variable holding the API key (never printed or saved)")
     options.add_load_workload_slo(p)
     g = p.add_argument_group("built-in server (without --url)")
+    g.add_argument("--builtin-timing", choices=("sim", "parametric"), default="sim",
+                   help="sim (default): the engine simulator, Llama-3.1-8B on an H100; "
+                        "parametric: the simple timing model")
     g.add_argument("--tokens-per-chunk", type=int, default=1, metavar="N",
-                   help="tokens the built-in server sends per chunk")
+                   help="tokens the built-in server sends per chunk (parametric timing)")
     options.add_output(p, kind="bench")
     p.set_defaults(func=run)
 
@@ -48,6 +51,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(
         url=args.url, model=args.model, api=args.api, stream=args.stream,
         api_key_env=args.api_key_env, server_tokens_per_chunk=args.tokens_per_chunk,
+        builtin_timing=args.builtin_timing,
         **options.load_workload_slo_values(args), out=args.out, progress=args.progress,
     ).validate()
 

@@ -34,6 +34,7 @@ from tokenpace.workload import (PlannedRequest, WorkloadSpec, conversations_for,
                                 workload_from_config, workload_summary)
 
 
+DEFAULT_SIM_MODEL, DEFAULT_SIM_GPU = "llama-3.1-8b", "h100-sxm"  # the built-in target's engine
 PREBUILD_MAX = 20_000  # count-bounded runs up to this size get their prompts made ahead
 
 
@@ -102,9 +103,16 @@ async def _target(config: BenchConfig) -> AsyncIterator[tuple[str, bool]]:
         yield config.url.rstrip("/"), False
         return
     from tokenpace.servers import BuiltinServerConfig, start_server_process
+    from tokenpace.simulator.config import SimConfig
 
     # A separate process: the server's CPU work must not delay the client's timestamps.
+    # The engine simulator drives it: by default Llama-3.1-8B in bf16 on one H100 SXM with chunked
+    # prefill, so the quick start shows a realistic engine (batching, queueing, KV cache).
+    # --builtin-timing parametric keeps the earlier simple model (one fixed step time per request).
+    sim = None if config.builtin_timing == "parametric" else SimConfig(
+        model=DEFAULT_SIM_MODEL, gpu=DEFAULT_SIM_GPU)
     server = await asyncio.to_thread(start_server_process, BuiltinServerConfig(
+        model=DEFAULT_SIM_MODEL if sim else "tokenpace-sim", sim=sim,
         tokens_per_chunk=config.server_tokens_per_chunk, seed=config.seed))
     try:
         yield server.url, True

@@ -41,7 +41,8 @@ from .prom import CONTENT_TYPE, RequestMetrics, ServerMetrics
 from .sendlog import SendLog
 from .sim_backend import SimBackend
 from .timing import TimingModel
-from .tokens import count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json
+from .tokens import (count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json,
+                     prompt_block_ids)
 from .wire import DONE_EVENT, Framer, error_body, usage_json
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -85,6 +86,7 @@ class _Params:
     stream: bool
     include_usage: bool
     continuous_usage: bool
+    prompt_block_ids: tuple[int, ...] | None = None  # for the engine simulator's prefix cache
 
 
 def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
@@ -126,6 +128,8 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
         stream=bool(body.get("stream", False)),
         include_usage=include_usage,
         continuous_usage=include_usage and bool(options.get("continuous_usage_stats")),
+        prompt_block_ids=(prompt_block_ids(api, body, config.sim.block_size)
+                          if config.sim is not None and config.sim.prefix_caching else None),
     )
 
 
@@ -141,7 +145,7 @@ async def _stream(
     chunk = 0
     try:
         if framer.api == "chat":
-            data = framer.role(usage_json(seq.prompt_tokens, 0) if p.continuous_usage else None)
+            data = framer.role(usage_json(seq.prompt_tokens, 0, seq.cached_tokens) if p.continuous_usage else None)
             t_ns = monotonic_ns()
             await resp.write(data)
             if log:
@@ -153,7 +157,7 @@ async def _stream(
         async with contextlib.aclosing(state.engine.generate(seq)) as steps:
             async for k in steps:
                 done_tokens = seq.generated_tokens
-                usage = usage_json(seq.prompt_tokens, done_tokens) if p.continuous_usage else None
+                usage = usage_json(seq.prompt_tokens, done_tokens, seq.cached_tokens) if p.continuous_usage else None
                 data = framer.token(output_text_json(done_tokens - k, k), done_tokens >= seq.max_tokens, usage)
                 kind = "token"
                 if fault is not None:
@@ -167,7 +171,7 @@ async def _stream(
                 if fault is not None:
                     await fault.at_tokens(done_tokens, request, resp)
         observed.finished()
-        tail = [(framer.usage(usage_json(seq.prompt_tokens, seq.generated_tokens)), "usage")] if p.include_usage else []
+        tail = [(framer.usage(usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens)), "usage")] if p.include_usage else []
         for data, kind in (*tail, (DONE_EVENT, "done")):
             if fault is not None and fault.skips(kind):
                 continue
@@ -190,7 +194,7 @@ async def _respond_whole(
         async for k in steps:
             observed.token_chunk(k, monotonic_ns())
     observed.finished()
-    body = framer.whole(output_text(0, seq.generated_tokens), usage_json(seq.prompt_tokens, seq.generated_tokens))
+    body = framer.whole(output_text(0, seq.generated_tokens), usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens))
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "X-Request-ID": request_id})
     resp.content_length = len(body)
     with contextlib.suppress(ConnectionError):
@@ -222,7 +226,8 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     response_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{request_id}"
     created = int(time.time())  # wall clock only for OpenAI's `created` field
     framer = Framer(api, response_id, state.config.model, created)
-    seq = Sequence(prompt_tokens=p.prompt_tokens, max_tokens=p.max_tokens, arrival_ns=received_ns)
+    seq = Sequence(prompt_tokens=p.prompt_tokens, max_tokens=p.max_tokens, arrival_ns=received_ns,
+                   prompt_block_ids=p.prompt_block_ids)
     task = asyncio.current_task()
     state.in_flight.add(task)
     try:

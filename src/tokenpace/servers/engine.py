@@ -37,6 +37,8 @@ class Sequence:
     arrival_ns: int
     admitted_ns: int | None = None  # when it left the queue and started prefill
     generated_tokens: int = 0
+    prompt_block_ids: tuple[int, ...] | None = None  # content ids of full prompt blocks (sim backend)
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache (sim backend)
 
 
 class Engine:

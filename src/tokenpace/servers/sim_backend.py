@@ -84,7 +84,8 @@ class SimBackend:
         ``contextlib.aclosing``: a consumer that stops early aborts the request in the engine."""
         self._ensure_loop()
         index, self._next_index = self._next_index, self._next_index + 1
-        sim = SimSequence(index, SimRequest(seq.prompt_tokens, seq.max_tokens), monotonic_ns())
+        sim = SimSequence(index, SimRequest(seq.prompt_tokens, seq.max_tokens,
+                                            prompt_block_hashes=seq.prompt_block_ids), monotonic_ns())
         if not self.engine.arrive(sim):
             raise ValueError(f"prompt + output = {seq.prompt_tokens + seq.max_tokens} tokens exceed the KV cache "
                              f"({self.engine.max_seq_tokens} tokens)")
@@ -159,8 +160,10 @@ class SimBackend:
                 continue
             k = sim.generated - stream.delivered
             if k > 0:
-                if stream.delivered == 0 and self.metrics is not None and sim.cached_prompt_tokens:
-                    self.metrics.prefix_cache_hits.inc(sim.cached_prompt_tokens)
+                if stream.delivered == 0:
+                    stream.seq.cached_tokens = sim.cached_prompt_tokens  # reported in usage
+                    if self.metrics is not None and sim.cached_prompt_tokens:
+                        self.metrics.prefix_cache_hits.inc(sim.cached_prompt_tokens)
                 stream.delivered = sim.generated
                 stream.queue.put_nowait(k)
             if sim.state == DONE:

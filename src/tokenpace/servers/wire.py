@@ -16,10 +16,10 @@ def error_body(status: int, error_type: str, message: str) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": error_type, "param": None, "code": status}})
 
 
-def usage_json(prompt_tokens: int, completion_tokens: int) -> bytes:
+def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
     return (
-        b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":0}}'
-        % (prompt_tokens, prompt_tokens + completion_tokens, completion_tokens)
+        b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}'
+        % (prompt_tokens, prompt_tokens + completion_tokens, completion_tokens, cached_tokens)
     )
 
 
