@@ -120,3 +120,16 @@ def test_report_rejudges_a_saved_run_against_another_slo(tmp_path):
     assert "TTFT ≤ 1 ms" in proc.stdout and "SLO MISSED" in proc.stdout
     assert "no good tokens" in proc.stdout
     assert "$2/h" in proc.stdout
+
+
+def test_every_measured_request_failing_exits_4(tmp_path):
+    from tokenpace.servers import BuiltinServerConfig, start_server_process
+
+    # Request 1 is the preflight (spared); requests 2-5 are the measured ones, all answered 500.
+    with start_server_process(BuiltinServerConfig(faults="http-500=at:2;3;4;5")) as server:
+        out = tmp_path / "fail.json"
+        proc = run_cli("bench", "--url", server.url, "--requests", "4", "--concurrency", "1",
+                       "--output-tokens", "4", "--out", str(out))
+    assert proc.returncode == ExitCode.RUN_FAILED, proc.stderr
+    c = json.loads(out.read_text())["summary"]["counts"]
+    assert c["sent"] == 4 and c["error"] == 4 and c["errors_by_kind"] == {"http_500": 4}

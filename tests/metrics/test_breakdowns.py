@@ -31,3 +31,14 @@ def test_ttft_by_turn_and_group_and_tool_calls():
 
 def test_a_plain_run_has_no_breakdowns():
     assert summarize([record(chunks=[(10, 1)])])["breakdowns"] == {}
+
+
+def test_prompt_count_mismatch_between_server_and_request():
+    recs = [record(index=0, chunks=[(10, 1)], prompt_tokens=520, prompt_tokens_source="usage",
+                   requested_input_tokens=512),
+            record(index=1, chunks=[(10, 1)], prompt_tokens=512, prompt_tokens_source="usage",
+                   requested_input_tokens=512),
+            record(index=2, chunks=[(10, 1)], prompt_tokens=None, requested_input_tokens=512)]
+    im = summarize(recs)["tokens"]["input_mismatch"]
+    assert im == {"requests_compared": 2, "requests_mismatched": 1, "server_total": 1032,
+                  "client_total": 1024, "mean_server_minus_client": 4.0}

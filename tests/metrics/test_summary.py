@@ -52,7 +52,7 @@ def test_shape_follows_the_contract():
             "verdict"} <= set(summary["goodput"])
     assert set(summary["cost"]) == {"gpu_hour_usd", "gpus", "usd_per_1m_output_tokens",
                                     "usd_per_1m_good_output_tokens"}
-    assert set(summary["tokens"]) == {"prompt_sources", "output_sources", "chunk_token_sources",
+    assert set(summary["tokens"]) == {"prompt_sources", "output_sources", "chunk_token_sources", "input_mismatch",
                                       "mismatch"}
 
 

@@ -114,6 +114,23 @@ def token_sources(measured: Sequence[RequestRecord]) -> dict:
             "server_total": sum(r.output_tokens for r in compared),
             "client_total": sum(r.output_tokens_client for r in compared),
         },
+        "input_mismatch": _input_mismatch(measured),
+    }
+
+
+def _input_mismatch(measured: Sequence[RequestRecord]) -> dict:
+    """The server's prompt count against the length the client asked for (exact with a tokenizer,
+    approximate without; a chat template adds the server's own tokens either way)."""
+    both = [(r.prompt_tokens, r.requested_input_tokens) for r in measured
+            if r.prompt_tokens_source in _SERVER_SOURCES and r.prompt_tokens is not None
+            and r.requested_input_tokens is not None]
+    diffs = [server - client for server, client in both]
+    return {
+        "requests_compared": len(both),
+        "requests_mismatched": sum(1 for d in diffs if d != 0),
+        "server_total": sum(server for server, _ in both),
+        "client_total": sum(client for _, client in both),
+        "mean_server_minus_client": (sum(diffs) / len(diffs)) if diffs else None,
     }
 
 

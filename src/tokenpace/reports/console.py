@@ -125,6 +125,12 @@ def _lines(doc: dict[str, Any]) -> list[str]:
     out.append(f"Token counts: output from {_sources(tok.get('output_sources'))}; prompt from "
                f"{_sources(tok.get('prompt_sources'))}; client vs server mismatch in "
                f"{mm.get('requests_mismatched', 0)} of {mm.get('requests_compared', 0)} requests")
+    im = tok.get("input_mismatch") or {}
+    if im.get("requests_compared"):
+        out.append(f"Prompt tokens: server counted {im['server_total']} against {im['client_total']} "
+                   f"asked for ({im['requests_mismatched']} of {im['requests_compared']} requests differ, "
+                   f"mean {im['mean_server_minus_client']:+.1f} per request; "
+                   f"input lengths {(doc.get('workload') or {}).get('input_length_source', '?')})")
     out.extend(_breakdown_lines(s.get("breakdowns") or {}))
     out.extend(_load_lines(doc.get("load_generator")))
     out.extend(_engine_lines(doc.get("engine")))
