@@ -8,6 +8,8 @@ process is pinned to the other CPU.
 
 from __future__ import annotations
 
+import asyncio
+
 import contextlib
 import os
 import sys
@@ -202,3 +204,12 @@ def loopback_floor(samples: int = 300, gap_s: float = 0.01) -> dict[str, float]:
                 buf = buf[8:]
     os.waitpid(pid, 0)
     return pcts(errors)
+
+
+def run_loop(coro, loop: str):
+    """Run a coroutine on uvloop or asyncio's own loop, by name."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)

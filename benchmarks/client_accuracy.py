@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import (RT_PRIORITY, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client,
+from _harness import (RT_PRIORITY, run_loop, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client,
                       read_truth, table, truth_server)
 
 from tokenpace.config import BenchConfig
@@ -57,7 +57,7 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
                                  warmup_requests=warmup, input_tokens="128", output_tokens=str(tokens),
                                  progress=False, out=str(Path(tmp) / "run.json"), grace_s=30.0)
             server.mark()
-            result = _run(run_bench_async(config), loop)
+            result = run_loop(run_bench_async(config), loop)
             server_cores = server.cores_since_mark()
             rt = server.rt
         truth = read_truth(log)
@@ -103,14 +103,6 @@ def analyze(records, truth, concurrency: int) -> dict:
         "in_flight_client": mean_in_flight(spans_client, lo, hi),
         "exact": exact, "compared": compared, "unmatched": unmatched, "not_ok": not_ok, "sources": sources,
     }
-
-
-def _run(coro, loop: str):
-    if loop == "uvloop":
-        import uvloop
-
-        return uvloop.run(coro)
-    return asyncio.run(coro)
 
 
 def main() -> None:

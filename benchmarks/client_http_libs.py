@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from _harness import (loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client, read_truth,
+from _harness import (run_loop, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client, read_truth,
                       table, truth_server)
 
 from tokenpace.client.chunks import classify_chunk
@@ -133,7 +133,7 @@ def run_once(variant: str, concurrency: int, *, waves: int, loop: str, tokens: i
             cpu0, t0 = time.process_time(), time.monotonic()
             timed_out = False
             try:
-                _run(drive(variant, server.url, concurrency, streams, tokens), loop)
+                run_loop(drive(variant, server.url, concurrency, streams, tokens), loop)
             except asyncio.TimeoutError:
                 timed_out = True
             wall_s = time.monotonic() - t0
@@ -157,14 +157,6 @@ def run_once(variant: str, concurrency: int, *, waves: int, loop: str, tokens: i
                  if len(arrivals) > concurrency else None)
     return {"ttft": pcts(ttft), "chunk": pcts(chunk), "in_flight": in_flight, "client_cores": client_cores,
             "server_cores": server_cores, "wall_s": wall_s, "bad": bad, "timed_out": timed_out}
-
-
-def _run(coro, loop: str):
-    if loop == "uvloop":
-        import uvloop
-
-        return uvloop.run(coro)
-    return asyncio.run(coro)
 
 
 def main() -> None:
