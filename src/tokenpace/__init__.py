@@ -9,16 +9,48 @@ The library API (the CLI is a thin layer over it):
 Records from any run can be summarized again with `summarize(records, slo=parse_slo("chat"))`.
 """
 
-from tokenpace._version import __version__
-from tokenpace.config import BenchConfig
-from tokenpace.errors import ExitCode, RunInterrupted, TargetError, TokenpaceError, UsageError
-from tokenpace.metrics import SLO, parse_slo, summarize
-from tokenpace.record import RequestRecord
-from tokenpace.runner.bench import BenchResult, run_bench, run_bench_async
-from tokenpace.runner.sink import read_records
+from __future__ import annotations
 
-__all__ = [
-    "SLO", "BenchConfig", "BenchResult", "ExitCode", "RequestRecord", "RunInterrupted",
-    "TargetError", "TokenpaceError", "UsageError", "__version__", "parse_slo", "read_records",
-    "run_bench", "run_bench_async", "summarize",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from tokenpace._version import __version__
+
+# The public names and the modules that define them. They are imported on first use, so that
+# `import tokenpace.servers` (a server process) or `tokenpace --help` does not pay for numpy and
+# the whole runner.
+_EXPORTS = {
+    "BenchConfig": "tokenpace.config",
+    "ExitCode": "tokenpace.errors", "RunInterrupted": "tokenpace.errors",
+    "TargetError": "tokenpace.errors", "TokenpaceError": "tokenpace.errors",
+    "UsageError": "tokenpace.errors",
+    "SLO": "tokenpace.metrics", "parse_slo": "tokenpace.metrics", "summarize": "tokenpace.metrics",
+    "RequestRecord": "tokenpace.record",
+    "BenchResult": "tokenpace.runner.bench", "run_bench": "tokenpace.runner.bench",
+    "run_bench_async": "tokenpace.runner.bench",
+    "read_records": "tokenpace.runner.sink",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tokenpace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from tokenpace.config import BenchConfig
+    from tokenpace.errors import ExitCode, RunInterrupted, TargetError, TokenpaceError, UsageError
+    from tokenpace.metrics import SLO, parse_slo, summarize
+    from tokenpace.record import RequestRecord
+    from tokenpace.runner.bench import BenchResult, run_bench, run_bench_async
+    from tokenpace.runner.sink import read_records
