@@ -14,6 +14,7 @@ APIS: tuple[str, ...] = ("chat", "completions")
 
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
+DEFAULT_GRACE_S = 10.0
 
 
 @dataclass
@@ -34,7 +35,10 @@ class BenchConfig:
     duration_s: float | None = None  # measured seconds (warmup excluded)
     warmup_requests: int = 0
     warmup_s: float = 0.0
-    grace_s: float = 10.0  # in-flight requests may finish for this long after the run ends
+    # In-flight requests may finish for this long after the run ends: after --duration or a signal,
+    # default 10 s; after a count-bounded run has sent its last request, default --timeout (so the
+    # count completes unless a request is truly stuck). See end_grace_s().
+    grace_s: float | None = None
     timeout_s: float = 600.0  # total per-request timeout
     connect_timeout_s: float | None = None  # TCP (and TLS) connect
     ttft_timeout_s: float | None = None  # sent to first token
@@ -72,6 +76,13 @@ class BenchConfig:
     out: str | None = None  # result JSON path; records go beside it as *.records.jsonl
     progress: bool = True
 
+    def end_grace_s(self, *, by_count: bool) -> float:
+        """The grace period: --grace when given, else --timeout at the end of a count-bounded run
+        and 10 s after --duration or a signal."""
+        if self.grace_s is not None:
+            return self.grace_s
+        return self.timeout_s if by_count else DEFAULT_GRACE_S
+
     def effective_concurrency(self) -> int | None:
         if self.rate is None:
             return self.concurrency or DEFAULT_CONCURRENCY
@@ -105,7 +116,8 @@ class BenchConfig:
                                                    and self.gpu_hour_usd >= 0):
             raise UsageError(f"--gpu-hour-usd must be a finite number >= 0, not {self.gpu_hour_usd}")
         for name, value in (("--warmup", self.warmup_s), ("--warmup", self.warmup_requests),
-                            ("--grace", self.grace_s), ("--retries", self.retries),
+                            ("--grace", 0.0 if self.grace_s is None else self.grace_s),
+                            ("--retries", self.retries),
                             ("--retry-backoff", self.retry_backoff_s)):
             if not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"{name} must be a finite number >= 0, not {value}")

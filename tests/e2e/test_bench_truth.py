@@ -89,3 +89,14 @@ def test_closed_loop_duration_run_ends_by_itself(logged_server, tmp_path):
     c = result.summary["counts"]
     assert c["sent"] >= 5 and c["sent"] == c["ok"] + c["error"] + c["timeout"] + c["cancelled"]
     assert abs(result.summary["window"]["duration_s"] - 1.0) < 0.05
+
+
+def test_a_count_run_waits_for_its_requests_unless_grace_is_given(logged_server, tmp_path):
+    # 6 requests sent within ~60 ms, each streaming ~3 s: all in flight when sending ends.
+    common = dict(url=logged_server[0].url, rate=100, arrival="constant", requests=6,
+                  output_tokens="300", progress=False)
+    waited = run_bench(BenchConfig(**common, out=str(tmp_path / "a.json")))
+    assert waited.summary["counts"]["ok"] == 6  # default: the count completes (up to --timeout)
+    cut = run_bench(BenchConfig(**common, grace_s=0.5, out=str(tmp_path / "b.json")))
+    assert cut.summary["counts"]["cancelled"] == 6  # an explicit --grace still applies
+    assert all(r.chunk_ns for r in cut.records)  # with the tokens that had arrived

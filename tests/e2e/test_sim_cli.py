@@ -112,3 +112,24 @@ def test_issue_example_completes_in_seconds(tmp_path):
     assert doc["summary"]["counts"]["ok"] == 5000
     assert doc["config"]["engine"]["concurrency"] == 64
     assert "closed loop, concurrency 64" in proc.stdout and "weights fp8" in proc.stdout
+
+
+def test_conversations_run_turn_by_turn_and_repeat_byte_for_byte(tmp_path):
+    args = ("--conversations", "sessions=6,turns=4,think-time=exp:1s", "--rate", "2", "--input-tokens",
+            "uniform:min=200,max=800", "--output-tokens", "uniform:min=20,max=120", "--prefix-caching",
+            "--seed", "5")
+    files = {}
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        proc, doc = sim(tmp_path / run, *args)
+        files[run] = {p.name: p.read_bytes() for p in (tmp_path / run).iterdir()}
+    assert files["a"] == files["b"]
+    assert doc["summary"]["counts"]["ok"] == 24
+    assert set(doc["summary"]["breakdowns"]["ttft_by_turn_ms"]) == {"1", "2", "3", "4"}
+    records = read_records(tmp_path / "b" / doc["records_path"])
+    assert sorted((r.session, r.turn) for r in records) == [(s, t) for s in range(6) for t in (1, 2, 3, 4)]
+    done = {(r.session, r.turn): r.done_ns for r in records}
+    for r in records:
+        if r.turn > 1:
+            assert r.sent_ns >= done[r.session, r.turn - 1]
+            assert r.cached_prompt_tokens > 0

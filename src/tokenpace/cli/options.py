@@ -24,8 +24,9 @@ def add_load_workload_slo(p: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", metavar="N|SECONDS", default="0",
                    help="excluded from metrics: '20req', '5s', or a bare number (requests with "
                         "--requests, seconds with --duration)")
-    g.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
-                   help="time in-flight requests get to finish at the end (default 10)")
+    g.add_argument("--grace", type=float, metavar="SECONDS",
+                   help="time in-flight requests get to finish after --duration or Ctrl-C "
+                        "(default 10; a count-bounded run waits up to --timeout)")
     g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                    help="total per-request timeout (default 600)")
     g.add_argument("--connect-timeout", type=float, metavar="SECONDS",

@@ -23,7 +23,7 @@ examples:
   tokenpace sim --list                                                # GPUs, models, precisions, policies
 
 Load, workload, SLO and output options mean what they mean for `tokenpace bench`, in virtual time
-from t = 0 (--conversations is not simulated yet). Every request generates exactly its output
+from t = 0. Every request generates exactly its output
 length (--no-ignore-eos, --extra-body, --retries have no effect). Same seed, same files: nothing in
 a simulation's output reads a clock.
 """

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.client import OpenAIClient
-from tokenpace.config import DEFAULT_REQUESTS, BenchConfig
-from tokenpace.errors import UsageError
+from tokenpace.config import BenchConfig
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
+from tokenpace.runner.counting import request_count
 from tokenpace.runner.loadcheck import load_report
 from tokenpace.runner.loadgen import NS, LoadGenerator, LoadSettings
 from tokenpace.runner.paths import result_paths
@@ -137,32 +137,17 @@ def _connections(config: BenchConfig, workload: WorkloadSpec) -> int | None:
     return None if cap is None else cap + 16
 
 
-def _request_count(config: BenchConfig, workload: WorkloadSpec) -> int | None:
-    """Measured requests: --requests, else (no --duration) all of a finite workload or the default;
-    never more than a finite workload holds (after warmup)."""
-    finite = workload.finite_requests
-    if config.requests is None and config.duration_s is None:
-        wanted = DEFAULT_REQUESTS if finite is None else finite - config.warmup_requests
-    else:
-        wanted = config.requests
-    if finite is not None and wanted is not None:
-        wanted = min(wanted, finite - config.warmup_requests)
-    if wanted is not None and wanted < 1:
-        raise UsageError(f"the workload holds {finite} requests: nothing left to measure after "
-                         f"--warmup {config.warmup_requests}")
-    return wanted
-
-
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
                  records_path: Path) -> tuple[list[RequestRecord], LoadGenerator]:
-    requests = _request_count(config, workload)
+    requests = request_count(config, workload)
     warmup_n = config.warmup_requests
     total = None if requests is None else requests + warmup_n
     settings = LoadSettings(
         concurrency=config.concurrency if workload.open_loop else config.effective_concurrency(),
         open_loop=workload.open_loop, total_requests=total,
         end_after_s=None if config.duration_s is None else config.warmup_s + config.duration_s,
-        warmup_requests=warmup_n, warmup_s=config.warmup_s, grace_s=config.grace_s,
+        warmup_requests=warmup_n, warmup_s=config.warmup_s,
+        grace_s=config.end_grace_s(by_count=False), end_grace_s=config.end_grace_s(by_count=True),
         retries=config.retries, retry_backoff_s=config.retry_backoff_s)
     conversations = conversations_for(workload) if workload.conversations is not None else None
     plan = None if conversations is not None else await _plan(workload, total)

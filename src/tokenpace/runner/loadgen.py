@@ -38,7 +38,8 @@ class LoadSettings:
     end_after_s: float | None  # from start, warmup included; None: bounded by count only
     warmup_requests: int = 0
     warmup_s: float = 0.0
-    grace_s: float = 10.0
+    grace_s: float = 10.0  # after the duration or a stop() (signal)
+    end_grace_s: float = 600.0  # after a count-bounded run has sent its last request
     retries: int = 0
     retry_backoff_s: float = 0.5
 
@@ -52,6 +53,7 @@ class LoadGenerator:
         self._plan = plan if plan is not None else iter(())
         self._conversations = conversations  # multi-turn sessions instead of a flat plan
         self._sent_count = 0
+        self._stopped_early = False
         self._s = settings
         self._api, self._stream = api, stream
         self._on_record = on_record
@@ -67,6 +69,7 @@ class LoadGenerator:
     def stop(self, *, interrupted: bool = True) -> None:
         """Stop sending new requests (in flight ones get the grace period)."""
         self.interrupted = self.interrupted or interrupted
+        self._stopped_early = True  # by time or signal, not by count: the short grace applies
         self._stopping.set()
 
     def cancel_now(self) -> None:
@@ -268,7 +271,8 @@ class LoadGenerator:
         """Give requests in flight the grace period, then cancel what is left."""
         if not self._tasks:
             return
-        _, pending = await asyncio.wait(set(self._tasks), timeout=self._s.grace_s)
+        grace = self._s.grace_s if self._stopped_early else self._s.end_grace_s
+        _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
         for task in pending:
             task.cancel()
         if pending:

@@ -9,6 +9,11 @@ mirrored in virtual time, from t = 0:
 - closed loop (no ``rate``, no trace): ``concurrency`` clients, bounded by count or by duration;
 - open loop (``rate``, or a trace's times): the plan's arrival offsets, capped by ``concurrency``
   when given; a duration run issues the arrivals before ``warmup + duration``;
+- conversations: every session's turns, turn 1 at the session's start (0, or its arrival with
+  ``rate``), turn k+1 at turn k's end plus its think time, uncapped (as bench's sessions); a
+  count-bounded run sends that many turns in all (default: every turn), a duration run no turn due
+  at or after ``warmup + duration``; records are numbered in send order and carry session and turn;
+  a turn's prompt begins with the previous turn's prompt and reply, which prefix caching reuses;
 - warmup: the first ``warmup_requests`` requests, or those scheduled before ``warmup_s``, sent in
   addition to the measured ones and marked ``warmup``;
 - sending ends when the count is reached (closed loop: when the last request ends; open loop: at
@@ -39,10 +44,11 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
+from tokenpace.runner.counting import request_count
 from tokenpace.runner.paths import result_paths
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
 from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
-from tokenpace.workload import WorkloadSpec, plan_requests
+from tokenpace.workload import WorkloadSpec, conversations_for, plan_requests
 from tokenpace.workload.build import workload_from_config
 from tokenpace.workload.plan import engine_block_hashes
 
@@ -70,8 +76,6 @@ class SimRunConfig:
             raise UsageError(f"--shared-prefix-tokens must be >= 0, not {self.shared_prefix_tokens}")
         if self.shared_prefix_tokens and self.load.shared_prefix:
             raise UsageError("give --shared-prefix-tokens or --shared-prefix, not both")
-        if self.load.conversations:
-            raise UsageError("tokenpace sim does not simulate --conversations yet")
         return self
 
     def workload_config(self) -> BenchConfig:
@@ -84,7 +88,9 @@ class SimRunConfig:
         c = self.load
         if open_loop is None:
             open_loop = c.rate is not None or bool(c.trace)
-        if open_loop:
+        if c.conversations:  # sessions are not capped, as in bench
+            load = dict(concurrency=None, max_in_flight=None)
+        elif open_loop:
             load = dict(concurrency=None, max_in_flight=c.concurrency)
         else:
             load = dict(concurrency=c.effective_concurrency(), max_in_flight=None)
@@ -129,15 +135,21 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     result_path, records_path = result_paths(c.out, kind="sim")
     timeline_path = records_path.with_name(records_path.name.replace(".records.jsonl", ".timeline.jsonl"))
 
-    requests: Iterable[SimRequest] = _sim_requests(workload, engine.block_size)
-    measured = c.effective_requests()
-    if measured is not None:  # bounded by count (or by a finite plan); otherwise drawn until the stop time
-        requests = list(islice(requests, measured + c.warmup_requests))
-    elif workload.finite_requests is not None:
-        requests = list(requests)
+    max_requests = None
+    if workload.conversations is not None:
+        requests: Iterable[SimRequest] = _session_requests(workload)
+        measured = _conversation_count(c, workload.conversations.total_requests)
+        max_requests = None if measured is None else measured + c.warmup_requests
+    else:
+        requests = _sim_requests(workload, engine.block_size)
+        measured = request_count(c, workload)  # the same rule as bench: a trace or dataset is sent whole
+        if measured is not None:  # bounded by count (or by a finite plan); otherwise drawn until the stop time
+            requests = list(islice(requests, measured + c.warmup_requests))
+        elif workload.finite_requests is not None:
+            requests = list(requests)
     t0 = time.perf_counter()
     try:
-        sim = simulate(engine, requests)
+        sim = simulate(engine, requests, max_requests=max_requests)
     except ValueError as exc:  # UsageError is one: the message names the bad part
         raise UsageError(str(exc)) from None
     wall_s = time.perf_counter() - t0
@@ -145,8 +157,10 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     records = sim.records
     for r in records:
         r.warmup = r.index < c.warmup_requests or (c.warmup_s > 0 and r.scheduled_ns < c.warmup_s * NS)
-    send_end_ns = _send_end_ns(engine, sim)
-    cancel_at_ns = None if send_end_ns is None else send_end_ns + round(c.grace_s * NS)
+    turns = None if workload.conversations is None else workload.conversations.total_requests
+    send_end_ns = _send_end_ns(engine, sim, turns)
+    grace_s = c.end_grace_s(by_count=c.duration_s is None)  # the same rule as bench
+    cancel_at_ns = None if send_end_ns is None else send_end_ns + round(grace_s * NS)
     limits = ClientLimits.of(c)
     for r in records:
         apply_client_limits(r, limits, cancel_at_ns)
@@ -172,9 +186,41 @@ def _sim_requests(workload: WorkloadSpec, block_size: int) -> Iterator[SimReques
                          prompt_block_hashes=engine_block_hashes(p, block_size))
 
 
-def _send_end_ns(engine: SimConfig, sim: SimResult) -> int | None:
-    """When bench's load generator would stop sending; None when every request is awaited."""
+def _session_requests(workload: WorkloadSpec) -> list[SimRequest]:
+    """Every turn of every session, session by session. A turn's prompt is the session's history
+    (earlier prompts and replies) plus its new message; the simulator shares the history through
+    the session itself (see SimRequest), so no prefix group is given."""
+    out = []
+    for conv in conversations_for(workload):
+        while not conv.done:
+            turn = conv.next_turn(None)  # replies: their planned lengths, as bench's history
+            out.append(SimRequest(prompt_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
+                                  arrival_s=conv.start_offset_s if turn.turn == 1 else None,
+                                  session=turn.session, turn=turn.turn, think_time_s=turn.think_time_s))
+    return out
+
+
+def _conversation_count(c: BenchConfig, finite: int) -> int | None:
+    """Measured turns, as bench counts them: --requests, else (no --duration) every turn after
+    warmup; never more than the sessions hold."""
+    wanted = finite - c.warmup_requests if c.requests is None and c.duration_s is None else c.requests
+    if wanted is not None:
+        wanted = min(wanted, finite - c.warmup_requests)
+        if wanted < 1:
+            raise UsageError(f"the workload holds {finite} requests: nothing left to measure after "
+                             f"--warmup {c.warmup_requests}")
+    return wanted
+
+
+def _send_end_ns(engine: SimConfig, sim: SimResult, turns: int | None = None) -> int | None:
+    """When bench's load generator would stop sending; None when every request is awaited.
+    ``turns``: a conversation run's turns in all."""
     stop_s = engine.stop_issuing_s
+    if turns is not None:  # sessions: at the deadline, unless every turn of every one ended before
+        if stop_s is None:
+            return None
+        stop_ns = round(stop_s * NS)
+        return min(stop_ns, sim.stats["sim_end_ns"]) if sim.stats["sent"] >= turns else stop_ns
     if engine.concurrency is not None:  # closed loop
         return None if stop_s is None else round(stop_s * NS)  # count-bounded workers await theirs
     never_sent = sim.stats["requests"] - sim.stats["sent"]

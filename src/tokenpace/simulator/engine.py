@@ -131,6 +131,8 @@ class Engine:
             seq.generated += made
             seq.decode_steps += k
             seq.chunk_ns.extend(ends)
+            if seq.request.session is not None:  # a conversation's reply is the next turn's prefix
+                self.kv.publish(seq)
             if seq.generated >= seq.output_len:
                 done.append(seq)
         for seq in done:

@@ -3,7 +3,8 @@
 Simultaneous events run in one documented order (``ORDER``, then creation order):
 
 1. ``StepEnd``: a step's tokens are delivered, finished sequences free their KV cache and, in a
-   closed loop, their clients issue the next requests;
+   closed loop, their clients issue the next requests (in a conversation, the session's next turn
+   is due a think time later);
 2. ``Arrival``: a request reaches the engine's waiting queue (or, under an open loop's cap on
    requests in flight, waits for a slot and arrives again when one frees);
 3. ``Schedule``: the scheduler forms the next batch.
@@ -37,8 +38,9 @@ class Event:
         return f"{type(self).__name__}(t_ns={self.t_ns})"
 
 
-def _issue(world: World, t_ns: int, finished: int) -> list[Event]:
-    return [Arrival(t, i) for t, i in world.load.on_done(t_ns, finished)]
+def _issue(world: World, t_ns: int, finished: list[int]) -> list[Event]:
+    """``finished``: the indices of the requests that just ended (a session's next turn follows)."""
+    return [Arrival(t, i) for t, i in world.load.on_done(t_ns, len(finished), finished)]
 
 
 def _maybe_schedule(world: World, t_ns: int, out: list[Event]) -> list[Event]:
@@ -59,7 +61,7 @@ class StepEnd(Event):
         done = world.engine.finish_step(self.step)
         for seq in done:
             world.complete(seq)
-        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, len(done)))
+        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [seq.index for seq in done]))
 
 
 class Arrival(Event):
@@ -77,7 +79,7 @@ class Arrival(Event):
         if world.engine.arrive(seq):
             return _maybe_schedule(world, self.t_ns, [])
         world.reject(seq, self.t_ns)
-        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, 1))
+        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [self.index]))
 
 
 class Schedule(Event):

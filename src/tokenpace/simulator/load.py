@@ -1,10 +1,15 @@
-"""How requests reach the engine: open loop (given arrival times) or closed loop (N in flight).
+"""How requests reach the engine: open loop (given arrival times), closed loop (N in flight), or
+conversations (each session's next turn a think time after its previous turn ended).
 
-Both mirror ``tokenpace bench``'s load generator, in virtual time: a closed loop's client issues its
+All mirror ``tokenpace bench``'s load generator, in virtual time: a closed loop's client issues its
 next request the instant its previous one ends; an open loop issues each request at its
 ``arrival_s``, and with ``max_in_flight`` a request that finds the cap full waits for a slot (its
 ``scheduled`` time stays the planned one, ``sent`` is when it got the slot). ``stop_ns``: no request
 is issued at or after it (a time-bounded run); one still waiting for a slot then is never sent.
+Conversations: every session's turn 1 arrives at its ``arrival_s`` and turn k+1 at the end of turn
+k plus turn k+1's ``think_time_s``; ``max_requests`` bounds how many turns are sent in all (the
+turn that would exceed it is not sent, nor any later turn of its session), and records are numbered
+in the order they were sent, as bench numbers a conversation run's requests.
 """
 
 from __future__ import annotations
@@ -92,7 +97,7 @@ class OpenLoop:
         self._queued.append(index)
         return False
 
-    def on_done(self, t_ns: int, finished: int) -> list[tuple[int, int]]:
+    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
         if self._cap is None:
             return []
         self._in_flight -= finished
@@ -131,7 +136,7 @@ class ClosedLoop:
     def admit(self, index: int, t_ns: int) -> bool:
         return True
 
-    def on_done(self, t_ns: int, finished: int) -> list[tuple[int, int]]:
+    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
         if self._stop_ns is not None and t_ns >= self._stop_ns:
             return []
         out = []
@@ -142,4 +147,69 @@ class ClosedLoop:
                 raise UsageError("closed loop: requests must not carry arrival_s")
             out.append((t_ns, self._next))
             self._next += 1
+        return out
+
+
+class SessionLoop:
+    """Multi-turn sessions (``SimRequest.session``): turn 1 at its ``arrival_s``, turn k+1
+    ``think_time_s`` after turn k ended. The requests are bounded (every turn of every session);
+    each session's turns come in turn order. ``on_done`` needs the indices of the requests that
+    ended (``finished_indices``)."""
+
+    numbers_by_send = True  # records are numbered in send order (bench's index for conversations)
+
+    def __init__(self, requests: Requests, stop_ns: int | None = None,
+                 max_requests: int | None = None) -> None:
+        if not requests.bounded:
+            raise UsageError("conversations: the sessions' turns must be given as a sequence")
+        self._next_turn: dict[int, int] = {}  # request index -> the same session's next turn's index
+        last: dict[int, tuple[int, int]] = {}  # session -> (turn, index) of its latest turn so far
+        arrivals: list[tuple[int, int]] = []
+        for i in range(len(requests)):
+            req = requests[i]
+            if req.session is None:
+                raise UsageError("conversations: every request needs session and turn")
+            prev = last.get(req.session)
+            expected = 1 if prev is None else prev[0] + 1
+            if req.turn != expected:
+                raise UsageError(f"conversations: session {req.session} has turn {req.turn} where "
+                                 f"turn {expected} was due (give each session's turns in order)")
+            if prev is None:
+                t = to_ns(req.arrival_s)  # type: ignore[arg-type]
+                if stop_ns is None or t < stop_ns:
+                    arrivals.append((t, i))
+            else:
+                self._next_turn[prev[1]] = i
+            last[req.session] = (req.turn, i)
+        arrivals.sort()
+        self._requests = requests
+        self._arrivals = arrivals
+        self._stop_ns = stop_ns
+        self._max = max_requests
+        self.sent = 0
+        self.planned = len(arrivals)  # turns issued (turn 1s before the stop, then follow-ups)
+
+    def initial(self) -> list[tuple[int, int]]:
+        return self._arrivals
+
+    def admit(self, index: int, t_ns: int) -> bool:
+        """False when the count is reached: the turn is never sent, and its session ends."""
+        if self._max is not None and self.sent >= self._max:
+            return False
+        self.sent += 1
+        return True
+
+    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
+        out = []
+        for i in finished_indices:
+            nxt = self._next_turn.get(i)
+            if nxt is None:
+                continue
+            t = t_ns + to_ns(self._requests[nxt].think_time_s)
+            if self._stop_ns is not None and t >= self._stop_ns:
+                continue  # the run ends before the session's next turn is due
+            if self._max is not None and self.sent >= self._max:
+                continue  # bench's session ends at its wake-up; nothing more is sent either way
+            self.planned += 1
+            out.append((t, nxt))
         return out

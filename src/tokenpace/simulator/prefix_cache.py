@@ -1,6 +1,7 @@
 """The paged KV cache with prefix caching (vLLM's automatic prefix caching).
 
-A block that fills with prompt tokens is published under its chained content hash (block_hashes.py);
+A block that fills with prompt tokens (for a conversation's turn, reply tokens too) is published under
+its chained content hash (block_hashes.py);
 a later request whose prompt starts with the same blocks attaches them instead of computing them.
 When its last user frees a published block, it stays cached but evictable; blocks are evicted least
 recently freed first, a sequence's tail before its head, as in vLLM. Fresh blocks come from
@@ -68,7 +69,9 @@ class PrefixCache(KVCache):
         seq.num_registered = hits
 
     def publish(self, seq: Sequence) -> None:
-        full = min(seq.num_computed, seq.prompt_len) // self.block_size
+        """Register the full blocks computed so far that have a content hash: the prompt's, and for
+        a conversation's turn the reply's too (block_hashes.py)."""
+        full = min(seq.num_computed // self.block_size, len(seq.block_hashes or ()))
         for i in range(seq.num_registered, full):
             h = seq.block_hashes[i]  # type: ignore[index]
             if h not in self._cached:  # another sequence may have published the same content first

@@ -20,6 +20,8 @@ def _base(seq: Sequence) -> RequestRecord:
         requested_output_tokens=seq.output_len,
         scheduled_ns=seq.arrival_ns if planned is None else to_ns(planned),
         sent_ns=seq.arrival_ns,
+        session=seq.request.session,
+        turn=seq.request.turn,
     )
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Sequence as _Seq
+from itertools import chain, islice
 
 from tokenpace.simulator.catalog import get_gpu, get_model, get_precision
 from tokenpace.simulator.config import SimConfig
 from tokenpace.simulator.engine import Engine
 from tokenpace.simulator.kv_cache import KVCache
-from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests, to_ns
+from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests, SessionLoop, to_ns
 from tokenpace.simulator.memory import KVCapacity, kv_capacity
 from tokenpace.simulator.prefix_cache import PrefixCache
 from tokenpace.simulator.policies import SchedulerLimits, make_scheduler
@@ -54,12 +56,16 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
 
 
 def simulate(config: SimConfig, requests: Iterable[SimRequest],
-             predictor: StepPredictor | None = None) -> SimResult:
+             predictor: StepPredictor | None = None, *, max_requests: int | None = None) -> SimResult:
     """Serve ``requests`` on the engine ``config`` describes, in virtual time.
 
     Closed loop when ``config.concurrency`` is set (requests are issued in order, a new one when one
     ends), open loop otherwise (every request needs ``arrival_s``; ``config.max_in_flight`` caps
     them). ``requests`` may be an endless iterator when ``config.stop_issuing_s`` bounds the run.
+    Conversations when the requests carry ``session`` and ``turn`` (each session's turns in order;
+    turn 1 at its ``arrival_s``, turn k+1 ``think_time_s`` after turn k ended; ``concurrency`` and
+    ``max_in_flight`` must be None, as bench's sessions are not capped). ``max_requests``: send at
+    most this many (for conversations, which turns those are depends on the timing).
     ``predictor`` replaces the roofline step-time model. Deterministic: the same inputs give the
     same result, byte for byte. Requests never sent (time ran out while they waited under the
     in-flight cap) have no record.
@@ -70,10 +76,22 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
     scheduler, kv, num_blocks = engine.scheduler, engine.kv, engine.kv.num_blocks
     model, gpu = get_model(config.model), get_gpu(config.gpu)
     weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)
+    requests, first = _peek(requests)
+    sessions = first is not None and first.session is not None
+    if sessions:
+        requests = list(requests)  # every turn of every session, given up front
+    if max_requests is not None and not sessions:
+        requests = (requests[:max_requests] if isinstance(requests, _Seq)
+                    else islice(requests, max_requests))
     reqs = Requests(requests)
     stop_ns = None if config.stop_issuing_s is None else to_ns(config.stop_issuing_s)
-    load = (ClosedLoop(reqs, config.concurrency, stop_ns) if config.concurrency
-            else OpenLoop(reqs, config.max_in_flight, stop_ns))
+    if sessions:
+        if config.concurrency is not None or config.max_in_flight is not None:
+            raise ValueError("conversations are not capped: concurrency and max_in_flight must be None")
+        load = SessionLoop(reqs, stop_ns, max_requests)
+    else:
+        load = (ClosedLoop(reqs, config.concurrency, stop_ns) if config.concurrency
+                else OpenLoop(reqs, config.max_in_flight, stop_ns))
     world = World(reqs, engine, load)
     records = world.run()
     describe = getattr(predictor, "describe", None)
@@ -111,3 +129,12 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
         },
     }
     return SimResult(records=records, timeline=timeline or [], stats=stats, config=resolved)
+
+
+def _peek(requests: Iterable[SimRequest]) -> tuple[Iterable[SimRequest], SimRequest | None]:
+    """The requests (an iterator stays lazy) and the first of them, None when there is none."""
+    if isinstance(requests, _Seq):
+        return requests, (requests[0] if requests else None)
+    it = iter(requests)
+    first = next(it, None)
+    return (it, None) if first is None else (chain([first], it), first)

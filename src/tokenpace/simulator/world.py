@@ -5,24 +5,26 @@ from __future__ import annotations
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.engine import Engine
 from tokenpace.simulator.events import Arrival
-from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests
+from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests, SessionLoop
 from tokenpace.simulator.loop import EventLoop
 from tokenpace.simulator.records import completed_record, failed_record
 from tokenpace.simulator.sequence import Sequence
 
 
 class World:
-    def __init__(self, requests: Requests, engine: Engine, load: OpenLoop | ClosedLoop) -> None:
+    def __init__(self, requests: Requests, engine: Engine, load: OpenLoop | ClosedLoop | SessionLoop) -> None:
         self.requests = requests
         self.engine = engine
         self.load = load
         self.loop = EventLoop()
         self.records: dict[int, RequestRecord] = {}  # by request index; a request never sent has none
         self._live: dict[int, Sequence] = {}
+        self._sent: list[int] = []  # request indices in the order they reached the engine
 
     def new_sequence(self, index: int, t_ns: int) -> Sequence:
         seq = Sequence(index, self.requests[index], t_ns)
         self._live[index] = seq
+        self._sent.append(index)
         return seq
 
     def complete(self, seq: Sequence) -> None:
@@ -42,4 +44,11 @@ class World:
         for seq in list(self._live.values()):  # only if a policy stalled; never expected
             self.records[seq.index] = failed_record(seq, self.loop.now_ns, "stalled",
                                                     "the engine stopped with this request unfinished")
+        if getattr(self.load, "numbers_by_send", False):  # conversations: index = send order
+            out = []
+            for n, i in enumerate(self._sent):
+                rec = self.records[i]
+                rec.index, rec.request_id = n, f"sim-{n:06d}"
+                out.append(rec)
+            return out
         return [self.records[i] for i in sorted(self.records)]

@@ -34,6 +34,7 @@ _KINDS = {
     "empirical": ({"file"}, {"file", "min", "max"}),
 }
 _MAX_DEFAULT = 1_000_000
+MAX_TOKENS = 100_000_000  # no prompt or output is longer; larger numbers are typos (and overflow)
 
 
 @dataclass(frozen=True)
@@ -183,4 +184,6 @@ def _number(text: str, flag: str, key: str) -> float:
         raise UsageError(f"{flag}: {key} must be a number, not {text!r}") from None
     if not math.isfinite(value):
         raise UsageError(f"{flag}: {key} must be finite, not {text!r}")
+    if abs(value) > MAX_TOKENS:
+        raise UsageError(f"{flag}: {key} must be at most {MAX_TOKENS:,} tokens, not {text!r}")
     return value
