@@ -53,12 +53,9 @@ from tokenpace._version import __version__
 from tokenpace.errors import TargetError
 from tokenpace.record import RequestRecord
 
-from .chunks import ChunkInfo, classify_chunk, classify_response, error_message
 from .progress import Progress, finish_record
-from .sse import SSEParser
+from .responses import one_line, read_error_message, read_stream, read_whole, truncate
 
-_ERROR_MESSAGE_CHARS = 300
-_ERROR_BODY_BYTES = 64 * 1024  # enough for any error message; a bigger body is cut, not awaited
 _LIST_MODELS_TIMEOUT_S = 30.0  # a preflight request should fail fast, whatever the run's timeout
 
 
@@ -181,16 +178,16 @@ class OpenAIClient:
                 content_type = resp.content_type
                 if resp.status >= 400:
                     record.retry_after_s = retry_after_s(resp.headers)
-                    message = await _read_error_message(resp)
+                    message = await read_error_message(resp)
                     progress.fail("error", f"http_{resp.status}", message, monotonic_ns())
                 elif self.stream and content_type == "text/event-stream":
-                    await _read_stream(resp, record, progress)
+                    await read_stream(resp, record, progress)
                 elif not self.stream or content_type.endswith("json"):  # or a server that ignored "stream"
                     progress.streaming = False  # one whole body: no per-chunk client count
-                    await _read_whole(resp, record, progress)
+                    await read_whole(resp, record, progress)
                 else:
                     message = f"a streamed request got Content-Type {content_type!r}, not text/event-stream"
-                    progress.fail("error", "wrong_content_type", _truncate(message), now)
+                    progress.fail("error", "wrong_content_type", truncate(message), now)
         except asyncio.CancelledError:
             watchdog.stop()
             if watchdog.expired is not None:
@@ -201,17 +198,17 @@ class OpenAIClient:
                 raise
         except aiohttp.ServerTimeoutError as exc:  # before ClientError; only sock_connect is set
             limit = self.connect_timeout_s
-            message = f"no connection within connect_timeout_s={limit:g}" if limit else _one_line(exc)
+            message = f"no connection within connect_timeout_s={limit:g}" if limit else one_line(exc)
             progress.fail("timeout", "connect_timeout", message, monotonic_ns())
         except aiohttp.ClientConnectorError as exc:
-            progress.fail("error", "connect", _one_line(exc), monotonic_ns())
+            progress.fail("error", "connect", one_line(exc), monotonic_ns())
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             kind = "reset_mid_stream" if progress.response_seen else "reset_before_headers"
-            progress.fail("error", kind, _one_line(exc), monotonic_ns())
+            progress.fail("error", kind, one_line(exc), monotonic_ns())
         except aiohttp.ClientError as exc:
-            progress.fail("error", "client_error", _one_line(exc), monotonic_ns())
+            progress.fail("error", "client_error", one_line(exc), monotonic_ns())
         except Exception as exc:  # noqa: BLE001 - a failed request must stay a record, not end the run
-            progress.fail("error", "client_exception", _one_line(exc), monotonic_ns())
+            progress.fail("error", "client_exception", one_line(exc), monotonic_ns())
         finally:
             watchdog.stop()
         finish_record(record, progress)
@@ -224,110 +221,18 @@ class OpenAIClient:
         try:
             async with self._get_session().get(url, timeout=timeout) as resp:
                 if resp.status >= 400:
-                    message = await _read_error_message(resp)
+                    message = await read_error_message(resp)
                     raise TargetError(f"GET {url} failed: HTTP {resp.status}: {message}")
                 body = await resp.read()
         except asyncio.TimeoutError:
             raise TargetError(f"GET {url} failed: no answer within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
-            raise TargetError(f"GET {url} failed: {_one_line(exc)}") from None
+            raise TargetError(f"GET {url} failed: {one_line(exc)}") from None
         try:
             models = orjson.loads(body)["data"]
             return [str(model["id"]) for model in models]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise TargetError(f"GET {url} returned an unexpected body ({type(exc).__name__})") from None
-
-
-async def _read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress) -> None:
-    parser = SSEParser(strict=True)
-    read = resp.content.readany
-    while True:
-        data = await read()
-        now = monotonic_ns()
-        if not data:  # EOF
-            if progress.saw_done:
-                return
-            # What close() completes arrived with the last read.
-            if _on_events(parser.close(), progress.last_read_ns, record, progress) or _bad_line(parser, progress, now):
-                return
-            progress.done_ns = now
-            if not record.chunk_ns:
-                progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
-            return
-        progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
-        # After [DONE], reading on to EOF lets the connection go back to the pool.
-        if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
-                                      or (parser.invalid_line is not None and _bad_line(parser, progress, now))):
-            return
-
-
-def _bad_line(parser: SSEParser, progress: Progress, now: int) -> bool:
-    if parser.invalid_line is None:
-        return False
-    line = parser.invalid_line.decode("utf-8", "replace")
-    progress.fail("error", "malformed_sse", _truncate(f"not an SSE line: {line}"), now)
-    return True
-
-
-def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
-    """Apply the events of one read, all stamped ``now``. True when the stream must stop (an error)."""
-    for event in events:
-        payload = event.data
-        if payload == "[DONE]":
-            if not record.chunk_ns:
-                progress.fail("error", "empty_response", "stream ended with [DONE] and no token", now)
-                return True
-            progress.saw_done = True
-            progress.done_ns = now
-            return False
-        try:
-            obj = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            progress.fail("error", "invalid_json", _truncate(f"undecodable data line: {payload}"), now)
-            return True
-        if type(obj) is not dict:
-            progress.fail("error", "invalid_json", _truncate(f"data line is not a JSON object: {payload}"), now)
-            return True
-        info = classify_chunk(obj)
-        if info.error is not None:
-            progress.fail("error", "stream_error", _truncate(error_message(info.error)), now)
-            return True
-        progress.add(record, info, now)
-    return False
-
-
-async def _read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress) -> None:
-    body = await resp.read()
-    now = monotonic_ns()
-    try:
-        obj = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        progress.fail("error", "malformed_response", _truncate(f"undecodable body: {body[:200]!r}"), now)
-        return
-    info: ChunkInfo = classify_response(obj) if type(obj) is dict else ChunkInfo()
-    if info.error is not None:
-        progress.fail("error", "response_error", _truncate(error_message(info.error)), now)
-        return
-    progress.add(record, info, now)
-    progress.saw_done = True  # a complete body is the whole response
-    progress.done_ns = now
-
-
-async def _read_error_message(resp: aiohttp.ClientResponse) -> str:
-    body = b""
-    try:
-        while len(body) < _ERROR_BODY_BYTES:
-            data = await resp.content.readany()
-            if not data:
-                break
-            body += data
-    except (aiohttp.ClientError, asyncio.TimeoutError):
-        pass  # the status code is the failure that matters; keep what of the body arrived
-    try:
-        message = error_message(orjson.loads(body))
-    except orjson.JSONDecodeError:
-        message = body.decode("utf-8", "replace") or (resp.reason or "")
-    return _truncate(_one_line(message))
 
 
 class _Watchdog:
@@ -424,12 +329,3 @@ def _non_negative(text: str | None) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) and value >= 0 else None
-
-
-def _one_line(value: object) -> str:
-    text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
-    return " ".join(text.split())
-
-
-def _truncate(text: str) -> str:
-    return text if len(text) <= _ERROR_MESSAGE_CHARS else text[: _ERROR_MESSAGE_CHARS - 3] + "..."

@@ -1,0 +1,122 @@
+"""Reading a response into its record: the SSE stream (stamped per read), a whole body, or an
+error body. Each failure becomes a status and a precise error kind on the record, never an
+exception."""
+
+from __future__ import annotations
+
+import asyncio
+from time import monotonic_ns
+from typing import Any
+
+import aiohttp
+import orjson
+
+from tokenpace.record import RequestRecord
+
+from .chunks import ChunkInfo, classify_chunk, classify_response, error_message
+from .progress import Progress
+from .sse import SSEParser
+
+_ERROR_MESSAGE_CHARS = 300
+_ERROR_BODY_BYTES = 64 * 1024  # enough for any error message; a bigger body is cut, not awaited
+
+
+async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress) -> None:
+    parser = SSEParser(strict=True)
+    read = resp.content.readany
+    while True:
+        data = await read()
+        now = monotonic_ns()
+        if not data:  # EOF
+            if progress.saw_done:
+                return
+            # What close() completes arrived with the last read.
+            if _on_events(parser.close(), progress.last_read_ns, record, progress) or _bad_line(parser, progress, now):
+                return
+            progress.done_ns = now
+            if not record.chunk_ns:
+                progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
+            return
+        progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
+        # After [DONE], reading on to EOF lets the connection go back to the pool.
+        if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
+                                      or (parser.invalid_line is not None and _bad_line(parser, progress, now))):
+            return
+
+
+def _bad_line(parser: SSEParser, progress: Progress, now: int) -> bool:
+    if parser.invalid_line is None:
+        return False
+    line = parser.invalid_line.decode("utf-8", "replace")
+    progress.fail("error", "malformed_sse", truncate(f"not an SSE line: {line}"), now)
+    return True
+
+
+def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
+    """Apply the events of one read, all stamped ``now``. True when the stream must stop (an error)."""
+    for event in events:
+        payload = event.data
+        if payload == "[DONE]":
+            if not record.chunk_ns:
+                progress.fail("error", "empty_response", "stream ended with [DONE] and no token", now)
+                return True
+            progress.saw_done = True
+            progress.done_ns = now
+            return False
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            progress.fail("error", "invalid_json", truncate(f"undecodable data line: {payload}"), now)
+            return True
+        if type(obj) is not dict:
+            progress.fail("error", "invalid_json", truncate(f"data line is not a JSON object: {payload}"), now)
+            return True
+        info = classify_chunk(obj)
+        if info.error is not None:
+            progress.fail("error", "stream_error", truncate(error_message(info.error)), now)
+            return True
+        progress.add(record, info, now)
+    return False
+
+
+async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress) -> None:
+    body = await resp.read()
+    now = monotonic_ns()
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        progress.fail("error", "malformed_response", truncate(f"undecodable body: {body[:200]!r}"), now)
+        return
+    info: ChunkInfo = classify_response(obj) if type(obj) is dict else ChunkInfo()
+    if info.error is not None:
+        progress.fail("error", "response_error", truncate(error_message(info.error)), now)
+        return
+    progress.add(record, info, now)
+    progress.saw_done = True  # a complete body is the whole response
+    progress.done_ns = now
+
+
+async def read_error_message(resp: aiohttp.ClientResponse) -> str:
+    body = b""
+    try:
+        while len(body) < _ERROR_BODY_BYTES:
+            data = await resp.content.readany()
+            if not data:
+                break
+            body += data
+    except (aiohttp.ClientError, asyncio.TimeoutError):
+        pass  # the status code is the failure that matters; keep what of the body arrived
+    try:
+        message = error_message(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        message = body.decode("utf-8", "replace") or (resp.reason or "")
+    return truncate(one_line(message))
+
+
+def one_line(value: object) -> str:
+    text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
+    return " ".join(text.split())
+
+
+def truncate(text: str) -> str:
+    return text if len(text) <= _ERROR_MESSAGE_CHARS else text[: _ERROR_MESSAGE_CHARS - 3] + "..."
