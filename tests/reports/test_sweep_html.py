@@ -53,3 +53,35 @@ def test_sweep_page_in_chromium(chromium, tmp_path):
     assert seen["errors"] == [] and [u for u in seen["requests"] if not u.startswith("file://")] == []
     assert [p["id"] for p in page["plots"]] == ["sweep-latency", "sweep-goodput", "sweep-cost"]
     assert all(p["width"] > 300 and p["paths"] >= 5 for p in page["plots"])
+
+
+def _real_sweep(tmp_path):
+    """A --vary sweep on the simulator, as `tokenpace sweep --sim` writes it."""
+    from tokenpace.config import BenchConfig
+    from tokenpace.simulator.config import SimConfig
+    from tokenpace.sweep import SweepConfig, run_sweep
+
+    config = SweepConfig(base=BenchConfig(duration_s=20, input_tokens="1024", output_tokens="128", slo="chat",
+                                          progress=False),
+                         axis="rate", loads=[5, 15, 25, 35, 50], sim=SimConfig(),
+                         vary=[("policy", ["prefill-first", "chunked-prefill"])], out=str(tmp_path / "s.json"))
+    return run_sweep(config)
+
+
+def test_report_of_a_sweep_file_in_chromium(chromium, tmp_path):
+    from tokenpace.reports.html.sweep_document import write_sweep_html
+    from tokenpace.reports.result_file import load_document
+
+    result = _real_sweep(tmp_path)
+    doc = load_document(result.path)
+    html = write_sweep_html(doc, tmp_path / "sweep-doc.html")
+    text = html.read_text()
+    assert "Findings" in text and "The knee is at" in text and "policy=chunked-prefill" in text
+    assert "GPU-h / 1M output" in text  # no price given: the cost in GPU-hours
+    seen = asyncio.run(visit(chromium, html, artifacts_dir() / "report-sweep-doc.png", PROBE))
+    SCREENSHOTS.append(f"sweep-doc.html: {seen['screenshot']}")
+    page = json.loads(seen["probe"])
+    assert seen["errors"] == [] and [u for u in seen["requests"] if not u.startswith("file://")] == []
+    assert [p["id"] for p in page["plots"]] == ["sweep-latency", "sweep-goodput", "sweep-cost"]
+    # Two combinations: p50 and p99 lines for each, plus the SLO limit and the knee markers.
+    assert all(p["width"] > 300 and p["paths"] >= 5 for p in page["plots"])

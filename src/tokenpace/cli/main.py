@@ -9,13 +9,14 @@ import traceback
 
 from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
-from tokenpace.cli import compare_cmd, export_cmd
+from tokenpace.cli import compare_cmd, export_cmd, sweep_cmd
 from tokenpace.errors import ExitCode, TokenpaceError
 
 EPILOG = """\
 examples:
   tokenpace bench                                  # benchmark the built-in simulated server
   tokenpace bench --url http://127.0.0.1:8000/v1 --concurrency 16 --requests 500 --slo chat
+  tokenpace sweep --sim --rate auto --slo chat     # the knee and max goodput, simulated
   tokenpace serve --port 8000                      # the built-in OpenAI-compatible server
   tokenpace report run.json --html run.html        # a self-contained HTML report
   tokenpace compare base.json new.json --fail-if "ttft.p99 > +10%"
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare_cmd.register(sub)
     export_cmd.register(sub)
     sim_cmd.register(sub)
+    sweep_cmd.register(sub)
     workload_cmd.register(sub)
     return parser
 

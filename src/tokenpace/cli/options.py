@@ -11,16 +11,31 @@ from tokenpace.config import ARRIVALS
 from tokenpace.errors import UsageError
 
 
-def add_load_workload_slo(p: argparse.ArgumentParser) -> None:
+def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
+    """``sweep``: --concurrency and --rate take lists (and --rate auto), and the bound is per step
+    (--requests-per-step, --duration-per-step); everything else means what it means for bench."""
     g = p.add_argument_group("load")
-    g.add_argument("--concurrency", type=int, metavar="N", help="requests in flight (closed loop), "
-                   "or the cap on them with --rate")
-    g.add_argument("--rate", type=float, metavar="RPS", help="open loop: requests per second")
+    if sweep:
+        g.add_argument("--concurrency", dest="concurrency_spec", metavar="N[,N...]",
+                       help="closed-loop steps at these concurrencies; with --rate: one number, the cap "
+                            "on requests in flight")
+        g.add_argument("--rate", dest="rate_spec", metavar="RPS[,RPS...]|auto",
+                       help="open-loop steps at these request rates, or auto (the default): measure the "
+                            "synchronous and saturation rates, then step between them")
+        g.add_argument("--requests-per-step", dest="requests", type=int, metavar="N",
+                       help="measured requests per step (default 100)")
+        g.add_argument("--duration-per-step", dest="duration", type=float, metavar="SECONDS",
+                       help="measure each step for this long")
+        p.set_defaults(concurrency=None, rate=None)
+    else:
+        g.add_argument("--concurrency", type=int, metavar="N", help="requests in flight (closed loop), "
+                       "or the cap on them with --rate")
+        g.add_argument("--rate", type=float, metavar="RPS", help="open loop: requests per second")
+        g.add_argument("--requests", type=int, metavar="N", help="measured requests to send")
+        g.add_argument("--duration", type=float, metavar="SECONDS", help="measure for this long")
     g.add_argument("--arrival", choices=ARRIVALS, default="poisson", help="open-loop arrivals")
     g.add_argument("--burstiness", type=float, default=1.0, metavar="SHAPE",
                    help="gamma shape (1 = Poisson, <1 burstier)")
-    g.add_argument("--requests", type=int, metavar="N", help="measured requests to send")
-    g.add_argument("--duration", type=float, metavar="SECONDS", help="measure for this long")
     g.add_argument("--warmup", metavar="N|SECONDS", default="0",
                    help="excluded from metrics: '20req', '5s', or a bare number (requests with "
                         "--requests, seconds with --duration)")

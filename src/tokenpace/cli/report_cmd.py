@@ -15,11 +15,13 @@ examples:
   tokenpace report run.records.jsonl            # e.g. what a killed run left behind
   tokenpace report run.json --slo code --gpu-hour-usd 2.5
   tokenpace report run.json --html run.html     # one self-contained file, opens offline
+  tokenpace report sweep.json --html sweep.html # a sweep: its steps, analysis and curves
+  tokenpace report sweep.json --slo code        # judge a sweep again against another SLO
 """
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="summarize a saved run (result JSON or records JSONL)",
+    p = sub.add_parser("report", help="summarize a saved run or sweep (result JSON or records JSONL)",
                        description="Console summary of a saved run, and optionally an HTML report.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", metavar="RUN", help="a result .json or a records .jsonl")
@@ -41,6 +43,12 @@ def run(args: argparse.Namespace) -> int:
     if not path.exists():
         raise UsageError(f"no such file: {path}")
     judge = {"slo": args.slo, "gpu_hour_usd": args.gpu_hour_usd, "gpus": args.gpus}
+    if path.suffix != ".jsonl":
+        from tokenpace.reports.result_file import load_document
+
+        doc = load_document(path)
+        if doc.get("kind") == "sweep":
+            return _sweep(doc, path, args, judge)
     # Records (and the engine timeline) are read only when the HTML report needs them.
     data = load_run_data(path, **judge) if args.html else None
     doc = data.doc if data else load_run(path, **judge)
@@ -53,5 +61,22 @@ def run(args: argparse.Namespace) -> int:
         from tokenpace.reports.html import write_run_html
 
         written = write_run_html(data, args.html)
+        console.print(f"HTML report: {written} ({written.stat().st_size / 1024:,.0f} KiB)")
+    return 0
+
+
+def _sweep(doc: dict, path: Path, args: argparse.Namespace, judge: dict) -> int:
+    from rich.console import Console
+
+    from tokenpace.reports.sweep_console import render_sweep
+    from tokenpace.reports.sweep_reload import rejudge_sweep
+
+    doc = rejudge_sweep(doc, path, **judge)
+    console = Console()
+    render_sweep(doc, console)
+    if args.html:
+        from tokenpace.reports.html.sweep_document import write_sweep_html
+
+        written = write_sweep_html(doc, args.html)
         console.print(f"HTML report: {written} ({written.stat().st_size / 1024:,.0f} KiB)")
     return 0

@@ -67,6 +67,15 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
     }
 
 
+def judge_goodput(records: Iterable[RequestRecord], slo: SLO | str,
+                  window: tuple[int, int] | None = None) -> dict:
+    """The summary's ``goodput`` section alone (the same numbers ``summarize`` gives for this SLO):
+    cheap enough to judge one run against several SLOs."""
+    measured = [r for r in records if r.measured]
+    return goodput(columns(measured), parse_slo(slo) if isinstance(slo, str) else slo,
+                   measurement_window(measured, window))
+
+
 def _copy(stats: dict | None) -> dict | None:
     if stats is None:
         return None

@@ -59,13 +59,15 @@ def run_bench(config: BenchConfig) -> BenchResult:
     return _run(run_bench_async(config))
 
 
-async def run_bench_async(config: BenchConfig) -> BenchResult:
+async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | None = None) -> BenchResult:
+    """``target``: an already started (url, builtin) to use instead of ``config.url`` (a sweep
+    starts the built-in server once for all its steps)."""
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
     workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
     result_path, records_path = result_paths(config.out)
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    async with _target(config) as (url, builtin):
+    async with target_for(config, target) as (url, builtin):
         client = OpenAIClient(url, config.model or "", api=config.api, stream=config.stream,
                               api_key=os.environ.get(config.api_key_env) or None,
                               ignore_eos=config.ignore_eos, extra_body=config.extra_body,
@@ -98,7 +100,11 @@ async def run_bench_async(config: BenchConfig) -> BenchResult:
 
 
 @contextlib.asynccontextmanager
-async def _target(config: BenchConfig) -> AsyncIterator[tuple[str, bool]]:
+async def target_for(config: BenchConfig, given: tuple[str, bool] | None = None
+                  ) -> AsyncIterator[tuple[str, bool]]:
+    if given is not None:
+        yield given
+        return
     if config.url is not None:
         yield config.url.rstrip("/"), False
         return

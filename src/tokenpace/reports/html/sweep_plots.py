@@ -2,8 +2,7 @@
 percentiles against throughput with the SLO limits and the knee, goodput against offered load,
 and cost per 1M tokens against load; one curve per combination of a --vary grid.
 
-The sweep document (issue 6) is not written yet; these take a neutral list of ``SweepStep``s, so
-the adapter from that document is the only part left to add."""
+They take a neutral list of ``SweepStep``s; ``sweep_document.py`` makes them from a sweep file."""
 
 from __future__ import annotations
 

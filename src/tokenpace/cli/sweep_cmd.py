@@ -1,0 +1,134 @@
+"""`tokenpace sweep`: flags → SweepConfig → run_sweep (a row per step as it ends) → the analysis."""
+
+from __future__ import annotations
+
+import argparse
+
+from tokenpace.cli import options
+from tokenpace.config import APIS, BenchConfig
+from tokenpace.errors import ExitCode, UsageError
+
+DEFAULT_REQUESTS_PER_STEP = 100
+
+EPILOG = """\
+examples:
+  tokenpace sweep --concurrency 1,4,16,32,64 --requests-per-step 200 --slo chat --out sweep.json
+  tokenpace sweep --url http://127.0.0.1:8000/v1 --model m --rate auto --slo ttft=300ms,tpot=40ms \\
+      --duration-per-step 60 --gpu-hour-usd 3
+  tokenpace sweep --sim --model llama-3.1-70b --gpu h100-sxm --tp 2 --quant fp8 --rate auto --slo chat
+  tokenpace sweep --sim --rate auto --slo chat --vary policy=prefill-first,chunked-prefill \\
+      --vary quant=bf16,fp8                                   # what-if grid: one sweep per combination
+
+Without --url and --sim, the steps run against the built-in simulated server (started once).
+--rate auto (the default) first measures the synchronous rate (concurrency 1) and the saturation
+rate (closed loop at --saturation-concurrency), then runs --steps rates between them, denser near
+saturation, and stops early once a step misses the SLO by a wide margin (a figure over 2x its
+limit, or under half the target attainment). Each step is a full run with its own result file in
+<out>.steps/; the sweep file holds every step's summary and the analysis. Failed and invalid steps
+are kept, marked, and left out of the analysis. Ctrl-C keeps the completed steps.
+--vary KEY=V1,V2 (with --sim; repeatable, crossed): policy, quant, kv-dtype, tp, gpu, max-num-seqs
+(or max-batch), max-batched-tokens, prefix-caching (on/off), spec-decode (on/off).
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tokenpace.simulator.args import DEFAULT_MODEL, add_engine_arguments
+
+    p = sub.add_parser("sweep", help="raise the load step by step: the knee, max goodput under an SLO, cost",
+                       description="Raise the load step by step against an endpoint or the simulator; find "
+                                   "the knee, the max goodput under the SLO and its cost.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("target")
+    g.add_argument("--url", metavar="URL", help="base URL ending in /v1 (default: built-in server)")
+    g.add_argument("--sim", action="store_true", help="simulate every step in virtual time (engine flags below)")
+    g.add_argument("--model", metavar="NAME", help="served model name; with --sim the simulated model "
+                   f"(default {DEFAULT_MODEL})")
+    g.add_argument("--api", choices=APIS, default="chat", help="chat (default) or completions")
+    g.add_argument("--no-stream", dest="stream", action="store_false", help="non-streaming requests")
+    g.add_argument("--api-key-env", metavar="VAR", default="OPENAI_API_KEY",
+                   help="environment variable holding the API key (never printed or saved)")
+    g.add_argument("--builtin-timing", choices=("sim", "parametric"), default="sim",
+                   help="timing of the built-in server (without --url)")
+    g = p.add_argument_group("sweep")
+    g.add_argument("--steps", type=int, default=8, metavar="N", help="--rate auto: rates to try (default 8)")
+    g.add_argument("--saturation-concurrency", type=int, default=256, metavar="N",
+                   help="--rate auto: concurrency of the saturation probe (default 256)")
+    g.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
+                   help="with --sim: cross engine parameters; one sweep per combination")
+    g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
+                   help="with --sim: every prompt starts with the same N tokens")
+    options.add_load_workload_slo(p, sweep=True)
+    add_engine_arguments(p)
+    options.add_output(p, kind="sweep")
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace):  # -> SweepConfig
+    from tokenpace.simulator.args import DEFAULT_MODEL, engine_config
+    from tokenpace.sweep.spec import DEFAULT_CONCURRENCIES, SweepConfig, parse_loads, parse_vary
+
+    if args.requests is None and args.duration is None:
+        args.requests = DEFAULT_REQUESTS_PER_STEP
+    conc, rate = args.concurrency_spec, args.rate_spec
+    cap = None
+    if rate is not None:
+        axis = "rate"
+        loads = None if rate.strip().lower() == "auto" else parse_loads(rate, "--rate", integer=False)
+        if conc is not None:
+            caps = parse_loads(conc, "--concurrency", integer=True)
+            if len(caps) != 1:
+                raise UsageError("with --rate, --concurrency is one number: the cap on requests in flight")
+            cap = int(caps[0])
+    elif conc is not None:
+        axis, loads = "concurrency", parse_loads(conc, "--concurrency", integer=True)
+    else:
+        axis, loads = "rate", None
+    if args.url and args.sim:
+        raise UsageError("give --url or --sim, not both")
+    values = options.load_workload_slo_values(args)
+    values["concurrency"] = cap
+    base = BenchConfig(
+        url=args.url, model=None if args.sim else args.model, api=args.api, stream=args.stream,
+        api_key_env=args.api_key_env, builtin_timing=args.builtin_timing, **values,
+        out=None, progress=args.progress).validate()
+    sim = None
+    if args.sim:
+        sim = engine_config(args, model=args.model or DEFAULT_MODEL, max_num_seqs=args.max_num_seqs, seed=base.seed)
+    elif args.shared_prefix_tokens:
+        raise UsageError("--shared-prefix-tokens needs --sim (use --shared-prefix for a measured sweep)")
+    if axis == "concurrency" and loads is None:
+        loads = list(DEFAULT_CONCURRENCIES)
+    return SweepConfig(base=base, axis=axis, loads=loads, auto_steps=args.steps,
+                       saturation_concurrency=args.saturation_concurrency, sim=sim,
+                       shared_prefix_tokens=args.shared_prefix_tokens, vary=parse_vary(args.vary),
+                       out=args.out, progress=args.progress).validate()
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tokenpace.reports.sweep_console import group_heading, header, render_analysis, step_row
+    from tokenpace.sweep import run_sweep
+    from tokenpace.sweep.document import sweep_document
+
+    config = config_from_args(args)
+    console = Console()
+    from tokenpace.reports.sweep_console import headline
+
+    console.print(headline({"config": config.to_dict()}))
+    console.print(header(config.axis), soft_wrap=True)
+    seen = {"group": None}
+
+    def on_start(plan: dict) -> None:
+        if plan["group"] and plan["group"] != seen["group"]:
+            console.print(group_heading(plan["group"]))
+        seen["group"] = plan["group"]
+
+    result = run_sweep(config, on_step=lambda e: console.print(step_row(e), soft_wrap=True), on_start=on_start)
+    render_analysis(sweep_document(result), console)
+    console.print(f"Sweep: {result.path} · steps: {result.path.name[:-5] if result.path.name.endswith('.json') else result.path.name}.steps/")
+    if result.interrupted:
+        return ExitCode.INTERRUPTED
+    if not any(s["status"] == "ok" for s in result.steps):
+        return ExitCode.RUN_FAILED
+    return ExitCode.OK

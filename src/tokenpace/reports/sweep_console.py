@@ -1,0 +1,110 @@
+"""The console view of a sweep, from its document (so `tokenpace sweep` and `tokenpace report
+sweep.json` print the same): one row per step, printed as each step ends, then the analysis in
+plain sentences and the recommended operating points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+_STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "interrupted": "red", "skipped": "dim"}
+# (header, width) of each column; the load column's header depends on the axis.
+_COLUMNS = (("#", 3), ("role", 10), ("load", 9), ("status", 11), ("req/s", 7), ("out tok/s", 9),
+            ("TTFT p50", 8), ("TTFT p99", 8), ("TPOT p50", 8), ("TPOT p99", 8), ("goodput", 13), ("$/1M out", 8))
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _num(v: float | None, digits: int = 0) -> str:
+    return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def header(axis: str) -> str:
+    names = [("concurrency" if axis == "concurrency" else "rate r/s") if n == "load" else n for n, _ in _COLUMNS]
+    return "[bold]" + "  ".join(f"{n:>{w}}" for n, (_, w) in zip(names, _COLUMNS)) + "[/]"
+
+
+def step_row(e: dict[str, Any]) -> str:
+    s = e.get("summary") or {}
+    good = s.get("goodput")
+    goodput = "—" if not good else f"{_num(good.get('requests_s'), 2)} ({(good.get('fraction') or 0):.0%})"
+    cost = _get(s, "cost", "usd_per_1m_output_tokens")
+    role = {"sync": "sync probe", "saturation": "saturate", "step": ""}[e["role"]]
+    cells = [str(e["index"]), role, f"{e['load']['value']:g}", e["status"], _num(_get(s, "throughput", "requests_s"), 2),
+             _num(_get(s, "throughput", "output_tokens_s")), _num(_get(s, "latency_ms", "ttft", "p50")),
+             _num(_get(s, "latency_ms", "ttft", "p99")), _num(_get(s, "latency_ms", "tpot", "p50"), 1),
+             _num(_get(s, "latency_ms", "tpot", "p99"), 1), goodput, _num(cost, 3)]
+    text = "  ".join(f"{c:>{w}}" for c, (_, w) in zip(cells, _COLUMNS))
+    style = _STATUS_STYLE.get(e["status"], "")
+    line = text.replace(f"{e['status']:>11}", f"[{style}]{e['status']:>11}[/]", 1) if style else text
+    if e.get("reason") and e["status"] != "ok":
+        line += f"\n     [dim]{escape(e['reason'])}[/]"
+    return line
+
+
+def group_heading(group: str) -> str:
+    return f"[bold]{escape(group)}[/]" if group else ""
+
+
+def render_sweep(doc: dict[str, Any], console: Console | None = None, *, rows: bool = True) -> None:
+    """The whole sweep: its rows (unless already printed live), then the analysis."""
+    console = console or Console()
+    c = doc.get("config") or {}
+    axis = c.get("axis", "rate")
+    if rows:
+        console.print(headline(doc))
+        console.print(header(axis), soft_wrap=True)
+        last = None
+        for e in doc.get("steps", []):
+            if e["group"] != last and e["group"]:
+                console.print(group_heading(e["group"]))
+            last = e["group"]
+            console.print(step_row(e), soft_wrap=True)
+    render_analysis(doc, console)
+
+
+def headline(doc: dict[str, Any]) -> str:
+    c = doc.get("config") or {}
+    where = "simulated engine" if c.get("simulated") else (_get(c, "base", "url") or "built-in simulated server")
+    if c.get("axis") == "concurrency":
+        loads = "concurrency " + ", ".join(f"{v:g}" for v in c.get("loads") or [])
+    elif c.get("auto"):
+        loads = "request rate chosen automatically (--rate auto)"
+    else:
+        loads = "request rates " + ", ".join(f"{v:g}" for v in c.get("loads") or [])
+    bound = (f"{c['requests_per_step']} requests per step" if c.get("requests_per_step")
+             else f"{c.get('duration_per_step_s')} s per step")
+    grid = f" · grid: {', '.join(v['key'] for v in c.get('vary') or [])}" if c.get("vary") else ""
+    head = f"[bold]tokenpace sweep[/] · {escape(str(where))} · {loads} · {bound}{grid}"
+    if doc.get("interrupted"):
+        head += " · [bold red]INTERRUPTED: completed steps kept[/]"
+    return head
+
+
+def render_analysis(doc: dict[str, Any], console: Console) -> None:
+    analysis = doc.get("analysis") or {}
+    for group, choice in (doc.get("rate_choice") or {}).items():
+        console.print(f"[dim]Rates{' for ' + escape(group) if group else ''}: {escape(choice.get('how', ''))}[/]")
+    for group, a in analysis.items():
+        if group:
+            console.print(f"\n[bold]{escape(group)}[/]")
+        else:
+            console.print("")
+        for sentence in a.get("sentences", []):
+            console.print(escape(sentence))
+        console.print("[bold]Recommended operating points[/] (per SLO preset):")
+        for rec in a.get("recommendations", []):
+            console.print(f"  • {escape(rec['text'])}")
+    comparison = doc.get("comparison") or []
+    if comparison:
+        console.print("\n[bold]What-if comparison[/]")
+        for sentence in comparison:
+            console.print(f"  • {escape(sentence)}")

@@ -1,0 +1,46 @@
+"""The sweep file: one JSON document (``kind: "sweep"``, the result family's schema version) with
+the configuration, every step (its whole summary and its own result file's path), how the rates
+were chosen, and the analysis. Written atomically after every step.
+
+Everything the sweep report plots is in it: per step ``load.value`` (the offered load),
+``summary`` (throughput, latency percentiles, goodput, cost), ``status``, ``group`` (the --vary
+combination) and per combination ``analysis[group].knee`` / ``max_goodput`` / ``recommendations``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+
+from tokenpace._version import __version__
+
+SWEEP_KIND = "sweep"
+
+
+def sweep_document(result: Any) -> dict[str, Any]:
+    from tokenpace.reports.result_file import SCHEMA_VERSION  # the one version of the result family
+
+    c = result.config
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": SWEEP_KIND,
+        "tool": {"name": "tokenpace", "version": __version__},
+        "started_utc": result.started_utc,
+        "interrupted": result.interrupted,
+        "config": c.to_dict(),
+        "slo": c.base.slo,
+        "rate_choice": result.rate_choice,
+        "steps": result.steps,
+        "analysis": result.analysis,
+        "comparison": result.comparison,
+    }
+
+
+def write_sweep(result: Any) -> None:
+    path = result.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(sweep_document(result), option=orjson.OPT_INDENT_2) + b"\n")
+    os.replace(tmp, path)

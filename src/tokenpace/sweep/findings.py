@@ -1,0 +1,179 @@
+"""The analysis of a sweep, from its step entries: per combination the knee, the max goodput under
+the SLO with its load and cost, each step's quadrant, a recommendation per SLO preset; across a
+`--vary` grid, how each combination compares with the first. Plain sentences say it all again.
+
+Only steps with status ok and role "step" are analysed (the auto probes and failed, invalid,
+interrupted or skipped steps are shown but left out).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenpace.metrics import SLO, SLO_PRESETS
+from tokenpace.sweep.analysis import QUADRANT_WORDS, CurvePoint, knee, quadrants, slo_crossing
+from tokenpace.sweep.steps import RECOMMEND_PRESETS
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def analysed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted((e for e in entries if e["status"] == "ok" and e["role"] == "step"),
+                  key=lambda e: e["load"]["value"])
+
+
+def _latency(e: dict[str, Any], q: str = "p99") -> float | None:
+    s = e["summary"]
+    return _get(s, "latency_ms", "ttft", q) or _get(s, "latency_ms", "e2e", q)
+
+
+def _point(e: dict[str, Any], good: dict[str, Any] | None, attainment_of: str | None = None) -> CurvePoint:
+    s = e["summary"]
+    return CurvePoint(
+        load=e["load"]["value"], output_tokens_s=_get(s, "throughput", "output_tokens_s"),
+        latency_ms=_latency(e), requests_s=_get(s, "throughput", "requests_s"),
+        attainment=None if good is None else good.get("fraction"),
+        good_requests_s=None if good is None else good.get("requests_s", good.get("good_requests_s")),
+        good_output_tokens_s=None if good is None else good.get("output_tokens_s", good.get("good_output_tokens_s")),
+        extra={"ttft_p99_ms": _get(s, "latency_ms", "ttft", "p99"), "tpot_p99_ms": _get(s, "latency_ms", "tpot", "p99")})
+
+
+def _cost(best: dict[str, Any], price: float | None, gpus: int) -> dict[str, Any]:
+    out = {}
+    for name, tok in (("output_tokens", best.get("output_tokens_s")),
+                      ("good_output_tokens", best.get("good_output_tokens_s"))):
+        hours = None if not tok else gpus / (tok * 3600.0) * 1e6
+        out[f"gpu_hours_per_1m_{name}"] = hours
+        out[f"usd_per_1m_{name}"] = None if hours is None or price is None else hours * price
+    return out
+
+
+def _limits(slo: SLO) -> str:
+    parts = [f"{m.upper()} ≤ {v:g} ms" for m, v in slo.limits_ms().items()]
+    return (", ".join(parts) or "no latency limit") + f" for {slo.attainment:.0%} of requests"
+
+
+def analyse_group(entries: list[dict[str, Any]], *, axis: str, slo: SLO | None, price: float | None,
+                  up_to_saturation: bool = False) -> dict[str, Any]:
+    """``up_to_saturation``: the loads ran up to the measured saturation rate (--rate auto), so an
+    SLO that held everywhere is limited by the engine's throughput, not by latency."""
+    steps = analysed(entries)
+    gpus = next((e["gpus"] for e in steps if e.get("gpus")), 1)
+    unit = "concurrency" if axis == "concurrency" else "req/s"
+    points = [_point(e, e["summary"].get("goodput")) for e in steps]
+    k = knee(points)
+    knee_out = {**k, "index": None if k["index"] is None else steps[k["index"]]["index"]}
+    if k["index"] is not None:
+        p = points[k["index"]]
+        knee_out.update(output_tokens_s=p.output_tokens_s, ttft_p99_ms=p.latency_ms)
+    quads, thresholds = quadrants(points, [_get(e["summary"], "latency_ms", "ttft", "p99") for e in steps],
+                                  None if slo is None else slo.ttft_ms)
+    best = None
+    if slo is not None:
+        best = slo_crossing(points, slo.attainment)
+        if best is not None:
+            best.update(_cost(best, price, gpus), step=steps[best["step"]]["index"])
+    held = ("the SLO held up to the saturation rate: throughput, not latency, is the limit"
+            if up_to_saturation else "the SLO held at every load tested: the limit lies higher")
+    recs = [_recommend(name, steps, price, gpus, unit, held) for name in RECOMMEND_PRESETS]
+    out = {"steps_analysed": [e["index"] for e in steps], "load_unit": unit, "knee": knee_out,
+           "slo": None if slo is None else slo.to_dict(), "max_goodput": best,
+           "quadrants": {"thresholds": thresholds,
+                         "steps": {str(e["index"]): q for e, q in zip(steps, quads)}},
+           "recommendations": recs}
+    out["sentences"] = _sentences(out, steps, quads, unit, slo, held)
+    return out
+
+
+def _recommend(name: str, steps: list[dict[str, Any]], price: float | None, gpus: int, unit: str,
+               held: str) -> dict[str, Any]:
+    slo = SLO_PRESETS[name]
+    points = [_point(e, e["goodput_by_preset"][name]) for e in steps]
+    best = slo_crossing(points, slo.attainment)
+    rec: dict[str, Any] = {"slo": name, "limits": _limits(slo), "load": None, "interpolated": False,
+                           "good_requests_s": None, "output_tokens_s": None}
+    if best is None:
+        rec["text"] = f"{name} ({rec['limits']}): no load tested meets it; lower the load or add capacity"
+        return rec
+    rec.update({k: best[k] for k in ("load", "interpolated", "between", "good_requests_s",
+                                     "good_output_tokens_s", "output_tokens_s")})
+    rec.update(_cost(best, price, gpus))
+    where = f"{best['load']:.3g} {unit}" + (" (interpolated)" if best["interpolated"] else "")
+    cost = (f"${rec['usd_per_1m_output_tokens']:.3g} per 1M output tokens" if rec["usd_per_1m_output_tokens"] is not None
+            else f"{rec['gpu_hours_per_1m_output_tokens']:.3g} GPU-hours per 1M output tokens"
+            if rec["gpu_hours_per_1m_output_tokens"] is not None else "cost unknown")
+    note = f"; {held}" if best["held_at_every_step"] else ""
+    rec["text"] = (f"{name} ({rec['limits']}): run at {where}: {best['good_requests_s'] or 0:.3g} good req/s, "
+                   f"{cost}{note}")
+    return rec
+
+
+def _sentences(out: dict[str, Any], steps: list[dict[str, Any]], quads: list[str | None], unit: str,
+               slo: SLO | None, held: str) -> list[str]:
+    if not steps:
+        return ["No step completed validly: nothing to analyse."]
+    said = []
+    k = out["knee"]
+    if k["index"] is None:
+        said.append(f"No knee: {k['reason']}.")
+    else:
+        said.append(f"The knee is at {k['load']:g} {unit} ({k['output_tokens_s']:,.0f} output tok/s, p99 TTFT "
+                    f"{k['ttft_p99_ms']:,.0f} ms): past it, latency rises faster than throughput.")
+    if slo is not None:
+        best = out["max_goodput"]
+        if best is None:
+            said.append(f"No step met the SLO ({_limits(slo)}), not even the lowest load.")
+        else:
+            where = (f"{best['load']:.3g} {unit}, interpolated between {best['between'][0]:g} and {best['between'][1]:g}"
+                     if best["interpolated"] else f"{best['load']:g} {unit}")
+            cost = ""
+            if best.get("usd_per_1m_good_output_tokens") is not None:
+                cost = (f", ${best['usd_per_1m_output_tokens']:.3g} per 1M output tokens and "
+                        f"${best['usd_per_1m_good_output_tokens']:.3g} per 1M good ones")
+            limit = ("" if best["held_at_every_step"] or best["limit_load"] == best["load"]
+                     else f"; the SLO holds up to about {best['limit_load']:.3g} {unit} (interpolated)")
+            said.append(f"Max goodput under the SLO ({_limits(slo)}): {best['good_requests_s'] or 0:.3g} req/s "
+                        f"at {where}{cost}{limit}." + (f" {held[0].upper()}{held[1:]}." if best["held_at_every_step"] else ""))
+    avoid = [e["load"]["value"] for e, q in zip(steps, quads) if q == "avoid"]
+    if avoid:
+        said.append(f"Avoid {', '.join(f'{v:g}' for v in avoid)} {unit}: {QUADRANT_WORDS['avoid']}.")
+    return said
+
+
+def compare_groups(analysis: dict[str, dict[str, Any]], slo: SLO | None) -> list[str]:
+    """`--vary`: each combination's best SLO-meeting point against the first combination's."""
+    if len(analysis) < 2:
+        return []
+    name = slo.name if slo is not None else "chat"
+    key = None if slo is not None else "chat"
+
+    def best(a: dict[str, Any]) -> float | None:
+        if key is None:
+            b = a["max_goodput"]
+            return None if b is None else b["good_requests_s"]
+        rec = next(r for r in a["recommendations"] if r["slo"] == key)
+        return rec["good_requests_s"]
+
+    groups = list(analysis)
+    base_name, base = groups[0], best(analysis[groups[0]])
+    said = []
+    for g in groups[1:]:
+        value = best(analysis[g])
+        if value is None and base is None:
+            said.append(f"Neither {base_name} nor {g} meets the {name} SLO at any load tested.")
+        elif base is None:
+            said.append(f"{g} meets the {name} SLO at up to {value:.3g} good req/s; {base_name} meets it at no load tested.")
+        elif value is None:
+            said.append(f"{g} meets the {name} SLO at no load tested; {base_name} reaches {base:.3g} good req/s.")
+        else:
+            change = (value - base) / base * 100 if base else 0.0
+            verb = "raises" if value > base else "lowers" if value < base else "keeps"
+            said.append(f"{g} {verb} max goodput under the {name} SLO from {base:.3g} to {value:.3g} req/s "
+                        f"({change:+.0f}%) against {base_name} on this traffic.")
+    return said

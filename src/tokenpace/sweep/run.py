@@ -1,0 +1,237 @@
+"""`run_sweep`: the steps of a sweep, one full run each, then the analysis; the sweep file is
+rewritten after every step, so an interrupted or killed sweep keeps every completed step.
+
+Measured steps share one event loop and one target (the built-in server starts once for all of
+them); simulated steps call ``run_sim``. A step that raises (the target refused, a bad answer) is
+recorded as failed and the sweep goes on; Ctrl-C or SIGTERM during a measured step ends that step
+the way bench ends (grace, then cancel) and the sweep stops after it; between steps, or during a
+simulated step, it stops at once. Either way the sweep file says ``interrupted`` and keeps the
+completed steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenpace.config import BenchConfig
+from tokenpace.errors import TokenpaceError
+from tokenpace.metrics import parse_slo
+from tokenpace.runner.paths import result_paths
+from tokenpace.sweep.document import write_sweep
+from tokenpace.sweep.findings import analyse_group, compare_groups
+from tokenpace.sweep.rates import auto_rates, how_chosen, wide_miss
+from tokenpace.sweep.spec import (SYNC_PROBE_MAX_REQUESTS, SweepConfig, apply_combination, combination_label,
+                                  combinations)
+from tokenpace.sweep.steps import entry_of_result, entry_without_run
+
+StepCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class SweepResult:
+    config: SweepConfig
+    steps: list[dict[str, Any]]
+    analysis: dict[str, dict[str, Any]]
+    comparison: list[str]
+    rate_choice: dict[str, dict[str, Any]]  # per combination: how --rate auto chose its rates
+    path: Path
+    interrupted: bool = False
+    started_utc: str | None = None
+    target: dict[str, Any] = field(default_factory=dict)
+
+
+class _Stop(KeyboardInterrupt):
+    """SIGTERM outside a measured step: handled as Ctrl-C is."""
+
+
+def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
+              on_start: Callable[[dict[str, Any]], None] | None = None) -> SweepResult:
+    """Run every step (blocking) and return the sweep with its analysis. ``on_step`` is called with
+    each step's entry as it ends (the CLI prints its row); ``on_start`` with each step's plan."""
+    config.validate()
+    slo = parse_slo(config.base.slo) if config.base.slo else None
+    path, _ = result_paths(config.out, kind="sweep")
+    steps_dir = path.with_name((path.name[:-5] if path.name.endswith(".json") else path.name) + ".steps")
+    started = None if config.sim is not None else _utc_now()
+    result = SweepResult(config=config, steps=[], analysis={}, comparison=[], rate_choice={}, path=path,
+                         started_utc=started)
+
+    def save() -> None:
+        result.analysis = {}
+        for combo in combinations(config.vary):
+            label = combination_label(combo)
+            members = [s for s in result.steps if s["group"] == label]
+            if members:
+                result.analysis[label] = analyse_group(members, axis=config.axis, slo=slo,
+                                                       price=config.base.gpu_hour_usd,
+                                                       up_to_saturation=config.auto)
+        result.comparison = compare_groups(result.analysis, slo)
+        write_sweep(result)
+
+    with _executor(config) as execute:
+        try:
+            for combo in combinations(config.vary):
+                engine = None if config.sim is None else apply_combination(config.sim, combo)
+                _run_group(config, combo, engine, execute, result, steps_dir, save, on_step, on_start)
+                if result.interrupted:
+                    break
+        except KeyboardInterrupt:
+            result.interrupted = True
+    if result.steps and result.steps[-1]["status"] == "interrupted":
+        result.interrupted = True
+    save()
+    return result
+
+
+def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute: Callable,
+               result: SweepResult, steps_dir: Path, save: Callable[[], None],
+               on_step: StepCallback | None, on_start: Callable | None) -> None:
+    group = combination_label(combo)
+    base = config.base
+
+    def step(role: str, *, concurrency: int | None = None, rate: float | None = None,
+             requests: int | None = None) -> dict[str, Any]:
+        index = len(result.steps)
+        value = float(rate if config.axis == "rate" and rate is not None else concurrency or 0)
+        axis = "rate" if rate is not None else "concurrency"
+        slug = "".join(ch if ch.isalnum() else "-" for ch in group).strip("-")
+        name = f"{index:02d}{'-' + slug if slug else ''}-{role}-{axis}-{value:g}.json"
+        if on_start:
+            on_start({"index": index, "role": role, "group": group, "axis": axis, "value": value})
+        cfg = config.step_config(concurrency=concurrency, rate=rate, requests=requests,
+                                 out=str(steps_dir / name))
+        gpus = base.gpus if base.gpus != 1 or engine is None else engine.tp
+        try:
+            run = execute(cfg, engine)
+        except TokenpaceError as exc:
+            entry = entry_without_run(index=index, role=role, group=group, combo=combo, axis=axis,
+                                      value=value, status="failed", reason=str(exc))
+        except KeyboardInterrupt:
+            entry = entry_without_run(index=index, role=role, group=group, combo=combo, axis=axis,
+                                      value=value, status="interrupted", reason="interrupted")
+            result.steps.append(entry)
+            raise
+        else:
+            entry = entry_of_result(run, index=index, role=role, group=group, combo=combo, axis=axis,
+                                    value=value, gpus=gpus, sweep_path=result.path)
+        result.steps.append(entry)
+        save()
+        if on_step:
+            on_step(entry)
+        if entry["status"] == "interrupted":
+            result.interrupted = True
+        return entry
+
+    if config.axis == "concurrency":
+        for c in config.loads or []:
+            step("step", concurrency=int(c))
+            if result.interrupted:
+                return
+        return
+
+    cap = base.concurrency
+    if config.loads is not None:
+        rates = list(config.loads)
+    else:
+        sync_n = None if base.requests is None else min(base.requests, SYNC_PROBE_MAX_REQUESTS)
+        sat_c = config.saturation_concurrency
+        sat_n = None if base.requests is None else max(base.requests, 2 * sat_c)
+        sync = step("sync", concurrency=1, requests=sync_n)
+        if result.interrupted:
+            return
+        sat = step("saturation", concurrency=sat_c, requests=sat_n)
+        if result.interrupted:
+            return
+        sync_rps, sat_rps = (_rps(e) for e in (sync, sat))
+        if not (sync_rps and sat_rps):
+            result.rate_choice[group] = {"rates": [], "how": "a probe failed: no rate to choose"}
+            return
+        rates = auto_rates(sync_rps, sat_rps, config.auto_steps)
+        result.rate_choice[group] = {"sync_rps": sync_rps, "saturation_rps": sat_rps, "rates": rates,
+                                     "how": how_chosen(sync_rps, sat_rps, sat_c, config.auto_steps)}
+    for i, r in enumerate(rates):
+        entry = step("step", concurrency=cap, rate=r)
+        if result.interrupted:
+            return
+        why = wide_miss((entry.get("summary") or {}).get("goodput")) if config.auto else None
+        if why and i + 1 < len(rates):
+            for later in rates[i + 1:]:
+                result.steps.append(entry_without_run(
+                    index=len(result.steps), role="step", group=group, combo=combo, axis="rate",
+                    value=later, status="skipped", reason=f"skipped: at {r:g} req/s {why}"))
+                if on_step:
+                    on_step(result.steps[-1])
+            return
+
+
+def _rps(entry: dict[str, Any]) -> float | None:
+    if entry["status"] not in ("ok", "invalid") or not entry.get("summary"):
+        return None
+    return entry["summary"]["throughput"].get("requests_s") or None
+
+
+@contextlib.contextmanager
+def _executor(config: SweepConfig) -> Iterator[Callable[[BenchConfig, Any], Any]]:
+    """A function that runs one step: simulated, or measured on one loop with one target."""
+    if config.sim is not None:
+        from tokenpace.runner.simulate import SimRunConfig, run_sim
+
+        def simulate(cfg: BenchConfig, engine: Any) -> Any:
+            return run_sim(SimRunConfig(load=cfg, engine=engine, shared_prefix_tokens=config.shared_prefix_tokens))
+
+        yield simulate
+        return
+
+    from tokenpace.runner.bench import run_bench_async, target_for
+
+    loop = _new_loop()
+    target_cm = target_for(dataclasses.replace(config.base, progress=config.progress))
+    previous = _catch_term()
+    try:
+        target = loop.run_until_complete(target_cm.__aenter__())
+
+        def measure(cfg: BenchConfig, engine: Any) -> Any:
+            try:
+                return loop.run_until_complete(run_bench_async(cfg, target=target))
+            finally:
+                _catch_term()  # bench's own handlers are gone after the step: ours again
+
+        yield measure
+    finally:
+        try:
+            loop.run_until_complete(target_cm.__aexit__(None, None, None))
+        finally:
+            loop.close()
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _catch_term() -> Any:
+    """SIGTERM between steps stops the sweep like Ctrl-C (the file is still written)."""
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stop()
+
+    try:
+        return signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        return signal.SIG_DFL
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def _utc_now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

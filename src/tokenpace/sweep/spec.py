@@ -1,0 +1,202 @@
+"""What a sweep runs: its axis (concurrency or request rate), the loads, the per-step bound, the
+base run configuration, and (on the simulator) the `--vary` grid of engine what-ifs."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace.config import BenchConfig
+from tokenpace.errors import UsageError
+from tokenpace.simulator.config import SimConfig
+from tokenpace.sweep.rates import DEFAULT_AUTO_STEPS
+
+AXES = ("concurrency", "rate")
+DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT_SATURATION_CONCURRENCY = 256
+SYNC_PROBE_MAX_REQUESTS = 20  # a count-bounded synchronous probe sends at most this many
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("on", "true", "yes", "1"):
+        return True
+    if value in ("off", "false", "no", "0"):
+        return False
+    raise ValueError("expected on or off")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def _spec_decode(text: str, base: SimConfig) -> Any:
+    from tokenpace.simulator.spec_decode import SpecDecodeConfig
+
+    return (base.spec_decode or SpecDecodeConfig()) if _bool(text) else None
+
+
+def _policy(text: str) -> str:
+    from tokenpace.simulator.policies import POLICIES
+
+    if text not in POLICIES:
+        raise ValueError(f"known policies: {', '.join(POLICIES)}")
+    return text
+
+
+# --vary KEY → (SimConfig field, parse(text, base engine) -> value). The keys are the sim flags'
+# names without the dashes; max-batch is max-num-seqs under the name people say.
+VARY_KEYS: dict[str, tuple[str, Any]] = {
+    "policy": ("policy", lambda t, b: _policy(t)),
+    "quant": ("weights", lambda t, b: t),
+    "kv-dtype": ("kv_cache_dtype", lambda t, b: t),
+    "tp": ("tp", lambda t, b: _positive_int(t)),
+    "gpu": ("gpu", lambda t, b: t),
+    "max-num-seqs": ("max_num_seqs", lambda t, b: _positive_int(t)),
+    "max-batch": ("max_num_seqs", lambda t, b: _positive_int(t)),
+    "max-batched-tokens": ("max_batched_tokens", lambda t, b: _positive_int(t)),
+    "prefix-caching": ("prefix_caching", lambda t, b: _bool(t)),
+    "spec-decode": ("spec_decode", _spec_decode),
+}
+
+
+def parse_loads(text: str, flag: str, *, integer: bool) -> list[float]:
+    """'1,4,16' → [1, 4, 16]: positive, finite, distinct; sorted ascending."""
+    values = []
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            value = int(part) if integer else float(part)
+        except ValueError:
+            kind = "whole numbers" if integer else "numbers"
+            raise UsageError(f"{flag} takes {kind} separated by commas, not {text!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} values must be > 0, not {part!r}")
+        values.append(value)
+    if len(set(values)) != len(values):
+        raise UsageError(f"{flag} lists a value twice: {text!r}")
+    return sorted(values)
+
+
+def parse_vary(items: list[str]) -> list[tuple[str, list[str]]]:
+    """['policy=a,b', 'quant=bf16,fp8'] → [('policy', ['a', 'b']), ('quant', ['bf16', 'fp8'])]."""
+    out: list[tuple[str, list[str]]] = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip().lower().lstrip("-")
+        if not sep or not values.strip():
+            raise UsageError(f"--vary takes KEY=V1,V2,..., not {item!r}")
+        if key not in VARY_KEYS:
+            raise UsageError(f"--vary: unknown key {key!r} (known: {', '.join(VARY_KEYS)})")
+        if any(k == key for k, _ in out):
+            raise UsageError(f"--vary {key} given twice")
+        vals = [v.strip() for v in values.split(",")]
+        if any(not v for v in vals) or len(set(vals)) != len(vals):
+            raise UsageError(f"--vary {key}: empty or repeated value in {values!r}")
+        out.append((key, vals))
+    return out
+
+
+def combinations(vary: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
+    """The crossed grid, in the order given (the first combination is the baseline)."""
+    if not vary:
+        return [{}]
+    keys = [k for k, _ in vary]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(vals for _, vals in vary))]
+
+
+def combination_label(combo: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in combo.items())
+
+
+def apply_combination(engine: SimConfig, combo: dict[str, str]) -> SimConfig:
+    """The base engine with one grid combination applied; a bad value is a UsageError."""
+    from tokenpace.simulator.args import check_catalogs
+
+    changes: dict[str, Any] = {}
+    for key, text in combo.items():
+        name, parse = VARY_KEYS[key]
+        try:
+            changes[name] = parse(text, engine)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"--vary {key}={text}: {exc}") from None
+    try:
+        config = dataclasses.replace(engine, **changes)
+    except ValueError as exc:
+        raise UsageError(f"--vary {combination_label(combo)}: {exc}") from None
+    check_catalogs(config)
+    return config
+
+
+@dataclass
+class SweepConfig:
+    """``base``: bench's load/workload/SLO/cost options; its ``requests`` / ``duration_s`` bound
+    each step, its ``concurrency`` caps in-flight requests on a rate axis. ``loads``: the axis'
+    values, or None with ``axis="rate"`` for `--rate auto`. ``sim``: steps are simulations of this
+    engine (None: measured runs against ``base.url``, or the built-in server)."""
+
+    base: BenchConfig = field(default_factory=BenchConfig)
+    axis: str = "rate"
+    loads: list[float] | None = None
+    auto_steps: int = DEFAULT_AUTO_STEPS
+    saturation_concurrency: int = DEFAULT_SATURATION_CONCURRENCY
+    sim: SimConfig | None = None
+    shared_prefix_tokens: int = 0
+    vary: list[tuple[str, list[str]]] = field(default_factory=list)
+    out: str | None = None
+    progress: bool = True
+
+    @property
+    def auto(self) -> bool:
+        return self.axis == "rate" and self.loads is None
+
+    def validate(self) -> SweepConfig:
+        if self.axis not in AXES:
+            raise UsageError(f"sweep axis must be one of {AXES}, not {self.axis!r}")
+        if self.axis == "concurrency" and not self.loads:
+            raise UsageError("a concurrency sweep needs its concurrency values")
+        if self.auto_steps < 2:
+            raise UsageError(f"--steps must be >= 2, not {self.auto_steps}")
+        if self.saturation_concurrency < 1:
+            raise UsageError(f"--saturation-concurrency must be >= 1, not {self.saturation_concurrency}")
+        if self.vary and self.sim is None:
+            raise UsageError("--vary crosses engine parameters: it needs --sim")
+        b = self.base
+        if b.trace or b.conversations:
+            raise UsageError("a sweep sets the load itself: --trace and --conversations runs cannot be swept")
+        if b.requests is None and b.duration_s is None:
+            raise UsageError("give --requests-per-step or --duration-per-step")
+        if self.axis == "concurrency" and b.concurrency is not None:
+            raise UsageError("--concurrency is the swept axis here; it cannot also be a cap")
+        for combo in combinations(self.vary):  # a typo in the grid fails before any step runs
+            if self.sim is not None:
+                apply_combination(self.sim, combo)
+        return self
+
+    def step_config(self, *, concurrency: int | None = None, rate: float | None = None,
+                    requests: int | None = None, out: str | None = None) -> BenchConfig:
+        """The BenchConfig of one step."""
+        b = self.base
+        changes: dict[str, Any] = dict(concurrency=concurrency, rate=rate, out=out, progress=self.progress)
+        if requests is not None:
+            changes["requests"] = requests
+        return dataclasses.replace(b, **changes).validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        base = {k: v for k, v in self.base.to_dict().items() if k not in ("concurrency", "rate", "out")}
+        return {
+            "axis": self.axis, "loads": self.loads, "auto": self.auto, "auto_steps": self.auto_steps,
+            "saturation_concurrency": self.saturation_concurrency,
+            "concurrency_cap": self.base.concurrency if self.axis == "rate" else None,
+            "requests_per_step": self.base.requests, "duration_per_step_s": self.base.duration_s,
+            "simulated": self.sim is not None, "shared_prefix_tokens": self.shared_prefix_tokens,
+            "vary": [{"key": k, "values": v} for k, v in self.vary],
+            "base": base,
+            "engine": None if self.sim is None else self.sim.to_dict(),
+        }

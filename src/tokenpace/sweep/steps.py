@@ -1,0 +1,81 @@
+"""One step's entry in the sweep document, from the run (bench or sim) that the step was.
+
+The entry carries the step's whole summary, so the sweep file alone is enough for every analysis
+and plot; the step's own result file (records beside it) stays on disk for `tokenpace report`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tokenpace.metrics import SLO_PRESETS, judge_goodput
+
+# The presets a sweep recommends an operating point for (REFERENCE section 2).
+RECOMMEND_PRESETS = ("chat", "code", "summarization", "batch")
+ROLES = ("sync", "saturation", "step")  # sync/saturation: the --rate auto probes
+STATUSES = ("ok", "invalid", "failed", "interrupted", "skipped")
+
+
+def gpu_hours_per_1m(gpus: int, tokens_s: float | None) -> float | None:
+    """GPU-hours one million tokens take at ``tokens_s``: the cost with the price left out."""
+    return None if not tokens_s else gpus / (tokens_s * 3600.0) * 1e6
+
+
+def entry_of_result(result: Any, *, index: int, role: str, group: str, combo: dict[str, str],
+                    axis: str, value: float, gpus: int, sweep_path: Path) -> dict[str, Any]:
+    """The entry of a step that ran (status ok, invalid, failed by its records, or interrupted)."""
+    summary = result.summary
+    counts = summary["counts"]
+    load = result.load or {}
+    status, reason = "ok", None
+    if result.interrupted:
+        status, reason = "interrupted", "interrupted: the step did not finish"
+    elif counts["sent"] and counts["ok"] == 0:
+        status, reason = "failed", f"every request failed ({_kinds(counts)})"
+    elif not counts["sent"]:
+        status, reason = "failed", "no request was measured"
+    elif load and not load.get("valid", True):
+        status, reason = "invalid", "load generator was the bottleneck: " + "; ".join(load.get("invalid_reasons") or [])
+    by_preset = {}
+    for name in RECOMMEND_PRESETS:
+        g = judge_goodput(result.records, SLO_PRESETS[name], window=result.window_ns)
+        by_preset[name] = {"fraction": g["fraction"], "met": g["verdict"]["met"],
+                           "good_requests_s": g["requests_s"], "good_output_tokens_s": g["output_tokens_s"]}
+    thr = summary["throughput"]
+    good = summary.get("goodput") or {}
+    return {
+        "index": index, "role": role, "group": group, "vary": combo,
+        "load": {"axis": axis, "value": value, **_shape(result)},
+        "status": status, "reason": reason,
+        "result_path": os.path.relpath(result.result_path, sweep_path.parent),
+        "target": result.target,
+        "summary": summary,
+        "load_generator": result.load,
+        "goodput_by_preset": by_preset,
+        "gpus": gpus,
+        "gpu_hours_per_1m_output_tokens": gpu_hours_per_1m(gpus, thr.get("output_tokens_s")),
+        "gpu_hours_per_1m_good_output_tokens": gpu_hours_per_1m(gpus, good.get("output_tokens_s")),
+    }
+
+
+def entry_without_run(*, index: int, role: str, group: str, combo: dict[str, str], axis: str,
+                      value: float, status: str, reason: str) -> dict[str, Any]:
+    """A step that has no run: failed before any request (an error), or skipped."""
+    return {"index": index, "role": role, "group": group, "vary": combo,
+            "load": {"axis": axis, "value": value}, "status": status, "reason": reason,
+            "result_path": None, "target": None, "summary": None, "load_generator": None,
+            "goodput_by_preset": None, "gpus": None, "gpu_hours_per_1m_output_tokens": None,
+            "gpu_hours_per_1m_good_output_tokens": None}
+
+
+def _shape(result: Any) -> dict[str, Any]:
+    c = getattr(result.config, "load", result.config)
+    return {"concurrency": c.concurrency if c.rate is not None else c.effective_concurrency(),
+            "rate": c.rate, "requests": c.requests, "duration_s": c.duration_s}
+
+
+def _kinds(counts: dict[str, Any]) -> str:
+    kinds = counts.get("errors_by_kind") or {}
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:3]) or "no detail"
