@@ -29,6 +29,7 @@ _EXPORTS = {
     "BenchResult": "tokenpace.runner.bench", "run_bench": "tokenpace.runner.bench",
     "run_bench_async": "tokenpace.runner.bench",
     "read_records": "tokenpace.runner.sink",
+    "SweepConfig": "tokenpace.sweep", "SweepResult": "tokenpace.sweep", "run_sweep": "tokenpace.sweep",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
@@ -54,3 +55,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from tokenpace.record import RequestRecord
     from tokenpace.runner.bench import BenchResult, run_bench, run_bench_async
     from tokenpace.runner.sink import read_records
+    from tokenpace.sweep import SweepConfig, SweepResult, run_sweep
