@@ -41,6 +41,9 @@ def test_knee_ignores_input_order_of_equal_steps_and_picks_the_earliest_on_ties(
 def test_no_knee_when_latency_never_climbs_or_too_few_steps():
     flat = knee(curve([1, 2, 4, 8], [100, 200, 400, 800], [50, 52, 51, 60]))
     assert flat["index"] is None and "never saturated" in flat["reason"]
+    # Latency that climbs fastest at low load (p99 noise), then evenly: no upward bend, no knee.
+    concave = knee(curve([4, 8, 16, 24], [483, 1001, 1943, 2902], [33, 53, 62, 74]))
+    assert concave["index"] is None and "did not bend" in concave["reason"]
     short = knee(curve([1, 2], [100, 200], [10, 100]))
     assert short["index"] is None and "at least 3" in short["reason"]
 

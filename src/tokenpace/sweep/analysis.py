@@ -7,9 +7,10 @@ p99 TTFT against output-token throughput, steps in load order: both axes are sca
 (``x = (thr - min) / (max - min)``, the same for latency) and the knee is the step that maximises
 ``x - y``, the point farthest above the chord where latency is still low relative to the
 throughput already reached. It is the maximum-curvature point of a convex rising curve, and needs
-no threshold. Two guards: fewer than three usable steps give no knee, and so does a curve whose
-p99 TTFT never climbs past ``MIN_CLIMB`` times its lowest value (the load never saturated the
-target: raise it).
+no threshold. Three guards: fewer than three usable steps give no knee; so does a curve whose
+p99 TTFT never climbs past ``MIN_CLIMB`` times its lowest value, and one that does not bend
+upward (no step at least ``MIN_BEND`` below the line from the first step to the last in scaled
+units: latency grew evenly or fastest at first). Each means the load never saturated the target.
 
 **Max goodput under an SLO.** A step meets the SLO when its attainment (the fraction of requests
 that met every limit) reaches the SLO's target (0.90 by default). Between a step that meets it and
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 MIN_CLIMB = 1.5  # p99 TTFT must climb this much over the sweep for a knee to exist
+MIN_BEND = 0.1  # and the knee must lie this far (in scaled units) below the first-to-last line
 HIGH_THROUGHPUT_FRACTION = 0.5
 UNLOADED_FACTOR = 2.0
 
@@ -71,6 +73,10 @@ def knee(points: Sequence[CurvePoint]) -> dict:
     span_x = (hi_x - lo_x) or 1.0
     diffs = [(x - lo_x) / span_x - (y - lo_y) / (hi_y - lo_y) for x, y in zip(xs, ys)]
     best = max(range(len(diffs)), key=lambda k: (diffs[k], -k))  # earliest on ties
+    if diffs[best] < MIN_BEND:
+        return {"index": None, "load": None, "method": method,
+                "reason": "p99 TTFT did not bend upward against throughput (no step lies well below the "
+                          "line from the first step to the last): the load never saturated the target"}
     index = usable[best][0]
     return {"index": index, "load": points[index].load, "method": method, "reason": None}
 
