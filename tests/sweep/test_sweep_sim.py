@@ -140,3 +140,22 @@ def test_interrupt_keeps_completed_steps(tmp_path):
     result = run_sweep(config, on_step=stop_after_two)
     doc = json.loads(result.path.read_text())
     assert doc["interrupted"] and [s["status"] for s in doc["steps"]] == ["ok", "ok"]
+
+
+def test_an_invalid_step_is_marked_and_left_out_of_the_analysis(tmp_path):
+    # A real step run, judged invalid by its load generator report (the client was the bottleneck).
+    from tokenpace.runner.simulate import SimRunConfig, run_sim
+    from tokenpace.sweep.findings import analyse_group
+    from tokenpace.sweep.steps import entry_of_result
+
+    entries = []
+    for i, rate in enumerate((2.0, 4.0, 8.0)):
+        run = run_sim(SimRunConfig(load=BenchConfig(rate=rate, requests=60, output_tokens="32", progress=False,
+                                                    out=str(tmp_path / f"{i}.json")), engine=SimConfig()))
+        if i == 1:
+            run.load = {"valid": False, "invalid_reasons": ["schedule lag p99 12.8 ms > 10 ms"]}
+        entries.append(entry_of_result(run, index=i, role="step", group="", combo={}, axis="rate", value=rate,
+                                       gpus=1, sweep_path=tmp_path / "s.json"))
+    assert [e["status"] for e in entries] == ["ok", "invalid", "ok"]
+    assert entries[1]["reason"] == "load generator was the bottleneck: schedule lag p99 12.8 ms > 10 ms"
+    assert analyse_group(entries, axis="rate", slo=None, price=None)["steps_analysed"] == [0, 2]
