@@ -15,6 +15,8 @@ APIS: tuple[str, ...] = ("chat", "completions")
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
 DEFAULT_GRACE_S = 10.0
+DEFAULT_SCRAPE_INTERVAL_S = 1.0  # --scrape-interval
+MIN_SCRAPE_INTERVAL_S = 0.1  # each scrape costs the client's event loop about a millisecond
 
 
 @dataclass
@@ -72,6 +74,11 @@ class BenchConfig:
     server_tokens_per_chunk: int = 1
     builtin_timing: str = "sim"  # "sim": the engine simulator; "parametric": the simple model
 
+    # Engine metrics (tokenpace.observe): scrape the target's Prometheus /metrics during the run.
+    scrape_metrics: bool = False
+    metrics_url: str | None = None  # None: the target's base URL without /v1, plus /metrics
+    scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S
+
     # Output.
     out: str | None = None  # result JSON path; records go beside it as *.records.jsonl
     progress: bool = True
@@ -125,6 +132,11 @@ class BenchConfig:
             raise UsageError("give --requests or --duration, not both")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise UsageError(f"--url must start with http:// or https://, not {self.url!r}")
+        if self.metrics_url is not None and not self.metrics_url.startswith(("http://", "https://")):
+            raise UsageError(f"--scrape-metrics URL must start with http:// or https://, not {self.metrics_url!r}")
+        if not (math.isfinite(self.scrape_interval_s) and self.scrape_interval_s >= MIN_SCRAPE_INTERVAL_S):
+            raise UsageError(f"--scrape-interval must be a number of seconds >= {MIN_SCRAPE_INTERVAL_S:g}, "
+                             f"not {self.scrape_interval_s}")
         return self
 
     def to_dict(self) -> dict[str, Any]:

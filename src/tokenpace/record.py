@@ -75,6 +75,9 @@ class RequestRecord:
     retried: bool = False  # this attempt failed and was retried: kept on disk, not measured
     retry_after_s: float | None = None  # the server's Retry-After, when it sent one
     finish_reason: str | None = None
+    # The server's own timing of this request, when its response carries one (llama.cpp's
+    # `timings`: prompt_n, prompt_ms, predicted_n, predicted_ms, ...; numbers only, as sent).
+    server_timing: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -30,6 +30,7 @@ def tricky_records() -> list[RequestRecord]:
     records[2].chunk_tokens = [3] * len(records[2].chunk_tokens)
     records[2].output_tokens = sum(records[2].chunk_tokens)
     records[3].retry_after_s = 1.5
+    records[4].server_timing = {"prompt_n": 64, "prompt_ms": 12.5, "predicted_n": 20, "predicted_ms": 190.25}
     return records
 
 

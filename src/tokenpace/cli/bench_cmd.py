@@ -15,6 +15,7 @@ examples:
       --concurrency 16 --requests 500 --input-tokens 512 --output-tokens 128 \\
       --slo chat --gpu-hour-usd 3.0 --gpus 1 --out run.json
   tokenpace bench --url http://127.0.0.1:8000/v1 --rate 8 --arrival poisson --duration 60 --warmup 5
+  tokenpace bench --url http://127.0.0.1:8000/v1 --scrape-metrics      # engine metrics from :8000/metrics
 
 Without --url, tokenpace starts its built-in simulated server on a free loopback port.
 Without --rate it runs closed loop (default --concurrency {DEFAULT_CONCURRENCY}); without --requests
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "parametric: the simple timing model")
     g.add_argument("--tokens-per-chunk", type=int, default=1, metavar="N",
                    help="tokens the built-in server sends per chunk (parametric timing)")
+    options.add_engine_metrics(p)
     options.add_output(p, kind="bench")
     p.set_defaults(func=run)
 
@@ -52,7 +54,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         url=args.url, model=args.model, api=args.api, stream=args.stream,
         api_key_env=args.api_key_env, server_tokens_per_chunk=args.tokens_per_chunk,
         builtin_timing=args.builtin_timing,
-        **options.load_workload_slo_values(args), out=args.out, progress=args.progress,
+        **options.load_workload_slo_values(args), **options.engine_metrics_values(args),
+        out=args.out, progress=args.progress,
     ).validate()
 
 

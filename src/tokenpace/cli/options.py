@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from tokenpace.config import ARRIVALS
+from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S
 from tokenpace.errors import UsageError
 
 
@@ -155,3 +155,24 @@ def parse_warmup(text: str, *, by_time: bool) -> tuple[int, float]:
     if value != int(value):
         raise UsageError(f"--warmup in requests must be a whole number, not {text!r}")
     return int(value), 0.0
+
+
+def add_engine_metrics(p: argparse.ArgumentParser) -> None:
+    """--scrape-metrics and --scrape-interval (tokenpace.observe)."""
+    g = p.add_argument_group("engine metrics")
+    g.add_argument("--scrape-metrics", nargs="?", const="", default=None, metavar="URL",
+                   help="scrape the engine's Prometheus /metrics during the run (vLLM, SGLang, TGI, "
+                        "llama.cpp); default URL: the target's without /v1, plus /metrics")
+    g.add_argument("--scrape-interval", type=float, metavar="SECONDS",
+                   help=f"time between scrapes (default {DEFAULT_SCRAPE_INTERVAL_S:g}; at least "
+                        f"{MIN_SCRAPE_INTERVAL_S:g})")
+
+
+def engine_metrics_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The BenchConfig fields set by add_engine_metrics's flags."""
+    url = args.scrape_metrics
+    if url is None and args.scrape_interval is not None:
+        raise UsageError("--scrape-interval needs --scrape-metrics")
+    return dict(scrape_metrics=url is not None, metrics_url=url or None,
+                scrape_interval_s=(DEFAULT_SCRAPE_INTERVAL_S if args.scrape_interval is None
+                                   else args.scrape_interval))

@@ -71,6 +71,9 @@ def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Pro
         if type(obj) is not dict:
             progress.fail("error", "invalid_json", truncate(f"data line is not a JSON object: {payload}"), now)
             return True
+        timings = obj.get("timings")
+        if timings is not None:
+            keep_server_timing(record, timings)
         info = classify_chunk(obj)
         if info.error is not None:
             progress.fail("error", "stream_error", truncate(error_message(info.error)), now)
@@ -88,12 +91,21 @@ async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progre
         progress.fail("error", "malformed_response", truncate(f"undecodable body: {body[:200]!r}"), now)
         return
     info: ChunkInfo = classify_response(obj) if type(obj) is dict else ChunkInfo()
+    if type(obj) is dict and obj.get("timings") is not None:
+        keep_server_timing(record, obj["timings"])
     if info.error is not None:
         progress.fail("error", "response_error", truncate(error_message(info.error)), now)
         return
     progress.add(record, info, now)
     progress.saw_done = True  # a complete body is the whole response
     progress.done_ns = now
+
+
+def keep_server_timing(record: RequestRecord, timings: object) -> None:
+    """The server's per-request timing (llama.cpp's ``timings``), its numbers only; the last wins."""
+    if type(timings) is dict:
+        record.server_timing = {k: v for k, v in timings.items()
+                                if type(k) is str and type(v) in (int, float)}
 
 
 async def read_error_message(resp: aiohttp.ClientResponse) -> str:

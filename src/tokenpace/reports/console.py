@@ -7,6 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.reports.engine_metrics_console import engine_metrics_lines
+
 # (summary key, label) in the order a reader wants them. Names follow REFERENCE section 1.
 LATENCY_ROWS = (
     ("ttft", "TTFT"),
@@ -134,6 +136,7 @@ def _lines(doc: dict[str, Any]) -> list[str]:
     out.extend(_breakdown_lines(s.get("breakdowns") or {}))
     out.extend(_load_lines(doc.get("load_generator")))
     out.extend(_engine_lines(doc.get("engine")))
+    out.extend(engine_metrics_lines(doc.get("engine_metrics")))
     return out
 
 

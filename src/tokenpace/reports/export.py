@@ -33,6 +33,8 @@ DERIVED: dict[str, tuple[str, Callable[[RequestRecord], Any]]] = {
 
 def _record_type(annotation: str) -> str:
     """Column type of a record field, from its annotation text."""
+    if annotation.startswith("dict"):
+        return "json"  # an object, kept as JSON text in both formats
     for name in ("list", "bool", "float", "int"):
         if annotation.startswith(name) or f"[{name}" in annotation:
             return name
@@ -46,7 +48,8 @@ COLUMNS: dict[str, str] = {**RECORD_TYPES, **{name: kind for name, (kind, _) in 
 def rows(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
     out = []
     for record in records:
-        row = {name: getattr(record, name) for name in RECORD_TYPES}
+        row = {name: _json_text(getattr(record, name)) if kind == "json" else getattr(record, name)
+               for name, kind in RECORD_TYPES.items()}
         row.update({name: fn(record) for name, (_, fn) in DERIVED.items()})
         out.append(row)
     return out
@@ -87,7 +90,7 @@ def _pyarrow() -> Any:
 
 def parquet_schema() -> Any:
     pa = _pyarrow()
-    types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string(),
+    types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "str": pa.string(), "json": pa.string(),
              "list": pa.list_(pa.int64())}
     return pa.schema([(name, types[kind]) for name, kind in COLUMNS.items()])
 
@@ -106,7 +109,9 @@ def read_export(path: str | Path) -> list[RequestRecord]:
     path = Path(path)
     if path.suffix == ".parquet":
         table = _pyarrow().parquet.read_table(path)
-        return [RequestRecord.from_dict(row) for row in table.to_pylist()]
+        return [RequestRecord.from_dict({name: json.loads(value) if RECORD_TYPES.get(name) == "json" and value
+                                         is not None else value for name, value in row.items()})
+                for row in table.to_pylist()]
     with open(path, newline="", encoding="utf-8") as fh:
         return [RequestRecord.from_dict({name: _from_csv(RECORD_TYPES[name], text)
                                          for name, text in row.items() if name in RECORD_TYPES})
@@ -122,6 +127,10 @@ def _from_csv(kind: str, text: str) -> Any:
         return float(text)
     if kind == "bool":
         return text == "true"
-    if kind == "list":
+    if kind in ("list", "json"):
         return json.loads(text)
     return text
+
+
+def _json_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)

@@ -47,6 +47,7 @@ def result_document(result: Any) -> dict[str, Any]:
         "summary": result.summary,
         "load_generator": result.load,
         "preflight": getattr(result, "preflight", None),
+        "engine_metrics": getattr(result, "engine_metrics", None),  # --scrape-metrics (tokenpace.observe)
         "records_path": records_rel,
     }
     if kind == "sim":

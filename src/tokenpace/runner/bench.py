@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -52,6 +53,7 @@ class BenchResult:
     started_utc: str | None = None
     preflight: dict[str, Any] | None = None  # the preflight request, reported apart
     workload_info: dict[str, Any] | None = None  # what the workload was (workload_summary)
+    engine_metrics: dict[str, Any] | None = None  # --scrape-metrics: tokenpace.observe's section
 
 
 def run_bench(config: BenchConfig) -> BenchResult:
@@ -80,7 +82,9 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
             model, preflight_report = await preflight(
                 client, config.model, url, api_key_env=config.api_key_env,
                 api_key_set=bool(os.environ.get(config.api_key_env)))
-            records, loadgen = await _drive(client, config, workload, records_path)
+            watch = _engine_watch(config, url)
+            async with watch or contextlib.nullcontext():
+                records, loadgen = await _drive(client, config, workload, records_path)
         finally:
             await client.close()
     window = _window(config, loadgen)
@@ -92,7 +96,8 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
                          records=records, summary=summary, load=load, result_path=result_path,
                          records_path=records_path, interrupted=loadgen.interrupted,
                          window_ns=window, started_utc=started_utc,
-                         preflight=preflight_report, workload_info=workload_summary(workload))
+                         preflight=preflight_report, workload_info=workload_summary(workload),
+                         engine_metrics=_engine_metrics(watch, records, loadgen, workload))
     from tokenpace.reports.result_file import write_result  # reports sit above the runner
 
     write_result(result)
@@ -119,7 +124,8 @@ async def target_for(config: BenchConfig, given: tuple[str, bool] | None = None
         model=DEFAULT_SIM_MODEL, gpu=DEFAULT_SIM_GPU)
     server = await asyncio.to_thread(start_server_process, BuiltinServerConfig(
         model=DEFAULT_SIM_MODEL if sim else "tokenpace-sim", sim=sim,
-        tokens_per_chunk=config.server_tokens_per_chunk, seed=config.seed))
+        tokens_per_chunk=config.server_tokens_per_chunk, seed=config.seed,
+        timings=config.scrape_metrics))  # llama.cpp-style per-request timings, to compare with
     try:
         yield server.url, True
     finally:
@@ -215,6 +221,29 @@ def _signals(loadgen: LoadGenerator):
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
+
+
+def _engine_watch(config: BenchConfig, url: str) -> Any:
+    """--scrape-metrics: the poller around the load (tokenpace.observe), or None."""
+    if not config.scrape_metrics:
+        return None
+    from tokenpace.observe import EngineWatch, metrics_url_for
+
+    def warn(message: str) -> None:
+        print(f"tokenpace: warning: {message}", file=sys.stderr, flush=True)
+
+    return EngineWatch(config.metrics_url or metrics_url_for(url), config.scrape_interval_s, warn=warn)
+
+
+def _engine_metrics(watch: Any, records: list[RequestRecord], loadgen: LoadGenerator,
+                    workload: WorkloadSpec) -> dict[str, Any] | None:
+    if watch is None:
+        return None
+    from tokenpace.observe import engine_metrics_section
+
+    shared = workload.shared_prefix is not None or workload.conversations is not None
+    return engine_metrics_section(watch, records, start_ns=loadgen.start_ns,
+                                  prefix_shared=True if shared else None)
 
 
 def _run(coro):

@@ -62,6 +62,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--send-log", metavar="PATH", default=None,
                      help="write a JSONL line per written chunk (the truth a client is checked against)")  # fmt: skip
+    out.add_argument("--timings", action="store_true",
+                     help="add llama.cpp's per-request `timings` (prompt_ms, predicted_ms, ...) to each response")
     out.add_argument("--send-log-flush-s", type=float, default=d["send_log_flush_s"], metavar="SECONDS",
                      help="how often the send log is written out (default %(default)g)")  # fmt: skip
 
@@ -72,7 +74,7 @@ def config_from_args(ns: argparse.Namespace) -> BuiltinServerConfig:
     values.update({name: getattr(ns, flag[2:].replace("-", "_")) for flag, name, _, _ in _INT_FLAGS})
     return BuiltinServerConfig(
         host=ns.host, port=ns.port, model=ns.model, timing=ns.timing, jitter_frac=ns.jitter, seed=ns.seed,
-        send_log_path=ns.send_log, send_log_flush_s=ns.send_log_flush_s, faults=ns.faults, sim=sim_config_from_args(ns), **values,
+        send_log_path=ns.send_log, send_log_flush_s=ns.send_log_flush_s, faults=ns.faults, timings=ns.timings, sim=sim_config_from_args(ns), **values,
     )  # fmt: skip
 
 
@@ -86,4 +88,6 @@ def config_to_argv(config: BuiltinServerConfig) -> list[str]:
         argv += ["--send-log", str(config.send_log_path), "--send-log-flush-s", repr(config.send_log_flush_s)]
     if config.faults is not None:
         argv += ["--faults", config.faults]
+    if config.timings:
+        argv.append("--timings")
     return argv + sim_argv(config.sim)

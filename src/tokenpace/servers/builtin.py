@@ -43,7 +43,7 @@ from .sim_backend import SimBackend
 from .timing import TimingModel
 from .tokens import (count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json,
                      prompt_block_ids)
-from .wire import DONE_EVENT, Framer, error_body, usage_json
+from .wire import DONE_EVENT, Framer, error_body, timings_member, usage_json
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -154,11 +154,14 @@ async def _stream(
         if fault is not None:
             await fault.at_tokens(0, request, resp)
         observed = RequestMetrics(state.metrics, seq)
+        timings = state.config.timings
         async with contextlib.aclosing(state.engine.generate(seq)) as steps:
             async for k in steps:
                 done_tokens = seq.generated_tokens
                 usage = usage_json(seq.prompt_tokens, done_tokens, seq.cached_tokens) if p.continuous_usage else None
-                data = framer.token(output_text_json(done_tokens - k, k), done_tokens >= seq.max_tokens, usage)
+                last = done_tokens >= seq.max_tokens
+                data = framer.token(output_text_json(done_tokens - k, k), last, usage,
+                                    _timings(seq, observed.first_ns) if timings and last else b"")
                 kind = "token"
                 if fault is not None:
                     data, k, kind = fault.token_chunk(data, k, framer)
@@ -194,7 +197,8 @@ async def _respond_whole(
         async for k in steps:
             observed.token_chunk(k, monotonic_ns())
     observed.finished()
-    body = framer.whole(output_text(0, seq.generated_tokens), usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens))
+    body = framer.whole(output_text(0, seq.generated_tokens), usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens),
+                        _timings(seq, observed.first_ns) if state.config.timings else b"")
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "X-Request-ID": request_id})
     resp.content_length = len(body)
     with contextlib.suppress(ConnectionError):
@@ -205,6 +209,15 @@ async def _respond_whole(
             state.send_log.add(request_id, 0, seq.generated_tokens, "token", t_ns)
         await resp.write_eof()
     return resp
+
+
+def _timings(seq: Sequence, first_ns: int) -> bytes:
+    """llama.cpp's ``timings`` for a request whose last token is due now (``--timings``)."""
+    now = monotonic_ns()
+    first = first_ns or now  # the first token is the last one
+    admitted = seq.admitted_ns or seq.arrival_ns
+    return timings_member(seq.prompt_tokens - seq.cached_tokens, seq.cached_tokens, (first - admitted) / 1e6,
+                          seq.generated_tokens, (now - first) / 1e6)
 
 
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:

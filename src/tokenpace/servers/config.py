@@ -32,6 +32,7 @@ class BuiltinServerConfig:
     default_max_tokens: int = 16  # when a request names no max_tokens
     send_log_path: str | None = None  # JSONL truth log of every write (see sendlog.py)
     send_log_flush_s: float = 0.2  # small batches: each flush briefly holds the event loop
+    timings: bool = False  # llama.cpp's per-request `timings` object on each response (--timings)
     faults: str | None = None  # a --faults spec (see faults.py); `seed` makes its fractions repeatable
     sim: SimConfig | None = None  # the engine simulator instead of `timing` (sim_backend.py); it takes
     # max_num_seqs and seed from the fields above

@@ -23,6 +23,19 @@ def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 
     )
 
 
+def timings_member(prompt_n: int, cache_n: int, prompt_ms: float, predicted_n: int, predicted_ms: float) -> bytes:
+    """``,"timings":{...}``: llama.cpp's per-request timing, on the last chunk or the whole body.
+    As in llama.cpp, prompt time is the prompt's processing only (not the wait for a slot)."""
+    return b',"timings":' + orjson.dumps({
+        "cache_n": cache_n, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / prompt_n if prompt_n else 0.0,
+        "prompt_per_second": prompt_n * 1e3 / prompt_ms if prompt_ms > 0 else 0.0,
+        "predicted_n": predicted_n, "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": predicted_ms / predicted_n if predicted_n else 0.0,
+        "predicted_per_second": predicted_n * 1e3 / predicted_ms if predicted_ms > 0 else 0.0,
+    })
+
+
 class Framer:
     """The bytes of one response (SSE events, or the whole body); constant parts encoded once."""
 
@@ -43,10 +56,11 @@ class Framer:
         choices = b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
         return self.head + choices + (b',"usage":' + usage if usage else b"") + b"}\n\n"
 
-    def token(self, text_json: bytes, finished: bool, usage: bytes | None) -> bytes:
-        """A token chunk; ``text_json`` is the chunk's text already encoded as a JSON string."""
+    def token(self, text_json: bytes, finished: bool, usage: bytes | None, extra: bytes = b"") -> bytes:
+        """A token chunk; ``text_json`` is the chunk's text already encoded as a JSON string;
+        ``extra`` more top-level members (``timings_member``)."""
         usage_part = b',"usage":' + usage if usage else b""
-        return b"".join((self.token_head, text_json, self.token_tails[finished], usage_part, b"}\n\n"))
+        return b"".join((self.token_head, text_json, self.token_tails[finished], usage_part, extra, b"}\n\n"))
 
     def empty_choices(self) -> bytes:
         """A chunk with ``choices: []`` and no usage: carries nothing (the ``empty-choices`` fault)."""
@@ -55,12 +69,13 @@ class Framer:
     def usage(self, usage: bytes) -> bytes:
         return self.head + b',"choices":[],"usage":' + usage + b"}\n\n"
 
-    def whole(self, text: str, usage: bytes) -> bytes:
+    def whole(self, text: str, usage: bytes, extra: bytes = b"") -> bytes:
         """The body of a non-streamed response."""
         if self.api == "chat":
             obj, choice = b"chat.completion", {"index": 0, "message": {"role": "assistant", "content": text}}
         else:
             obj, choice = b"text_completion", {"index": 0, "text": text}
         choice.update(logprobs=None, finish_reason="length", stop_reason=None)
-        return b'{"id":%b,"object":"%b","created":%d,"model":%b,"choices":[%b],"usage":%b}' % (
-            orjson.dumps(self.response_id), obj, self.created, orjson.dumps(self.model), orjson.dumps(choice), usage)
+        return b'{"id":%b,"object":"%b","created":%d,"model":%b,"choices":[%b],"usage":%b%b}' % (
+            orjson.dumps(self.response_id), obj, self.created, orjson.dumps(self.model), orjson.dumps(choice), usage,
+            extra)
