@@ -35,7 +35,8 @@ def rejudge_sweep(doc: dict[str, Any], path: Path, *, slo: str | None = None,
     for e in doc.get("steps", []):
         groups.setdefault(e["group"], []).append(e)
     doc["analysis"] = {g: analyse_group(members, axis=c.get("axis", "rate"), slo=parsed, price=price,
-                                        up_to_saturation=bool(c.get("auto")))
+                                        up_to_saturation=bool(c.get("auto")) and not any(
+                                            e["status"] == "skipped" for e in members))
                        for g, members in groups.items()}
     doc["comparison"] = compare_groups(doc["analysis"], parsed)
     return doc

@@ -71,7 +71,8 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
             if members:
                 result.analysis[label] = analyse_group(members, axis=config.axis, slo=slo,
                                                        price=config.base.gpu_hour_usd,
-                                                       up_to_saturation=config.auto)
+                                                       up_to_saturation=config.auto and not any(
+                                                           s["status"] == "skipped" for s in members))
         result.comparison = compare_groups(result.analysis, slo)
         write_sweep(result)
 
