@@ -9,18 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from tokenpace.sweep.findings import dig
+
 _STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "interrupted": "red", "skipped": "dim"}
 # (header, width) of each column; the load column's header depends on the axis.
 _COLUMNS = (("#", 3), ("role", 10), ("load", 9), ("status", 11), ("req/s", 7), ("out tok/s", 9),
             ("TTFT p50", 8), ("TTFT p99", 8), ("TPOT p50", 8), ("TPOT p99", 8), ("goodput", 13), ("$/1M out", 8))
-
-
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
 
 
 def _num(v: float | None, digits: int = 0) -> str:
@@ -36,12 +30,12 @@ def step_row(e: dict[str, Any]) -> str:
     s = e.get("summary") or {}
     good = s.get("goodput")
     goodput = "—" if not good else f"{_num(good.get('requests_s'), 2)} ({(good.get('fraction') or 0):.0%})"
-    cost = _get(s, "cost", "usd_per_1m_output_tokens")
+    cost = dig(s, "cost", "usd_per_1m_output_tokens")
     role = {"sync": "sync probe", "saturation": "saturate", "step": ""}[e["role"]]
-    cells = [str(e["index"]), role, f"{e['load']['value']:g}", e["status"], _num(_get(s, "throughput", "requests_s"), 2),
-             _num(_get(s, "throughput", "output_tokens_s")), _num(_get(s, "latency_ms", "ttft", "p50")),
-             _num(_get(s, "latency_ms", "ttft", "p99")), _num(_get(s, "latency_ms", "tpot", "p50"), 1),
-             _num(_get(s, "latency_ms", "tpot", "p99"), 1), goodput, _num(cost, 3)]
+    cells = [str(e["index"]), role, f"{e['load']['value']:g}", e["status"], _num(dig(s, "throughput", "requests_s"), 2),
+             _num(dig(s, "throughput", "output_tokens_s")), _num(dig(s, "latency_ms", "ttft", "p50")),
+             _num(dig(s, "latency_ms", "ttft", "p99")), _num(dig(s, "latency_ms", "tpot", "p50"), 1),
+             _num(dig(s, "latency_ms", "tpot", "p99"), 1), goodput, _num(cost, 3)]
     text = "  ".join(f"{c:>{w}}" for c, (_, w) in zip(cells, _COLUMNS))
     style = _STATUS_STYLE.get(e["status"], "")
     line = text.replace(f"{e['status']:>11}", f"[{style}]{e['status']:>11}[/]", 1) if style else text
@@ -73,7 +67,7 @@ def render_sweep(doc: dict[str, Any], console: Console | None = None, *, rows: b
 
 def headline(doc: dict[str, Any]) -> str:
     c = doc.get("config") or {}
-    where = "simulated engine" if c.get("simulated") else (_get(c, "base", "url") or "built-in simulated server")
+    where = "simulated engine" if c.get("simulated") else (dig(c, "base", "url") or "built-in simulated server")
     if c.get("axis") == "concurrency":
         loads = "concurrency " + ", ".join(f"{v:g}" for v in c.get("loads") or [])
     elif c.get("auto"):

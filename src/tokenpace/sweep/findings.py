@@ -15,7 +15,8 @@ from tokenpace.sweep.analysis import QUADRANT_WORDS, CurvePoint, knee, quadrants
 from tokenpace.sweep.steps import RECOMMEND_PRESETS
 
 
-def _get(d: Any, *keys: str) -> Any:
+def dig(d: Any, *keys: str) -> Any:
+    """d[k1][k2]...; None where a key is missing or a level is not a dict."""
     for k in keys:
         if not isinstance(d, dict):
             return None
@@ -30,18 +31,18 @@ def analysed(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _latency(e: dict[str, Any], q: str = "p99") -> float | None:
     s = e["summary"]
-    return _get(s, "latency_ms", "ttft", q) or _get(s, "latency_ms", "e2e", q)
+    return dig(s, "latency_ms", "ttft", q) or dig(s, "latency_ms", "e2e", q)
 
 
 def _point(e: dict[str, Any], good: dict[str, Any] | None, attainment_of: str | None = None) -> CurvePoint:
     s = e["summary"]
     return CurvePoint(
-        load=e["load"]["value"], output_tokens_s=_get(s, "throughput", "output_tokens_s"),
-        latency_ms=_latency(e), requests_s=_get(s, "throughput", "requests_s"),
+        load=e["load"]["value"], output_tokens_s=dig(s, "throughput", "output_tokens_s"),
+        latency_ms=_latency(e), requests_s=dig(s, "throughput", "requests_s"),
         attainment=None if good is None else good.get("fraction"),
         good_requests_s=None if good is None else good.get("requests_s", good.get("good_requests_s")),
         good_output_tokens_s=None if good is None else good.get("output_tokens_s", good.get("good_output_tokens_s")),
-        extra={"ttft_p99_ms": _get(s, "latency_ms", "ttft", "p99"), "tpot_p99_ms": _get(s, "latency_ms", "tpot", "p99")})
+        extra={"ttft_p99_ms": dig(s, "latency_ms", "ttft", "p99"), "tpot_p99_ms": dig(s, "latency_ms", "tpot", "p99")})
 
 
 def _cost(best: dict[str, Any], price: float | None, gpus: int) -> dict[str, Any]:
@@ -72,7 +73,7 @@ def analyse_group(entries: list[dict[str, Any]], *, axis: str, slo: SLO | None, 
     if k["index"] is not None:
         p = points[k["index"]]
         knee_out.update(output_tokens_s=p.output_tokens_s, ttft_p99_ms=p.latency_ms)
-    quads, thresholds = quadrants(points, [_get(e["summary"], "latency_ms", "ttft", "p99") for e in steps],
+    quads, thresholds = quadrants(points, [dig(e["summary"], "latency_ms", "ttft", "p99") for e in steps],
                                   None if slo is None else slo.ttft_ms)
     best = None
     if slo is not None:

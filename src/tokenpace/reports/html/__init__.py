@@ -11,9 +11,14 @@ __all__ = ["render_run_html", "write_run_html"]
 
 
 def write_run_html(data: RunData, path: str | Path) -> Path:
+    return write_page(render_run_html(data), path)
+
+
+def write_page(html: str, path: str | Path) -> Path:
+    """Write a rendered page atomically (never a half-written report)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_run_html(data), encoding="utf-8")
+    tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)
     return path

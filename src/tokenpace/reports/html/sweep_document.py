@@ -60,9 +60,6 @@ def render_sweep_document(doc: dict[str, Any]) -> str:
 
 
 def write_sweep_html(doc: dict[str, Any], path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_sweep_document(doc), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    from tokenpace.reports.html import write_page
+
+    return write_page(render_sweep_document(doc), path)
