@@ -29,8 +29,9 @@ def test_scrape_llama_server_during_a_bench(llama_url, tmp_path):
     series = em["series"]
     assert {"running", "waiting", "prompt_tokens", "generation_tokens"} <= set(series)
     assert 1 <= max(series["running"]) <= SLOTS  # never more than its slots at once
-    # Counters over the run (the preflight request came before the first scrape): every output token.
-    assert em["totals"]["generation_tokens"] == REQUESTS * OUTPUT_TOKENS
+    # Counters over the run: every output token (+1 if the preflight request's slot was released
+    # only after the baseline scrape: llama.cpp counts a request when its slot is freed).
+    assert REQUESTS * OUTPUT_TOKENS <= em["totals"]["generation_tokens"] <= REQUESTS * OUTPUT_TOKENS + 1
     # llama.cpp has no TTFT histogram: the comparison is per request, from its `timings`.
     assert em["histograms_ms"] == {} and "ttft" not in em["vs_client"]
     per = em["vs_client"]["per_request"]

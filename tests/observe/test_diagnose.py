@@ -68,6 +68,13 @@ def test_low_prefix_hit_rate_only_when_prompts_are_known_to_share_prefixes():
     assert "low_prefix_hit_rate" in rules(diagnose(p, t, prefix_shared=True))
 
 
+def test_llama_cpp_prompt_tokens_leave_out_cache_hits():
+    s = series([Snapshot(0, {"prompt_tokens": 100.0, "prefix_cache_hits": 0.0}),
+                Snapshot(S, {"prompt_tokens": 1100.0, "prefix_cache_hits": 3000.0})], 0)
+    assert totals(s, prompt_excludes_cached=True)["prefix_cache_hit_rate"] == 0.75  # 3000 of 4000
+    assert "prefix_cache_hit_rate" not in totals(s)  # elsewhere, hits without queries say nothing
+
+
 def test_low_draft_acceptance():
     p, t = run(waiting=[0] * 3, spec_draft_tokens=[0, 400, 800], spec_accepted_tokens=[0, 120, 240],
                spec_drafts=[0, 100, 200])

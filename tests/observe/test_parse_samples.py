@@ -73,6 +73,7 @@ def test_sglang_tgi_llamacpp():
     assert (lc.values["running"], lc.values["waiting"]) == (2, 1)
     assert lc.values["prompt_tokens"] == 1024 and lc.values["generation_tokens"] == 512
     assert lc.values["kv_usage"] == pytest.approx(0.15)
+    assert lc.values["prefix_cache_hits"] == 3072 and lc.values["spec_draft_tokens"] == 0
 
 
 def test_histogram_from_the_sample_reads_like_histogram_quantile():

@@ -96,10 +96,18 @@ ENGINE_FAMILIES: dict[str, dict[str, tuple[str, ...]]] = {
         "waiting": ("llamacpp:requests_deferred",),
         "running": ("llamacpp:requests_processing",),
         "kv_usage": ("llamacpp:kv_cache_usage_ratio",),  # older builds only
-        "prompt_tokens": ("llamacpp:prompt_tokens",),
+        "prompt_tokens": ("llamacpp:prompt_tokens",),  # excluding cached ones (see below)
+        "prefix_cache_hits": ("llamacpp:prompt_tokens_cached",),  # newer builds
         "generation_tokens": ("llamacpp:tokens_predicted",),
+        "spec_drafts": ("llamacpp:spec_decode_num_drafts",),
+        "spec_draft_tokens": ("llamacpp:spec_decode_num_draft_tokens",),
+        "spec_accepted_tokens": ("llamacpp:spec_decode_num_accepted_tokens",),
     },
 }
+
+# Engines whose prompt-token counter leaves out the tokens found in the prefix cache: there the
+# prompt tokens looked up are prompt_tokens + prefix_cache_hits.
+PROMPT_TOKENS_EXCLUDE_CACHED = frozenset({"llamacpp"})
 
 
 def sample_names(kind: str, name: str) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ from tokenpace.record import RequestRecord
 
 from .compare import engine_vs_client
 from .diagnose import diagnose
-from .families import QUANTITIES
+from .families import PROMPT_TOKENS_EXCLUDE_CACHED, QUANTITIES
 from .histograms import describe_ms
 from .scrape import EngineWatch
 from .series import peaks, series, totals
@@ -25,7 +25,8 @@ def engine_metrics_section(watch: EngineWatch, records: Sequence[RequestRecord],
     done = [r.done_ns for r in records if r.done_ns is not None]
     until_s = (max(done) - t0) / 1e9 if done else None
     s = series(snaps, t0)
-    run_peaks, run_totals = peaks(s, until_s=until_s), totals(s)
+    run_peaks = peaks(s, until_s=until_s)
+    run_totals = totals(s, prompt_excludes_cached=watch.engine in PROMPT_TOKENS_EXCLUDE_CACHED)
     base, final = watch.baseline, watch.final
     hists: dict[str, Any] = {}
     if base is not None and final is not None:

@@ -61,14 +61,17 @@ def peaks(s: dict[str, list[Any]], *, until_s: float | None) -> dict[str, dict[s
     return out
 
 
-def totals(s: dict[str, list[Any]]) -> dict[str, float | None]:
-    """Counter increases over the run, and the rates derived from them."""
+def totals(s: dict[str, list[Any]], *, prompt_excludes_cached: bool = False) -> dict[str, float | None]:
+    """Counter increases over the run, and the rates derived from them. ``prompt_excludes_cached``:
+    the engine's prompt tokens leave out cache hits (llama.cpp), so its queries are their sum."""
     def total(key: str) -> float | None:
         values = [v for v in s.get(key, []) if v is not None]
         return values[-1] if values else None
 
     out: dict[str, float | None] = {k: total(k) for k in QUANTITIES
                                     if QUANTITIES[k].kind == "counter" and k in s}
+    if prompt_excludes_cached and out.get("prompt_tokens") is not None and out.get("prefix_cache_hits") is not None:
+        out["prefix_cache_queries"] = out["prompt_tokens"] + out["prefix_cache_hits"]
     queries, hits = out.get("prefix_cache_queries"), out.get("prefix_cache_hits")
     if queries and hits is not None:
         out["prefix_cache_hit_rate"] = hits / queries
