@@ -92,3 +92,18 @@ def test_sigint_keeps_completed_steps_and_exits_130(tmp_path):
     # The interrupted step kept its partial records, as an interrupted bench does.
     partial = doc["steps"][1]
     assert partial["summary"]["counts"]["sent"] >= 1
+
+
+def test_scrape_metrics_gives_every_step_the_engines_own_view(tmp_path):
+    out = tmp_path / "m.json"
+    proc = run_cli("sweep", "--concurrency", "1,32", "--requests-per-step", "48", "--output-tokens", "32",
+                   "--scrape-metrics", "--scrape-interval", "0.2", "--out", str(out), "--no-progress",
+                   timeout_s=180)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    ems = [s["engine_metrics"] for s in doc["steps"]]
+    assert [em["engine"] for em in ems] == ["vllm", "vllm"]
+    # The engine saw more running at once in the 32-concurrency step than in the 1-concurrency one.
+    assert ems[1]["peaks"]["running"]["max"] > ems[0]["peaks"]["running"]["max"]
+    assert "engine: " in proc.stdout  # each step's diagnosis under its row
+    assert run_cli("sweep", "--sim", "--scrape-metrics").returncode == 2

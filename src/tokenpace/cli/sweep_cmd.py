@@ -16,6 +16,7 @@ examples:
   tokenpace sweep --url http://127.0.0.1:8000/v1 --model m --rate auto --slo ttft=300ms,tpot=40ms \\
       --duration-per-step 60 --gpu-hour-usd 3
   tokenpace sweep --sim --model llama-3.1-70b --gpu h100-sxm --tp 2 --quant fp8 --rate auto --slo chat
+  tokenpace sweep --url http://127.0.0.1:8000/v1 --concurrency 1,8,32 --scrape-metrics  # engine's view per step
   tokenpace sweep --sim --rate auto --slo chat --vary policy=prefill-first,chunked-prefill \\
       --vary quant=bf16,fp8                                   # what-if grid: one sweep per combination
 
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
                    help="with --sim: every prompt starts with the same N tokens")
     options.add_load_workload_slo(p, sweep=True)
+    options.add_engine_metrics(p)
     add_engine_arguments(p)
     options.add_output(p, kind="sweep")
     p.set_defaults(func=run)
@@ -90,11 +92,14 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
     base = BenchConfig(
         url=args.url, model=None if args.sim else args.model, api=args.api, stream=args.stream,
         api_key_env=args.api_key_env, builtin_timing=args.builtin_timing, **values,
+        **options.engine_metrics_values(args),
         out=None, progress=args.progress).validate()
     sim = None
     if args.sim:
         sim = engine_config(args, model=args.model or DEFAULT_MODEL, max_num_seqs=args.max_num_seqs, seed=base.seed)
-    elif args.shared_prefix_tokens:
+    if args.sim and args.scrape_metrics is not None:
+        raise UsageError("--scrape-metrics reads a real engine's /metrics: it does not apply to --sim")
+    if args.shared_prefix_tokens and not args.sim:
         raise UsageError("--shared-prefix-tokens needs --sim (use --shared-prefix for a measured sweep)")
     if axis == "concurrency" and loads is None:
         loads = list(DEFAULT_CONCURRENCIES)

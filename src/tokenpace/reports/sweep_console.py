@@ -41,6 +41,9 @@ def step_row(e: dict[str, Any]) -> str:
     line = text.replace(f"{e['status']:>11}", f"[{style}]{e['status']:>11}[/]", 1) if style else text
     if e.get("reason") and e["status"] != "ok":
         line += f"\n     [dim]{escape(e['reason'])}[/]"
+    findings = (e.get("engine_metrics") or {}).get("diagnosis") or []
+    if findings:  # --scrape-metrics: the engine's own view of this step, its first finding
+        line += f"\n     [dim]engine: {escape(findings[0]['message'])}[/]"
     return line
 
 

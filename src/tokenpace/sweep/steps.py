@@ -53,6 +53,7 @@ def entry_of_result(result: Any, *, index: int, role: str, group: str, combo: di
         "target": result.target,
         "summary": summary,
         "load_generator": result.load,
+        "engine_metrics": getattr(result, "engine_metrics", None),  # --scrape-metrics
         "goodput_by_preset": by_preset,
         "gpus": gpus,
         "gpu_hours_per_1m_output_tokens": gpu_hours_per_1m(gpus, thr.get("output_tokens_s")),
@@ -66,6 +67,7 @@ def entry_without_run(*, index: int, role: str, group: str, combo: dict[str, str
     return {"index": index, "role": role, "group": group, "vary": combo,
             "load": {"axis": axis, "value": value}, "status": status, "reason": reason,
             "result_path": None, "target": None, "summary": None, "load_generator": None,
+            "engine_metrics": None,
             "goodput_by_preset": None, "gpus": None, "gpu_hours_per_1m_output_tokens": None,
             "gpu_hours_per_1m_good_output_tokens": None}
 
