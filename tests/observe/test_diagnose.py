@@ -56,6 +56,28 @@ def test_a_blip_is_brief_queueing_and_nothing_is_no_queueing():
     assert rules(found) == ["no_queueing"] and "peak 8 running" in found[0]["message"]
 
 
+def test_one_request_waiting_for_admission_at_concurrency_1_is_not_queueing():
+    # Concurrency 1, 100 scrapes during the load: once, the scrape fell between the request's
+    # arrival and the step that admitted it (the built-in server did this in 1% of the scrapes).
+    waiting = [0.0] * 100
+    waiting[37] = 1.0
+    running = [1.0] * 100
+    running[37] = 0.0
+    p, t = run(waiting=waiting, running=running, kv_usage=[0.01] * 100, preemptions=[0] * 100)
+    found = diagnose(p, t, points_in_load=100)
+    assert rules(found) == ["no_queueing"]
+    assert found[0]["message"].startswith("no queueing: the engine kept up (peak 1 running")
+    assert "admission to the next step in 1% of the scrapes" in found[0]["message"]
+    # A burst of arrivals seen once is admission too; seen in 5 of 100 scrapes, it is a queue.
+    waiting[60] = 6.0
+    assert rules(diagnose(*run(waiting=waiting, kv_usage=[0.01] * 100))) == ["no_queueing"]
+    for i in (10, 20, 80):
+        waiting[i] = 1.0
+    found = diagnose(*run(waiting=waiting, kv_usage=[0.01] * 100))
+    assert rules(found) == ["brief_queueing"]
+    assert "peak 6 waiting, in 5% of the scrapes" in found[0]["message"]
+
+
 def test_low_prefix_hit_rate_only_when_prompts_are_known_to_share_prefixes():
     cols = dict(waiting=[0] * 3, prefix_cache_queries=[0, 5000, 10000], prefix_cache_hits=[0, 200, 500])
     p, t = run(**cols)

@@ -3,6 +3,15 @@ function of the run's peaks, totals and the engine-vs-client comparison (README,
 
 The queue rules are exclusive (the first that applies wins): memory-bound, compute-bound, queue
 built up (KV usage unknown), brief queueing, no queueing. The others add to them.
+
+Brief queueing needs requests seen waiting in at least ``QUEUE_BRIEF`` (5%) of the scrapes taken
+during the load, not in one scrape now and then. A request that arrives while the engine runs a
+step waits in the queue until the next step admits it (one step: milliseconds, or a long prefill),
+so even at concurrency 1 a scrape that lands in that moment reads 1 waiting; it does so with a
+probability of about the step time over the time between arrivals, a few scrapes in a hundred (the
+built-in server at concurrency 1: 1 in about 100). A burst of arrivals reads several waiting the
+same way, all admitted by the next step. That is admission, not a queue: what tells a queue apart
+is that it persists from scrape to scrape, so the rule counts scrapes and not the peak.
 """
 
 from __future__ import annotations
@@ -10,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 QUEUE_SUSTAINED = 0.25  # a queue "built up" when requests waited in at least this share of scrapes
+QUEUE_BRIEF = 0.05  # requests seen waiting in fewer scrapes than this: admission, not a queue
 KV_FULL = 0.90  # KV usage at or above this is "full"
 KV_LOW = 0.70  # below this it is "low" (wording only)
 PREFIX_HIT_LOW = 0.25  # prefix-cache hit rate below this is low for a workload that shares prefixes
@@ -58,7 +68,7 @@ def _queue_rule(peaks: dict[str, dict[str, float]], totals: dict[str, Any]) -> d
                         "KV cache (fp8), shorten contexts, lower max-num-seqs, or add GPUs")
     if waiting is None:
         return None
-    queued = f"peak {waiting['max']:g} waiting, in {waiting['queued_fraction']:.0%} of the scrapes"
+    queued = f"peak {waiting['max']:g} waiting, in {_share(waiting['queued_fraction'])} of the scrapes"
     if sustained and kv_peak is not None:
         level = "low" if kv_peak < KV_LOW else "below full"
         return _finding("compute_bound", f"queue built up ({queued}) while KV usage stayed {level} (peak "
@@ -68,11 +78,18 @@ def _queue_rule(peaks: dict[str, dict[str, float]], totals: dict[str, Any]) -> d
         return _finding("queue_built_up", f"queue built up ({queued}); the engine does not expose KV "
                         "usage, so whether memory or compute limits it is unknown; add capacity "
                         "(batch size or slots, e.g. llama.cpp --parallel) or replicas")
-    if waiting["max"] >= 1:
+    if waiting["queued_fraction"] >= QUEUE_BRIEF:
         return _finding("brief_queueing", f"brief queueing ({queued}): the load is near the engine's capacity")
     running = peaks.get("running")
-    return _finding("no_queueing", "no queueing: the engine kept up"
-                    + (f" (peak {running['max']:g} running)" if running else ""))
+    seen = [f"peak {running['max']:g} running"] if running else []
+    if waiting["max"] >= 1:
+        seen.append(f"requests waited for admission to the next step in {_share(waiting['queued_fraction'])} "
+                    f"of the scrapes, peak {waiting['max']:g}")
+    return _finding("no_queueing", "no queueing: the engine kept up" + (f" ({'; '.join(seen)})" if seen else ""))
+
+
+def _share(fraction: float) -> str:
+    return "under 1%" if 0 < fraction < 0.005 else f"{fraction:.0%}"
 
 
 def _pct(fraction: float) -> str:

@@ -11,6 +11,7 @@ from rich.console import Console
 from tokenpace._version import __version__
 from tokenpace.reports.console import render_run
 from tokenpace.reports.html import cards, details, plots
+from tokenpace.reports.html.engine_metrics import engine_metrics_html
 from tokenpace.reports.html.definitions import DEFINITIONS, PEER_COLUMNS, PEER_NAMES
 from tokenpace.reports.html.markup import esc, plot, section, table
 from tokenpace.reports.html.style import CSS
@@ -33,6 +34,9 @@ def render_run_html(data: RunData) -> str:
     body.append(section("load", "Throughput and requests in flight over time", _load(data)))
     if doc.get("engine") or data.timeline:
         body.append(section("engine", "Engine", _engine(data)))
+    if doc.get("engine_metrics"):
+        body.append(section("engine-metrics", "Engine metrics scraped during the run",
+                            engine_metrics_html(doc["engine_metrics"])))
     body.append(section("tokens", "Token counts: sources and mismatch", details.token_sources(summary)))
     body.append(section("load-generator", "Load generator", details.load_generator(doc.get("load_generator"))))
     body.append(section("console", "Console summary", console_html))
