@@ -204,3 +204,26 @@ def test_list_models_failures_raise_target_error(serve_app):
     assert "HTTP 401" in unauthorized_message and "invalid api key" in unauthorized_message
     assert refused_message.startswith("GET http://127.0.0.1:9/v1/models failed:")
     assert "\n" not in refused_message
+
+
+def test_a_kept_alive_connection_the_server_closed_is_not_a_failed_request(serve_raw):
+    # llama-server closes the connection after every stream without "Connection: close": the next
+    # request of a closed loop goes out on it before the close is seen and is never read. It must
+    # be sent again on a new connection, not become an error (each request here is one connection).
+    done = b"data: [DONE]\n\n"
+
+    async def respond(request: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(HEAD + token("Hi", 1) + http_chunk(done) + END)
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the client reuses the connection meanwhile; close unread
+
+    records = [RequestRecord(request_id=f"r{i}", index=i) for i in range(3)]
+
+    async def scenario() -> None:
+        async with serve_raw(respond) as base_url:
+            async with OpenAIClient(base_url, "m", timeout_s=10) as client:
+                for record in records:
+                    await client.send(record, "hi")
+
+    asyncio.run(scenario())
+    assert [(r.status, r.error_kind, r.output_tokens) for r in records] == [("ok", None, 1)] * 3

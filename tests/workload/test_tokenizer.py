@@ -115,3 +115,28 @@ def test_unsupported_gguf_tokenizer_type(tmp_path):
     _write_gguf(path, ["[PAD]", "a"], model="bert")
     with pytest.raises(UsageError, match="not supported"):
         load_tokenizer(path)
+
+
+def test_gguf_sentencepiece_without_space_prefix():
+    # Gemma's GGUF says tokenizer.ggml.add_space_prefix = false: llama.cpp then puts no "▁" before
+    # the text, and the first word is not the "▁word" token (found against a real llama-server).
+    from tokenpace.workload.gguf_vocab import GGUFVocab
+    from tokenpace.workload.tokenizer import from_gguf
+
+    # ... and a user-defined token (type 4: Gemma has runs of spaces and newlines), which llama.cpp
+    # cuts out of the raw text whole, before the model.
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + \
+             ["▁", "t", "h", "e", "r", "i", "v", "▁t", "he", "▁the", "▁r", "iv", "er", "▁riv", "▁river",
+              "  "]
+    scores = [0.0] * 259 + [-float(i) for i in range(15)] + [0.0]
+    scores[-2], scores[-7] = 10.0, 9.0
+    types = [2, 3, 3] + [6] * 256 + [1] * 15 + [4]
+    vocab = GGUFVocab(path="spm.gguf", model="llama", tokens=tokens, scores=scores, token_types=types,
+                      metadata={"tokenizer.ggml.add_space_prefix": False})
+    tok = from_gguf(vocab)
+    ids = tok.encode("the river")
+    assert [tokens[i] for i in ids] == ["t", "he", "▁river"]
+    assert tok.decode(ids) == "the river"
+    assert [tokens[i] for i in tok.encode(" the")] == ["▁the"]
+    ids = tok.encode("the  river")
+    assert [tokens[i] for i in ids][2] == "  " and tok.decode(ids) == "the  river"

@@ -34,12 +34,20 @@ seen and everything that arrived before it kept.
 
 A stream without ``[DONE]`` that brought tokens is ``ok``; without usage, ``output_tokens`` is the
 client's count (source "estimate").
+
+Stale kept-alive connections. A server may close a connection right after a response without
+saying ``Connection: close`` (llama-server does after every stream); a closed-loop run sends the
+next request at once, before the close is seen, on that pooled connection, and the server never
+reads it. When a *reused* connection turns out closed before any response byte (end of stream, or
+a write that fails on a closed connection), the request is sent again on another connection. A
+reset (ECONNRESET), or any failure on a new connection, is the server's and stays a failed request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import math
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -118,7 +126,8 @@ class OpenAIClient:
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.max_connections or 0, limit_per_host=0)
-            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers)
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers,
+                                                  trace_configs=[_reuse_trace()])
         return self._session
 
     async def close(self) -> None:
@@ -171,7 +180,7 @@ class OpenAIClient:
         record.sent_ns = progress.last_read_ns = monotonic_ns()
         watchdog = _Watchdog(self, record, progress)
         try:
-            async with session.post(self._url, data=data, headers=headers, timeout=self._timeout) as resp:
+            async with await self._post(session, data, headers) as resp:
                 progress.response_seen = True
                 progress.last_read_ns = now = monotonic_ns()
                 record.http_status = resp.status
@@ -213,6 +222,21 @@ class OpenAIClient:
             watchdog.stop()
         finish_record(record, progress)
 
+    async def _post(self, session: aiohttp.ClientSession, data: bytes,
+                    headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST until the response headers; again if a reused connection was found closed (module
+        doc). Each such failure discards that connection, so this ends within the pool's size."""
+        while True:
+            attempt = _Attempt()
+            try:
+                return await session.post(self._url, data=data, headers=headers,
+                                          timeout=self._timeout, trace_request_ctx=attempt)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                # Closed before or while we wrote: the server never read the request. A reset
+                # (ECONNRESET) can come after it did, and stays a failed request.
+                if not attempt.reused or getattr(exc, "errno", None) == errno.ECONNRESET:
+                    raise
+
     async def list_models(self) -> list[str]:
         """The model ids the endpoint serves. Raises ``TargetError`` with a one-line reason."""
         url = f"{self.base_url}/models"
@@ -233,6 +257,26 @@ class OpenAIClient:
             return [str(model["id"]) for model in models]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise TargetError(f"GET {url} returned an unexpected body ({type(exc).__name__})") from None
+
+
+class _Attempt:
+    """One POST attempt's trace context: did the pool hand it a kept-alive connection?"""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+async def _on_connection_reused(_session: Any, context: Any, _params: Any) -> None:
+    if isinstance(context.trace_request_ctx, _Attempt):
+        context.trace_request_ctx.reused = True
+
+
+def _reuse_trace() -> aiohttp.TraceConfig:
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(_on_connection_reused)
+    return trace
 
 
 class _Watchdog:

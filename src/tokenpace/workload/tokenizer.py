@@ -28,7 +28,7 @@ _QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                 r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _SPLITS = {"llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT, "smaug-bpe": _LLAMA3_SPLIT,
            "qwen2": _QWEN2_SPLIT, "deepseek-r1-qwen": _QWEN2_SPLIT}
-_CONTROL = 3
+_CONTROL, _USER_DEFINED = 3, 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,7 +83,7 @@ def from_gguf(vocab: GGUFVocab) -> Tokenizer:
     else:
         raise UsageError(f"--tokenizer: {vocab.path}: GGUF tokenizer type {vocab.model!r} is not "
                          "supported (gpt2 and llama are); pass the model's tokenizer.json instead")
-    _add_control_tokens(backend, vocab)
+    _add_whole_tokens(backend, vocab)
     pre = f", pre={vocab.pre}" if vocab.pre else ""
     return Tokenizer(backend, f"gguf: {vocab.path} ({vocab.model}{pre})")
 
@@ -127,16 +127,25 @@ def _sentencepiece_bpe(vocab: GGUFVocab) -> Any:
     merges = [(left, right) for *_, left, right in ranked]
     unk = next((t for t, kind in zip(vocab.tokens, vocab.token_types) if kind == 2), None)
     backend = HFTokenizer(models.BPE(ids, merges, unk_token=unk, fuse_unk=True, byte_fallback=True))
-    backend.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
-                                               normalizers.Replace(" ", "▁")])
+    # SentencePiece's dummy prefix ("▁" before the text): llama.cpp adds it unless the file says
+    # not to (Gemma's does: tokenizer.ggml.add_space_prefix = false).
+    space_prefix = bool(vocab.metadata.get("tokenizer.ggml.add_space_prefix", True))
+    backend.normalizer = normalizers.Sequence(
+        [normalizers.Prepend("▁")] * space_prefix + [normalizers.Replace(" ", "▁")])
     backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
-                                         decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+                                         decoders.Fuse()] + [decoders.Strip(" ", 1, 0)] * space_prefix)
     return backend
 
 
-def _add_control_tokens(backend: Any, vocab: GGUFVocab) -> None:
+def _add_whole_tokens(backend: Any, vocab: GGUFVocab) -> None:
+    """Tokens llama.cpp cuts out of the raw text before the model sees it: control tokens, and
+    user-defined ones (Gemma's runs of spaces and newlines, "<table>", ...), always."""
     from tokenizers import AddedToken
 
-    control = [t for t, kind in zip(vocab.tokens, vocab.token_types) if kind == _CONTROL]
+    kinds = list(zip(vocab.tokens, vocab.token_types))
+    control = [t for t, kind in kinds if kind == _CONTROL]
     if control:
         backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in control])
+    user = [t for t, kind in kinds if kind == _USER_DEFINED]
+    if user:
+        backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in user])
