@@ -10,6 +10,7 @@ import traceback
 from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
 from tokenpace.cli import compare_cmd, export_cmd, sweep_cmd
+from tokenpace.cli import calibrate_cmd
 from tokenpace.errors import ExitCode, TokenpaceError
 
 EPILOG = """\
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim_cmd.register(sub)
     sweep_cmd.register(sub)
     workload_cmd.register(sub)
+    calibrate_cmd.register(sub)
     return parser
 
 

@@ -20,6 +20,7 @@ examples:
   tokenpace sim --spec-decode --draft-tokens 4 --acceptance 0.7 --draft-cost 0.1
   tokenpace sim --trace trace.jsonl --prefix-caching                  # replay a trace's times and blocks
   tokenpace sim --model path/to/config.json --gpu a100-80gb --quant int4
+  tokenpace sim --calibration cal.json --concurrency 8                # a calibrated engine (tokenpace calibrate)
   tokenpace sim --list                                                # GPUs, models, precisions, policies
 
 Load, workload, SLO and output options mean what they mean for `tokenpace bench`, in virtual time
@@ -36,13 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the same metrics from the same records.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("what to simulate")
-    g.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME|PATH",
-                   help=f"catalog name, catalog JSON, or a Hugging Face config.json (default {DEFAULT_MODEL})")
+    g.add_argument("--model", metavar="NAME|PATH",
+                   help="catalog name, catalog JSON, a Hugging Face config.json or a .gguf file "
+                        f"(default {DEFAULT_MODEL})")
     g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
                    help="every prompt starts with the same N tokens, added to --input-tokens")
     g.add_argument("--list", action="store_true", help="print the catalogs (GPUs, models, precisions, "
                    "policies) and exit")
-    add_engine_arguments(p)
+    add_engine_arguments(p, calibration=True)
     options.add_load_workload_slo(p)
     options.add_output(p, kind="sim")
     p.set_defaults(func=run)

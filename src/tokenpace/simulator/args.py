@@ -4,14 +4,22 @@ flag on a bad value); ``engine_argv`` turns a ``SimConfig`` back into flags (for
 
 The caller owns ``--model`` (`sim`: the simulated model; `serve`: also the served name) and
 ``--max-num-seqs`` (`serve` already has it), and passes their values in.
+
+``--calibration FILE`` (where the command offers it) takes the hardware, the model, the precisions,
+the roofline's efficiencies and overheads, the engine limits and the measured client's closed-loop
+turnaround from a ``tokenpace calibrate`` file;
+a flag given explicitly still wins. So the flags it covers default to None here, and
+``engine_config`` applies the defaults.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 
 from tokenpace.errors import UsageError
+from tokenpace.simulator.catalog import is_gguf_file
 from tokenpace.simulator.config import SimConfig
 from tokenpace.simulator.policies import POLICIES
 from tokenpace.simulator.roofline import RooflineParams
@@ -21,18 +29,24 @@ _E, _R, _S = SimConfig(), RooflineParams(), SpecDecodeConfig()
 DEFAULT_MODEL = "llama-3.1-8b"
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool = True) -> None:
+def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool = True,
+                         calibration: bool = False) -> None:
     g = parser.add_argument_group("engine (simulated)")
-    g.add_argument("--gpu", default=_E.gpu, metavar="NAME|PATH", help=f"GPU (default {_E.gpu})")
-    g.add_argument("--quant", default="bf16", metavar="PRECISION", help="weights: bf16, fp8, int8, int4 (default bf16)")
-    g.add_argument("--kv-dtype", default="bf16", metavar="PRECISION", help="KV cache: bf16 or fp8 (default bf16)")
-    g.add_argument("--tp", type=int, default=_E.tp, metavar="N", help="tensor-parallel GPUs (default 1)")
-    g.add_argument("--policy", choices=list(POLICIES), default=_E.policy,
-                   help=f"scheduling policy (default {_E.policy})")
+    if calibration:
+        g.add_argument("--calibration", metavar="FILE",
+                       help="hardware, model, precisions, efficiencies and engine limits from a "
+                            "`tokenpace calibrate` file (flags given explicitly win)")
+    g.add_argument("--gpu", metavar="NAME|PATH",
+                   help=f"GPU, or any hardware as a JSON file of peak FLOP/s and bandwidth (default {_E.gpu})")
+    g.add_argument("--quant", metavar="PRECISION|PATH",
+                   help="weights: bf16, fp8, int8, int4, or a .gguf file's measured mix (default bf16)")
+    g.add_argument("--kv-dtype", metavar="PRECISION", help="KV cache: bf16 or fp8 (default bf16)")
+    g.add_argument("--tp", type=int, metavar="N", help="tensor-parallel GPUs (default 1)")
+    g.add_argument("--policy", choices=list(POLICIES), help=f"scheduling policy (default {_E.policy})")
     if max_num_seqs:
-        g.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs, metavar="N",
+        g.add_argument("--max-num-seqs", type=int, metavar="N",
                        help=f"running sequences at most (default {_E.max_num_seqs})")
-    g.add_argument("--max-batched-tokens", type=int, default=_E.max_batched_tokens, metavar="N",
+    g.add_argument("--max-batched-tokens", type=int, metavar="N",
                    help=f"tokens per step at most (default {_E.max_batched_tokens})")
     g.add_argument("--block-size", type=int, default=_E.block_size, metavar="TOKENS",
                    help=f"KV block size (default {_E.block_size})")
@@ -51,38 +65,89 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
     g.add_argument("--acceptance-mode", choices=("expected", "sampled"),
                    help="every step yields the mean (default), or seeded random draws")
     g = parser.add_argument_group("efficiency (roofline step-time model)")
-    g.add_argument("--mfu", type=float, default=_R.mfu, metavar="F",
+    g.add_argument("--mfu", type=float, metavar="F",
                    help=f"fraction of peak FLOP/s matmuls reach (default {_R.mfu})")
-    g.add_argument("--mbu", type=float, default=_R.mbu, metavar="F",
+    g.add_argument("--mbu", type=float, metavar="F",
                    help=f"fraction of HBM bandwidth streaming reaches (default {_R.mbu})")
-    g.add_argument("--step-overhead-ms", type=float, default=_R.step_overhead_s * 1e3, metavar="MS",
+    g.add_argument("--step-overhead-ms", type=float, metavar="MS",
                    help=f"host time per engine step (default {_R.step_overhead_s * 1e3:g})")
+    g.add_argument("--seq-overhead-ms", type=float, metavar="MS",
+                   help="host time per sequence in a step: sampling, detokenizing (default 0)")
 
 
-def engine_config(ns: argparse.Namespace, *, model: str, max_num_seqs: int, seed: int = 0) -> SimConfig:
-    """The SimConfig the flags describe; catalog names are resolved now, so a typo fails early."""
-    for flag, value in (("--tp", ns.tp), ("--max-num-seqs", max_num_seqs),
-                        ("--max-batched-tokens", ns.max_batched_tokens), ("--block-size", ns.block_size),
+def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
+                  seed: int = 0) -> SimConfig:
+    """The SimConfig the flags describe; catalog names are resolved now, so a typo fails early.
+    ``model`` and ``max_num_seqs``: the caller's values (None: the calibration's, else the default)."""
+    cal = _calibration(ns)
+    e = _engine_defaults(cal)
+    model = model if model is not None else (cal.model if cal else DEFAULT_MODEL)
+    max_num_seqs = _given(max_num_seqs, e.max_num_seqs)
+    tp, max_batched_tokens = _given(ns.tp, e.tp), _given(ns.max_batched_tokens, e.max_batched_tokens)
+    for flag, value in (("--tp", tp), ("--max-num-seqs", max_num_seqs),
+                        ("--max-batched-tokens", max_batched_tokens), ("--block-size", ns.block_size),
                         ("--num-gpu-blocks", ns.num_gpu_blocks), ("--draft-tokens", ns.draft_tokens)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, not {value}")
+    r = cal.roofline if cal else _R
     for flag, value in (("--gpu-memory-utilization", ns.gpu_memory_utilization), ("--mfu", ns.mfu),
                         ("--mbu", ns.mbu)):
-        if not (math.isfinite(value) and 0 < value <= 1):
+        if value is not None and not (math.isfinite(value) and 0 < value <= 1):
             raise UsageError(f"{flag} must lie in (0, 1], not {value}")
-    _at_least_zero("--step-overhead-ms", ns.step_overhead_ms)
+    for flag, value in (("--step-overhead-ms", ns.step_overhead_ms), ("--seq-overhead-ms", ns.seq_overhead_ms)):
+        if value is not None:
+            _at_least_zero(flag, value)
+    roofline = RooflineParams(
+        mfu=_given(ns.mfu, r.mfu), mbu=_given(ns.mbu, r.mbu), allreduce_latency_s=r.allreduce_latency_s,
+        step_overhead_s=r.step_overhead_s if ns.step_overhead_ms is None else ns.step_overhead_ms / 1e3,
+        seq_overhead_s=r.seq_overhead_s if ns.seq_overhead_ms is None else ns.seq_overhead_ms / 1e3)
     spec = _spec(ns)
     try:
         config = SimConfig(
-            model=model, gpu=ns.gpu, weights=ns.quant, kv_cache_dtype=ns.kv_dtype, tp=ns.tp,
-            roofline=RooflineParams(mfu=ns.mfu, mbu=ns.mbu, step_overhead_s=ns.step_overhead_ms / 1e3),
-            policy=ns.policy, max_num_seqs=max_num_seqs, max_batched_tokens=ns.max_batched_tokens,
+            model=model, gpu=_given(ns.gpu, e.gpu), weights=_weights(ns.quant, model, cal),
+            kv_cache_dtype=_given(ns.kv_dtype, e.kv_cache_dtype), tp=tp, roofline=roofline,
+            policy=_given(ns.policy, e.policy), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
             block_size=ns.block_size, gpu_memory_utilization=ns.gpu_memory_utilization,
-            num_gpu_blocks=ns.num_gpu_blocks, prefix_caching=ns.prefix_caching, spec_decode=spec, seed=seed)
+            num_gpu_blocks=ns.num_gpu_blocks, prefix_caching=ns.prefix_caching, spec_decode=spec, seed=seed,
+            turnaround_s=cal.turnaround_s if cal else _E.turnaround_s)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_catalogs(config)
     return config
+
+
+def _given(value, fallback):
+    return fallback if value is None else value
+
+
+def _calibration(ns: argparse.Namespace):  # -> Calibration | None
+    path = getattr(ns, "calibration", None)
+    if not path:
+        return None
+    from tokenpace.simulator.calibrate.calibration import load_calibration
+
+    return load_calibration(path)
+
+
+def _engine_defaults(cal) -> SimConfig:
+    """The simulator's defaults, with what a calibration states in their place."""
+    if cal is None:
+        return _E
+    stated = {"gpu": cal.hardware, "kv_cache_dtype": cal.kv_cache_dtype, "tp": cal.tp, "policy": cal.policy,
+              "max_num_seqs": cal.max_num_seqs, "max_batched_tokens": cal.max_batched_tokens}
+    return dataclasses.replace(_E, **{k: v for k, v in stated.items() if v is not None})
+
+
+def _weights(quant: str | None, model, cal):
+    """--quant if given; else the calibration's (for its own model); else a GGUF model's own mix;
+    else BF16."""
+    if quant is not None:
+        return quant
+    if cal is not None and model is cal.model:
+        return cal.weights
+    if isinstance(model, str) and is_gguf_file(model):
+        return model  # get_precision reads the file's measured bits per weight
+    return _E.weights
 
 
 def _spec(ns: argparse.Namespace) -> SpecDecodeConfig | None:
@@ -129,6 +194,8 @@ def engine_argv(config: SimConfig) -> list[str]:
             "--tp", str(config.tp), "--policy", config.policy, "--max-batched-tokens", str(config.max_batched_tokens),
             "--block-size", str(config.block_size), "--gpu-memory-utilization", repr(config.gpu_memory_utilization),
             "--mfu", repr(r.mfu), "--mbu", repr(r.mbu), "--step-overhead-ms", repr(r.step_overhead_s * 1e3)]
+    if r.seq_overhead_s:
+        argv += ["--seq-overhead-ms", repr(r.seq_overhead_s * 1e3)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

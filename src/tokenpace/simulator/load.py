@@ -114,9 +114,12 @@ class OpenLoop:
 
 
 class ClosedLoop:
-    """``concurrency`` clients: each issues its next request the instant its previous one ends."""
+    """``concurrency`` clients: each issues its next request ``turnaround_ns`` after its previous
+    one ends (0: the same instant, so it joins the step that begins then; a real client takes a
+    millisecond or so, and the engine's next step has begun without it)."""
 
-    def __init__(self, requests: Requests, concurrency: int, stop_ns: int | None = None) -> None:
+    def __init__(self, requests: Requests, concurrency: int, stop_ns: int | None = None,
+                 turnaround_ns: int = 0) -> None:
         if not requests.bounded and stop_ns is None:
             raise UsageError("closed loop: an endless request stream needs a stop time")
         if requests.bounded and any(requests[i].arrival_s is not None for i in range(len(requests))):
@@ -124,6 +127,7 @@ class ClosedLoop:
         self._requests = requests
         self._concurrency = concurrency
         self._stop_ns = stop_ns
+        self._turnaround_ns = turnaround_ns
         self._next = 0
 
     @property
@@ -131,12 +135,15 @@ class ClosedLoop:
         return self._next
 
     def initial(self) -> list[tuple[int, int]]:
-        return self.on_done(0, self._concurrency)
+        return self._issue(0, self._concurrency)
 
     def admit(self, index: int, t_ns: int) -> bool:
         return True
 
     def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
+        return self._issue(t_ns + self._turnaround_ns, finished)
+
+    def _issue(self, t_ns: int, finished: int) -> list[tuple[int, int]]:
         if self._stop_ns is not None and t_ns >= self._stop_ns:
             return []
         out = []

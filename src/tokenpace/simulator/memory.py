@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.catalog.gpu import GIB
 
-EMBEDDING_BYTES = 2  # embeddings and LM head stay in 16 bits in quantized checkpoints
-
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
     return max(1, -(-model.num_kv_heads // tp))
@@ -24,9 +22,10 @@ def kv_bytes_per_token(model: ModelSpec, kv: Precision, tp: int = 1) -> float:
 
 
 def weight_bytes(model: ModelSpec, weights: Precision, tp: int = 1) -> float:
-    """Weights held by one GPU: transformer blocks in ``weights``, embeddings in 16 bits."""
+    """Weights held by one GPU: transformer blocks in ``weights``, embeddings in 16 bits (or in the
+    precision's ``embedding_bits``)."""
     blocks = model.block_params * weights.bytes_per_value
-    return (blocks + model.embedding_params * EMBEDDING_BYTES) / tp
+    return (blocks + model.embedding_params * weights.embedding_bytes_per_value) / tp
 
 
 @dataclass(frozen=True, slots=True)

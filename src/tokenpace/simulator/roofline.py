@@ -11,8 +11,10 @@ Each operator group takes max(FLOPs / (peak × mfu), bytes / (bandwidth × mbu))
 - the LM head (kept in 16 bits) for the tokens that need logits.
 
 Then two ring all-reduces per layer under TP (2(t−1)/t × tokens × hidden × 2 bytes over one
-direction of the link, plus a fixed latency each) and a fixed per-step CPU overhead (scheduling,
-input preparation, sampling, detokenization: the host work a GPU waits on).
+direction of the link, plus a fixed latency each), a fixed per-step CPU overhead (scheduling,
+input preparation: the host work a GPU waits on), and a per-sequence overhead for each sequence in
+the step (sampling over the vocabulary, detokenization, streaming its token: 0 by default, as GPU
+engines batch it; a CPU engine such as llama.cpp pays it per sequence, and calibration fits it).
 Activation traffic, norms, rotary and sampling FLOPs are left out (each well under 2% of a step).
 For a fixed decode batch the step time is affine in the total context: the engine relies on that
 when it jumps over runs of identical decode steps.
@@ -21,10 +23,10 @@ when it jumps over runs of identical decode steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
-from tokenpace.simulator.memory import EMBEDDING_BYTES, kv_heads_per_gpu
+from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.step import StepBatch
 
 # Defaults, chosen from physics and REFERENCE section 5's published points (benchmarks/sim_fidelity.py
@@ -48,10 +50,40 @@ class RooflineParams:
     mbu: float = DEFAULT_MBU
     step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S
     allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S
+    seq_overhead_s: float = 0.0  # per sequence in a step (each decode, each prompt chunk)
 
     def to_dict(self) -> dict[str, float]:
         return {"mfu": self.mfu, "mbu": self.mbu, "step_overhead_s": self.step_overhead_s,
-                "allreduce_latency_s": self.allreduce_latency_s}
+                "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s}
+
+    def price(self, work: StepWork | tuple) -> float:
+        """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
+        operator group at its bound, plus overheads."""
+        compute_s, memory_s, link_s, allreduces, sequences = work
+        mfu, mbu = self.mfu, self.mbu
+        t = self.step_overhead_s + sequences * self.seq_overhead_s
+        if allreduces:
+            t += link_s + allreduces * self.allreduce_latency_s
+        for c, m in zip(compute_s, memory_s):
+            c /= mfu
+            m /= mbu
+            t += c if c > m else m
+        return t
+
+
+class StepWork(NamedTuple):
+    """One step's work before any efficiency applies: per operator group (attention projections,
+    MLP, attention, LM head; whole model), the seconds its FLOPs take at the GPU's peak
+    (``compute_s``) and its bytes at the full HBM bandwidth (``memory_s``); the all-reduce bytes at
+    the link's bandwidth (``link_s``) and their count; the sequences in the step (each decode and
+    each prompt chunk). ``RooflineParams.price`` turns it into
+    seconds; a calibration fits the params to measured steps through it."""
+
+    compute_s: tuple[float, ...] = ()
+    memory_s: tuple[float, ...] = ()
+    link_s: float = 0.0
+    allreduces: int = 0
+    sequences: int = 0
 
 
 class RooflinePredictor:
@@ -62,28 +94,37 @@ class RooflinePredictor:
         if tp < 1:
             raise ValueError("tp must be >= 1")
         self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
-        self.params = p = params or RooflineParams()
+        self.params = params or RooflineParams()
         bpw = weights.bytes_per_value
-        self._layers = model.num_layers
-        self._lin_flops_s = gpu.peak_flops(weights.compute) * p.mfu
-        self._bf16_flops_s = gpu.peak_flops("bf16") * p.mfu
-        self._bytes_s = gpu.hbm_bytes_s * p.mbu
-        # Per layer, per GPU.
-        self._attn_proj_bytes = model.attn_params_per_layer / tp * bpw
-        self._attn_proj_flops_tok = 2 * model.attn_params_per_layer / tp
-        self._expert_bytes = model.expert_params / tp * bpw
-        self._expert_flops_tok = 2 * model.expert_params / tp
-        self._router_flops_tok = 2 * model.router_params_per_layer  # replicated, tiny
-        self._attn_flops_pair = 4 * (model.num_heads / tp) * model.head_dim
-        self._kv_bytes_tok = 2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv.bytes_per_value
-        # Whole model.
-        self._lm_bytes = model.vocab_size * model.hidden_size / tp * EMBEDDING_BYTES
-        self._lm_flops_tok = 2 * model.vocab_size * model.hidden_size / tp
+        layers = model.num_layers
+        lin = gpu.peak_flops(weights.compute)
+        bf16 = gpu.peak_flops("bf16")
+        bw = gpu.hbm_bytes_s
+        # Seconds at peak, per token / per pair / per step, for all layers on one GPU.
+        self._attn_proj_mem = layers * model.attn_params_per_layer / tp * bpw / bw
+        self._attn_proj_cmp_tok = layers * 2 * model.attn_params_per_layer / tp / lin
+        self._expert_mem = layers * model.expert_params / tp * bpw / bw
+        self._expert_cmp_tok = layers * 2 * model.expert_params / tp / lin
+        self._router_cmp_tok = layers * 2 * model.router_params_per_layer / lin  # replicated, tiny
+        self._attn_cmp_pair = layers * 4 * (model.num_heads / tp) * model.head_dim / bf16
+        self._kv_mem_tok = layers * 2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv.bytes_per_value / bw
+        # The LM head (the embedding matrix when tied).
+        self._lm_mem = model.vocab_size * model.hidden_size / tp * weights.embedding_bytes_per_value / bw
+        self._lm_cmp_tok = 2 * model.vocab_size * model.hidden_size / tp / bf16
         ring = 2 * (tp - 1) / tp
-        self._ar_bytes_tok = ring * model.hidden_size * 2 / gpu.link_bytes_s_per_direction if tp > 1 else 0.0
+        self._ar_s_tok = ring * model.hidden_size * 2 / gpu.link_bytes_s_per_direction if tp > 1 else 0.0
         self._ar_count = 2 * model.num_layers if tp > 1 else 0
 
+    def work(self, batch: StepBatch) -> StepWork:
+        """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
+        return StepWork(*self._work(batch))
+
     def step_s(self, batch: StepBatch) -> float:
+        return self.params.price(self._work(batch))
+
+    def _work(self, batch: StepBatch) -> tuple:
+        """``work`` as a plain tuple: the engine prices every scheduled batch, and a tuple is the
+        cheapest thing to make."""
         g = batch.decode_tokens_per_seq
         nd = len(batch.decode_context)
         ctx = sum(batch.decode_context)
@@ -96,23 +137,19 @@ class RooflinePredictor:
             pairs += n * c + n * (n + 1) // 2
             kv_tokens += c + n
             logits += 1
-        p = self.params
         if tokens == 0:
-            return p.step_overhead_s
-        t = self.model.experts_per_token if self.model.is_moe else 1
-        lin, bw = self._lin_flops_s, self._bytes_s
-        attn_proj = max(tokens * self._attn_proj_flops_tok / lin, self._attn_proj_bytes / bw)
-        if self.model.is_moe:
-            e = self.model.num_experts
-            touched = e * (1.0 - (1.0 - t / e) ** tokens)
-            mlp_flops = tokens * (t * self._expert_flops_tok + self._router_flops_tok)
-            mlp = max(mlp_flops / lin, touched * self._expert_bytes / bw)
+            return (), (), 0.0, 0, 0
+        model = self.model
+        if model.is_moe:
+            e, k = model.num_experts, model.experts_per_token
+            touched = e * (1.0 - (1.0 - k / e) ** tokens)
+            mlp_cmp = tokens * (k * self._expert_cmp_tok + self._router_cmp_tok)
+            mlp_mem = touched * self._expert_mem
         else:
-            mlp = max(tokens * self._expert_flops_tok / lin, self._expert_bytes / bw)
-        attn = max(pairs * self._attn_flops_pair / self._bf16_flops_s, kv_tokens * self._kv_bytes_tok / bw)
-        lm_head = max(logits * self._lm_flops_tok / self._bf16_flops_s, self._lm_bytes / bw)
-        allreduce = self._ar_count * (p.allreduce_latency_s + tokens * self._ar_bytes_tok)
-        return self._layers * (attn_proj + mlp + attn) + lm_head + allreduce + p.step_overhead_s
+            mlp_cmp, mlp_mem = tokens * self._expert_cmp_tok, self._expert_mem
+        return ((tokens * self._attn_proj_cmp_tok, mlp_cmp, pairs * self._attn_cmp_pair, logits * self._lm_cmp_tok),
+                (self._attn_proj_mem, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem),
+                self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + len(batch.prefill))
 
     def describe(self) -> dict[str, Any]:
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,

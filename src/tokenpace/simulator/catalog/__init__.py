@@ -1,7 +1,9 @@
 """Typed catalogs of GPUs, models and precisions: built-in JSON data that a user can extend.
 
 Every ``get_*`` takes a catalog name (case-insensitive, aliases allowed) or a path to a JSON file in
-the same layout; ``get_model`` also takes a Hugging Face ``config.json`` (or a folder holding one).
+the same layout; ``get_model`` also takes a Hugging Face ``config.json`` (or a folder holding one)
+or a GGUF model file, and ``get_precision`` a GGUF file (its weights' measured bits per weight).
+``get_gpu`` takes any hardware described by peak FLOP/s and memory bandwidth (a CPU too).
 ``extra`` adds a user's catalog file to the built-in entries (its entries win on the same id).
 """
 
@@ -21,7 +23,7 @@ __all__ = [
     "GPU", "ModelSpec", "Precision",
     "get_gpu", "get_model", "get_precision",
     "list_gpus", "list_models", "list_precisions",
-    "load_model_file",
+    "is_gguf_file", "load_model_file",
 ]
 
 
@@ -53,10 +55,15 @@ def list_models(extra: str | Path | None = None) -> list[ModelSpec]:
 
 
 def load_model_file(path: str | Path) -> list[ModelSpec]:
-    """Models from a catalog-layout JSON file, or one model from a Hugging Face config.json."""
+    """Models from a catalog-layout JSON file, or one model from a Hugging Face config.json or a
+    GGUF file."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
+    if is_gguf_file(p):
+        from tokenpace.simulator.catalog.gguf import load_gguf
+
+        return [load_gguf(p)[0]]
     data = read_json(p)
     if isinstance(data, dict) and ("num_hidden_layers" in data or "text_config" in data):
         model_id = p.parent.name if p.name == "config.json" and p.parent.name else p.stem
@@ -78,6 +85,10 @@ def get_gpu(name: str | GPU, extra: str | Path | None = None) -> GPU:
 def get_precision(name: str | Precision, extra: str | Path | None = None) -> Precision:
     if isinstance(name, Precision):
         return name
+    if is_gguf_file(name):
+        from tokenpace.simulator.catalog.gguf import load_gguf
+
+        return load_gguf(name, "--quant")[1]
     if looks_like_path(name):
         entries = entries_of(read_json(name), "precisions")
         return [build(e, Precision.from_dict, "precision") for e in entries][0]
@@ -90,3 +101,10 @@ def get_model(name: str | ModelSpec, extra: str | Path | None = None) -> ModelSp
     if looks_like_path(name):
         return load_model_file(name)[0]
     return find(list_models(extra), name, "model")
+
+
+def is_gguf_file(path: str | Path) -> bool:
+    """A ``.gguf`` name, or an existing file that starts with GGUF's magic bytes."""
+    from tokenpace.workload.gguf_vocab import is_gguf
+
+    return str(path).lower().endswith(".gguf") or (Path(path).is_file() and is_gguf(path))

@@ -49,7 +49,7 @@ def entries_of(data: Any, kind: str) -> list[dict[str, Any]]:
 
 
 def looks_like_path(name: str) -> bool:
-    return name.endswith(".json") or "/" in name or "\\" in name or Path(name).is_dir()
+    return name.endswith((".json", ".gguf")) or "/" in name or "\\" in name or Path(name).is_dir()
 
 
 def build(entry: dict[str, Any], make: Callable[[dict[str, Any]], T], kind: str) -> T:

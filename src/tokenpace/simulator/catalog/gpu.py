@@ -1,4 +1,10 @@
-"""A GPU as the step-time model sees it: peak tensor throughput, HBM size and bandwidth, its link."""
+"""A GPU as the step-time model sees it: peak tensor throughput, HBM size and bandwidth, its link.
+
+Any other hardware is described the same way, in generic words a user's JSON may use instead:
+``peak_tflops`` (dense peak for matmuls, for ``bf16_tflops``) and ``bandwidth_gb_s`` (memory
+bandwidth in 1e9 bytes/s, for ``hbm_tb_s``). A CPU is one: its peak is cores × clock × FLOPs per
+cycle, its bandwidth the DRAM's (docs/hardware-cpu-2core.json).
+"""
 
 from __future__ import annotations
 
@@ -41,17 +47,24 @@ class GPU:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPU:
         fp8 = d.get("fp8_tflops")
-        return cls(
+        peak = d["bf16_tflops"] if "bf16_tflops" in d or "peak_tflops" not in d else d["peak_tflops"]
+        bandwidth = d["hbm_tb_s"] if "hbm_tb_s" in d or "bandwidth_gb_s" not in d else float(d["bandwidth_gb_s"]) / 1e3
+        gpu = cls(
             id=str(d["id"]),
             name=str(d.get("name", d["id"])),
-            bf16_tflops=float(d["bf16_tflops"]),
+            bf16_tflops=float(peak),
             fp8_tflops=None if fp8 is None else float(fp8),
             memory_gb=float(d["memory_gb"]),
-            hbm_tb_s=float(d["hbm_tb_s"]),
+            hbm_tb_s=float(bandwidth),
             link_gb_s=float(d.get("link_gb_s", 64.0)),
             link=str(d.get("link", "pcie")),
             aliases=tuple(d.get("aliases", ())),
         )
+        for label, value in (("peak FLOP/s", gpu.bf16_tflops), ("memory", gpu.memory_gb),
+                             ("bandwidth", gpu.hbm_tb_s), ("link bandwidth", gpu.link_gb_s)):
+            if not (0 < value < float("inf")):
+                raise ValueError(f"{label} must be a positive number, not {value}")
+        return gpu
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,171 @@
+"""`tokenpace calibrate`: a measured run (result JSON or records JSONL) + the model and hardware →
+the simulator's fitted efficiencies and overhead, in a calibration file for `sim --calibration`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tokenpace.errors import UsageError
+
+EPILOG = """\
+examples:
+  tokenpace calibrate run.json --model-config gemma-3-270m-q4_k_m.gguf \\
+      --hardware examples/hardware/cpu-2core-x86.json --max-num-seqs 8 --out cal.json
+  tokenpace calibrate run.json --model-config llama-3.1-8b --hardware h100-sxm --quant fp8
+  tokenpace sim --calibration cal.json --concurrency 8 --input-tokens 128 --output-tokens 32
+
+The run must be streamed. Its records are turned into the engine steps it went through (bursts of
+chunks, one per step); MFU, MBU and the per-step and per-sequence overheads of the roofline
+step-time model are fitted to their durations by least squares. The file says how well, and from what. Give the
+engine's limits (--max-num-seqs: llama.cpp's slots; --max-batched-tokens: its batch size) so
+that sim --calibration reproduces them and steps that hit them are recognized.
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tokenpace.simulator.policies import POLICIES
+
+    p = sub.add_parser("calibrate", help="fit the simulator's efficiencies and overheads to a measured run",
+                       description="Fit the engine simulator's step-time model (MFU, MBU, per-step "
+                                   "and per-sequence overheads) to a measured run; write a calibration "
+                                   "file for `tokenpace sim --calibration`.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", metavar="RUN", nargs="+",
+                   help="result .json or records .jsonl of a streamed run (several: their steps are pooled)")
+    g = p.add_argument_group("what was measured")
+    g.add_argument("--model-config", required=True, metavar="NAME|PATH",
+                   help="catalog model, catalog JSON, Hugging Face config.json, or a .gguf file")
+    g.add_argument("--hardware", required=True, metavar="NAME|PATH",
+                   help="catalog GPU, or a JSON file of any hardware's peak FLOP/s and memory bandwidth")
+    g.add_argument("--quant", metavar="PRECISION|PATH",
+                   help="weight precision (default: a .gguf model's measured mix, else bf16)")
+    g.add_argument("--kv-dtype", default="bf16", metavar="PRECISION", help="KV cache (default bf16; fp16 alike)")
+    g.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel GPUs (default 1)")
+    g.add_argument("--policy", choices=list(POLICIES), help="the engine's scheduling, recorded for sim")
+    g.add_argument("--max-num-seqs", type=int, metavar="N", help="the engine's running-sequence limit (slots)")
+    g.add_argument("--max-batched-tokens", type=int, metavar="N", help="the engine's tokens per step at most")
+    p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tokenpace.simulator.calibrate import calibrate, write_calibration
+
+    for flag, value in (("--tp", args.tp), ("--max-num-seqs", args.max_num_seqs),
+                        ("--max-batched-tokens", args.max_batched_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be >= 1, not {value}")
+    runs, sources = [], []
+    for path in map(Path, args.paths):
+        records, source = _read_run(path)
+        runs.append(records)
+        sources.append(source)
+    cal = calibrate(runs, model=args.model_config, hardware=args.hardware, weights=args.quant,
+                    kv_cache_dtype=args.kv_dtype, tp=args.tp, policy=args.policy, max_num_seqs=args.max_num_seqs,
+                    max_batched_tokens=args.max_batched_tokens,
+                    closed_loop_concurrency=_closed_loop_concurrency(sources),
+                    source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
+    out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
+    write_calibration(cal, out)
+    _render(cal, out, Console())
+    return 0
+
+
+def _read_run(path: Path) -> tuple[list, dict[str, Any]]:
+    from tokenpace.reports.run_data import load_run_data
+
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}")
+    data = load_run_data(path)
+    doc = data.doc
+    kind = doc.get("kind")
+    if kind not in ("bench", "sim", "records"):
+        raise UsageError(f"{path} is a {kind!r} document, not a run (give a bench or sim result, or its records)")
+    if not data.records:
+        raise UsageError(f"{path}: no records to calibrate from ({'; '.join(data.notes) or 'empty'})")
+    config = doc.get("config") or {}
+    return data.records, {
+        "path": str(path), "kind": kind, "started_utc": doc.get("started_utc"),
+        "target": {k: (doc.get("target") or {}).get(k) for k in ("url", "model")},
+        "load": {k: config.get(k) for k in ("concurrency", "rate", "requests", "duration_s", "input_tokens",
+                                            "output_tokens", "api", "seed") if k in config},
+        "records": len(data.records),
+    }
+
+
+def _closed_loop_concurrency(sources: list[dict[str, Any]]) -> int | None:
+    """The clients of closed-loop runs (the most, over several: the turnaround is measured after
+    each run's first wave); None when a run is not a closed loop, or not known to be one."""
+    loads = [s["load"] for s in sources]
+    if any(s["kind"] == "records" or load.get("rate") is not None or not load.get("concurrency")
+           for s, load in zip(sources, loads)):
+        return None
+    return max(load["concurrency"] for load in loads)
+
+
+def _default_out(run_path: Path) -> Path:
+    stem = run_path.name
+    for suffix in (".records.jsonl", ".jsonl", ".json"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return run_path.with_name(f"{stem}.calibration.json")
+
+
+def _render(cal, out: Path, console) -> None:
+    from rich.table import Table
+
+    fit, r = cal.fit, cal.roofline
+    obs = fit["observations"]
+    console.print(f"[bold]Calibration[/] of {cal.model.id} ({cal.weights.name}) on {cal.hardware.name}: "
+                  f"{obs['steps']} engine steps from {obs['records']} requests "
+                  f"({obs['prefill_steps']} prefill, {obs['mixed_steps']} mixed, {obs['decode_steps']} decode; "
+                  f"decode batches {_span(obs['decode_batch_sizes'])})")
+    params = Table(title="fitted (range: RMS error within 10% of the best)", title_justify="left")
+    for col in ("parameter", "value", "range"):
+        params.add_column(col, justify="right" if col != "parameter" else "left")
+    ranges = fit["ranges"]
+    params.add_row("MFU", f"{r.mfu:.3f}", f"{ranges['mfu'][0]:.3f} – {ranges['mfu'][1]:.3f}")
+    params.add_row("MBU", f"{r.mbu:.3f}", f"{ranges['mbu'][0]:.3f} – {ranges['mbu'][1]:.3f}")
+    for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s")):
+        lo, hi = ranges[key]
+        span = f"{lo * 1e3:.2f} – {hi * 1e3:.2f} ms" if hi is not None else "not determined (one sequence per step)"
+        params.add_row(label, f"{getattr(r, key) * 1e3:.2f} ms", span)
+    console.print(params)
+    res = Table(title="residuals, predicted vs measured step time (%)", title_justify="left")
+    for col in ("steps", "n", "mean", "RMS", "p90 |err|"):
+        res.add_column(col, justify="right" if col != "steps" else "left")
+    for kind, st in fit["residuals_pct"].items():
+        res.add_row(kind, str(st["steps"]), f"{st['mean']:+.1f}", f"{st['rms']:.1f}", f"{st['p90_abs']:.1f}")
+    console.print(res)
+    if fit["decode_step_by_batch"]:
+        batch = Table(title="decode step time by batch size (median)", title_justify="left")
+        for col in ("sequences", "steps", "measured ms", "predicted ms", "error"):
+            batch.add_column(col, justify="right")
+        for row in fit["decode_step_by_batch"]:
+            batch.add_row(str(row["decode_seqs"]), str(row["steps"]), f"{row['measured_ms']:.2f}",
+                          f"{row['predicted_ms']:.2f}", f"{row['error_pct']:+.1f}%")
+        console.print(batch)
+    if "client_turnaround" in fit:
+        t = fit["client_turnaround"]
+        copied = ("sim --calibration's clients wait as long" if t["simulated_turnaround_ms"] else
+                  "not copied: the engine took most next requests into the step already begun")
+        console.print(f"closed-loop client turnaround (end → next send, median of {t['sends']}): "
+                      f"{t['median_ms']:.2f} ms; next requests waited a step {t['next_requests_waited_a_step']}× "
+                      f"and joined it {t['next_requests_joined_the_step_begun']}×: {copied}")
+    if fit["at_bound"]:
+        console.print(f"[yellow]at the bound of its search range: {', '.join(fit['at_bound'])} "
+                      "(check the hardware's peak figures)[/]")
+    if obs["skipped_bursts"]:
+        console.print("skipped bursts: " + ", ".join(f"{k} ({n})" for k, n in obs["skipped_bursts"].items()))
+    console.print(f"Calibration: {out}  ·  predict other loads: tokenpace sim --calibration {out} --concurrency N ...")
+
+
+def _span(sizes: list[int]) -> str:
+    if not sizes:
+        return "none"
+    return str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"

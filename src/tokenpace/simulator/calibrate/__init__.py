@@ -1,0 +1,148 @@
+"""Calibrate the simulator's step-time model from a measured run.
+
+    from tokenpace.simulator.calibrate import calibrate, write_calibration
+    cal = calibrate(records, model="gemma.gguf", hardware="cpu.json", max_num_seqs=8)
+    write_calibration(cal, "cal.json")        # then: tokenpace sim --calibration cal.json ...
+
+Parts: ``steps`` reconstructs the engine steps the run went through from its records; ``fit``
+finds the MFU, MBU and the step and sequence overheads that explain their durations best;
+``client`` measures a closed-loop client's turnaround; ``calibration`` is the file that carries
+the result, the engine it describes and the fit's quality.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tokenpace.errors import UsageError
+from tokenpace.record import RequestRecord
+from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
+from tokenpace.simulator.calibrate.client import closed_loop_turnaround
+from tokenpace.simulator.calibrate.fit import BOUNDS, Fit, fit_roofline
+from tokenpace.simulator.calibrate.steps import ObservedStep, StepObservations, observe_steps
+from tokenpace.simulator.catalog import (
+    GPU, ModelSpec, Precision, get_gpu, get_model, get_precision, is_gguf_file,
+)
+from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
+
+__all__ = ["Calibration", "ObservedStep", "StepObservations", "calibrate", "load_calibration",
+           "observe_steps", "write_calibration"]
+
+MIN_STEPS = 8
+
+
+def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord]], *, model: str | ModelSpec,
+              hardware: str | GPU,
+              weights: str | Precision | None = None, kv_cache_dtype: str | Precision = "bf16", tp: int = 1,
+              policy: str | None = None, max_num_seqs: int | None = None,
+              max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
+              source: dict[str, Any] | None = None) -> Calibration:
+    """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
+    run's engine steps.
+
+    ``records``: one run's records, or a list of runs' records (their steps are pooled).
+    ``closed_loop_concurrency``: the runs were closed loops with this many clients; their
+    turnaround (from an end to the next send) is then measured for the simulator's clients.
+    ``weights``: the weight precision; None takes a GGUF model's own (measured from the file),
+    else BF16. The engine limits are recorded for ``sim --calibration``; ``max_batched_tokens``
+    also tells which prompts were split over steps."""
+    m, hw = get_model(model), get_gpu(hardware)
+    if weights is None:
+        weights = model if isinstance(model, str) and is_gguf_file(model) else "bf16"
+    w, kv = get_precision(weights), get_precision(kv_cache_dtype)
+    runs = list(records)
+    if not runs or isinstance(runs[0], RequestRecord):
+        runs = [runs]  # one run
+    observed = _pool([observe_steps(run, max_batched_tokens=max_batched_tokens, max_num_seqs=max_num_seqs)
+                      for run in runs])
+    if len(observed.steps) < MIN_STEPS:
+        raise UsageError(f"only {len(observed.steps)} engine steps could be told apart in the run "
+                         f"(skipped: {observed.skipped or 'none'}); calibration needs at least {MIN_STEPS}")
+    base = RooflineParams()
+    predictor = RooflinePredictor(m, hw, w, kv, tp, base)
+    fit = fit_roofline(predictor, observed.steps, base)
+    report = fit_report(fit, observed)
+    turnaround = 0.0
+    if closed_loop_concurrency:
+        # Copied only where it mattered: where the clients' next requests mostly missed the step
+        # that began as the previous ones ended (llama.cpp); an engine that takes requests a moment
+        # into a step (the simulator's real-time server) is better copied with none.
+        pairs = [closed_loop_turnaround(run, closed_loop_concurrency) for run in runs]
+        counted = sum(n for _, n in pairs)
+        measured = sum(t * n for t, n in pairs) / counted if counted else 0.0
+        joined, waited = observed.joins_after_start
+        turnaround = measured if waited > joined else 0.0
+        report["client_turnaround"] = {"median_ms": round(measured * 1e3, 3), "sends": counted,
+                                       "next_requests_joined_the_step_begun": joined,
+                                       "next_requests_waited_a_step": waited,
+                                       "simulated_turnaround_ms": round(turnaround * 1e3, 3)}
+    return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=fit.params, tp=tp,
+                       policy=policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
+                       turnaround_s=turnaround, fit=report, source=source or {})
+
+
+def _pool(observations: list[StepObservations]) -> StepObservations:
+    if len(observations) == 1:
+        return observations[0]
+    skipped: Counter[str] = Counter()
+    prompt_steps: Counter[int] = Counter()
+    for o in observations:
+        skipped.update(o.skipped)
+        prompt_steps.update(o.prompt_steps)
+    return StepObservations(steps=[s for o in observations for s in o.steps],
+                            requests=sum(o.requests for o in observations),
+                            gap_threshold_ms=max(o.gap_threshold_ms for o in observations), skipped=dict(skipped),
+                            prompt_steps=dict(sorted(prompt_steps.items())),
+                            joins_after_start=(sum(o.joins_after_start[0] for o in observations),
+                                               sum(o.joins_after_start[1] for o in observations)))
+
+
+def fit_report(fit: Fit, observed: StepObservations) -> dict[str, Any]:
+    """What the calibration file says about the fit: method, data, parameters' ranges, residuals."""
+    steps = observed.steps
+    y = np.array([s.duration_s for s in steps])
+    rel = fit.predicted_s / y - 1.0
+    kinds = np.array([s.kind for s in steps])
+    residuals = {"all": _stats(rel)}
+    for kind in ("prefill", "mixed", "decode"):
+        if (kinds == kind).any():
+            residuals[kind] = _stats(rel[kinds == kind])
+    by_batch = []
+    decode_only = kinds == "decode"
+    sizes = np.array([s.batch.num_decode for s in steps])
+    for b in sorted(set(sizes[decode_only].tolist())):
+        pick = decode_only & (sizes == b)
+        measured, predicted = float(np.median(y[pick])), float(np.median(fit.predicted_s[pick]))
+        by_batch.append({"decode_seqs": b, "steps": int(pick.sum()), "measured_ms": round(measured * 1e3, 3),
+                         "predicted_ms": round(predicted * 1e3, 3),
+                         "error_pct": round((predicted / measured - 1) * 100, 1)})
+    return {
+        "method": "weighted least squares on relative step-time residuals; MFU and MBU on a log grid "
+                  f"over [{BOUNDS[0]}, {BOUNDS[1]}] refined around the best point, the step and sequence "
+                  "overheads in closed form (>= 0) at each point",
+        "weights": "steps with prompt tokens and decode-only steps weigh half each",
+        "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s"],
+        "rms_relative_error": round(fit.rms_rel, 5),
+        "ranges": {k: [_sig(lo), _sig(hi) if np.isfinite(hi) else None] for k, (lo, hi) in fit.ranges.items()},
+        "ranges_definition": "values over which the best weighted RMS relative error stays within 10% "
+                             "of the minimum (or 1 point of it): narrow means well determined by this run",
+        "at_bound": list(fit.at_bound),
+        "observations": observed.describe(),
+        "residuals_pct": residuals,
+        "decode_step_by_batch": by_batch,
+    }
+
+
+def _stats(rel: np.ndarray) -> dict[str, float | int]:
+    pct = rel * 100
+    return {"steps": int(len(pct)), "mean": round(float(pct.mean()), 2),
+            "rms": round(float(np.sqrt((pct ** 2).mean())), 2),
+            "p90_abs": round(float(np.percentile(np.abs(pct), 90)), 2)}
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")

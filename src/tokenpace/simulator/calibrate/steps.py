@@ -1,0 +1,273 @@
+"""The engine steps a measured run went through, reconstructed from its records alone.
+
+A continuous-batching engine (llama.cpp's server, vLLM, SGLang, the simulator) runs one step at a
+time and, at the end of each, streams one chunk to every sequence that got a token. So the chunks
+of all requests, sorted by arrival time, fall into bursts, one per step, separated by the step
+time; the client adds only its reading jitter (well under a millisecond against steps of 10 ms or
+more). A burst's members say what the step computed: a request's first chunk means its prompt
+was prefilled in that step, a later chunk j means one decode with the prompt and j − 1 generated
+tokens already in the KV cache. Its duration is the time since the previous burst when any member
+was already decoding (the engine was busy), else since the latest of its members was sent (the
+engine was idle; the HTTP path is then included, about a millisecond).
+
+A burst is used only when it is unambiguous: every member's previous chunk is in the burst just
+before (so a step that streamed nothing cannot hide in it); no request that may have reached the
+engine before the step began is missing from it while the engine had room (the step may hold part
+of its prompt: a token budget splits long prompts, and llama.cpp splits every prompt of a
+sliding-window model to checkpoint its cache); no prompt in it may have reached the engine before
+the step before began (part of it may have been computed there); no request has two chunks in it
+(the client read two steps at once); no request that was decoding across it is missing from it.
+"May have reached the engine before a step began": sent before the step's start as the client
+saw it (or at that very instant: the simulator's closed loop). Where prompts often take more than
+one step from send to first token (llama.cpp's checkpoints), also sent up to a window (half the burst gap) after it: the engine takes
+new requests after it has sent a step's results, so such a request may have joined the step.
+Each skipped burst is counted by reason, and the report says how many steps began between a
+request's send and its first token (1 for an engine that computes a prompt in one step).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tokenpace.errors import UsageError
+from tokenpace.record import RequestRecord
+from tokenpace.simulator.step import StepBatch
+
+# Chunks closer together than this fraction of the shortest usual gap between one request's chunks
+# (its 10th percentile) belong to the same step.
+BURST_FRACTION = 0.35
+# A request sent up to this fraction of that gap after a step began (as the client saw it) may still
+# have joined the step: the client sees a step's chunks before the engine forms the next batch (it
+# sends results, then takes new requests), and a request takes time to reach it.
+ARRIVAL_FRACTION = 0.5
+# Prompts count as computed in one step when at least this share of requests got their first token
+# at the end of the first step that began after they were sent (the rest: sent just before a step
+# began, but reached the engine just after).
+ONE_STEP_SHARE = 0.75
+_EXACT_CHUNK_SOURCES = ("chunk_usage", "simulated")
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedStep:
+    batch: StepBatch
+    duration_s: float
+    end_ns: int
+
+    @property
+    def kind(self) -> str:
+        """"prefill" (prompts only), "mixed" (prompts and decodes) or "decode"."""
+        if not self.batch.prefill:
+            return "decode"
+        return "mixed" if self.batch.decode_context else "prefill"
+
+
+@dataclass
+class StepObservations:
+    steps: list[ObservedStep]
+    requests: int  # records whose chunks were used
+    gap_threshold_ms: float
+    skipped: dict[str, int] = field(default_factory=dict)  # reason → bursts
+    prompt_steps: dict[int, int] = field(default_factory=dict)  # steps from send to first token → requests
+    # Requests sent just after a step began (as the client saw it: a closed loop's next request):
+    # how many still joined that step, and how many waited for the next.
+    joins_after_start: tuple[int, int] = (0, 0)
+
+    def describe(self) -> dict:
+        kinds = Counter(s.kind for s in self.steps)
+        decode = [s.batch.num_decode for s in self.steps if s.batch.num_decode]
+        prompts = [n + c for s in self.steps for n, c in s.batch.prefill]
+        return {
+            "records": self.requests, "steps": len(self.steps),
+            "prefill_steps": kinds["prefill"], "mixed_steps": kinds["mixed"], "decode_steps": kinds["decode"],
+            "decode_batch_sizes": sorted(set(decode)),
+            "prompt_tokens": [min(prompts), max(prompts)] if prompts else None,
+            "burst_gap_ms": round(self.gap_threshold_ms, 3),
+            "skipped_bursts": dict(sorted(self.skipped.items())),
+            "steps_from_send_to_first_token": {str(k): n for k, n in self.prompt_steps.items()},
+            "sent_just_after_a_step_began": {"joined_it": self.joins_after_start[0],
+                                             "waited_for_the_next": self.joins_after_start[1]},
+        }
+
+
+@dataclass(slots=True)
+class _Stream:
+    sent_ns: int
+    prompt: int | None
+    cached: int
+    chunk_ns: list[int]
+
+
+def observe_steps(records: Iterable[RequestRecord], *, max_batched_tokens: int | None = None,
+                  max_num_seqs: int | None = None) -> StepObservations:
+    """Every unambiguous engine step of the run (see the module docstring). ``max_batched_tokens``:
+    the engine's token budget per step (a longer prompt is split over steps, so the step that ends
+    it did not compute it all); ``max_num_seqs``: its limit on running sequences (a prompt that
+    waited while the limit was reached was queued, not split). Unknown limits are not assumed."""
+    streams = _streams(records)
+    if not streams:
+        raise UsageError("no streamed request with tokens in the run: nothing to calibrate from "
+                         "(calibration needs a streaming run)")
+    t = np.concatenate([np.asarray(s.chunk_ns, dtype=np.int64) for s in streams])
+    sid = np.concatenate([np.full(len(s.chunk_ns), i) for i, s in enumerate(streams)])
+    pos = np.concatenate([np.arange(len(s.chunk_ns)) for s in streams])
+    order = np.argsort(t, kind="stable")
+    t, sid, pos = t[order], sid[order], pos[order]
+
+    gaps = np.concatenate([np.diff(np.asarray(s.chunk_ns, dtype=np.int64)) for s in streams])
+    gaps = gaps[gaps > 0]
+    threshold = BURST_FRACTION * float(np.percentile(gaps, 10)) if len(gaps) else 1e6
+    burst = np.concatenate([[0], np.cumsum(np.diff(t) > threshold)])  # burst index of each chunk
+    first = np.flatnonzero(np.diff(np.concatenate([[-1], burst])))  # first chunk of each burst
+    bursts = [list(zip(sid[lo:hi].tolist(), pos[lo:hi].tolist()))
+              for lo, hi in zip(first, np.append(first[1:], len(t)))]
+    end_ns = t[first].tolist()  # the earliest chunk of a burst: the least delayed by the client
+    chunk_burst: list[list[int]] = [[0] * len(s.chunk_ns) for s in streams]
+    for b, members in enumerate(bursts):
+        for s, j in members:
+            chunk_burst[s][j] = b
+
+    skipped: Counter[str] = Counter()
+    run = _Run(streams, bursts, end_ns, chunk_burst, ARRIVAL_FRACTION * threshold, max_batched_tokens,
+               max_num_seqs, skipped)
+    steps = [step for b in range(len(bursts)) if (step := run.step(b)) is not None]
+    return StepObservations(steps=steps, requests=len(streams), gap_threshold_ms=threshold / 1e6,
+                            skipped=dict(skipped), prompt_steps=run.prompt_steps(),
+                            joins_after_start=run.joins_after_start(ARRIVAL_FRACTION * threshold))
+
+
+def _streams(records: Iterable[RequestRecord]) -> list[_Stream]:
+    """Every request that reached the engine and streamed tokens, warmup and failures included
+    (they were in the batches too). One chunk is one step, except where exact per-chunk counts say
+    a chunk carried several tokens (speculative decoding, a server that batches chunks)."""
+    out, multi, exact = [], 0, 0
+    for r in records:
+        if not r.chunk_ns or r.sent_ns is None or r.retried or not r.stream:
+            continue
+        if r.chunk_tokens_source in _EXACT_CHUNK_SOURCES and r.chunk_tokens:
+            exact += len(r.chunk_tokens)
+            multi += sum(n > 1 for n in r.chunk_tokens)
+        prompt = r.prompt_tokens if r.prompt_tokens is not None else r.requested_input_tokens
+        out.append(_Stream(r.sent_ns, prompt, r.cached_prompt_tokens or 0, list(r.chunk_ns)))
+    if exact and multi > 0.1 * exact:
+        raise UsageError(f"{multi} of {exact} chunks carry several tokens (speculative decoding, or a "
+                         "server that batches chunks): engine steps cannot be told apart")
+    return out
+
+
+class _Run:
+    """The bursts of one run, and the judgement of each: an ObservedStep, or a reason to skip it."""
+
+    def __init__(self, streams, bursts, end_ns, chunk_burst, window_ns, max_batched_tokens, max_num_seqs,
+                 skipped: Counter) -> None:
+        self.streams, self.bursts, self.end_ns, self.chunk_burst = streams, bursts, end_ns, chunk_burst
+        self.max_batched_tokens, self.max_num_seqs, self.skipped = max_batched_tokens, max_num_seqs, skipped
+        self.bad = _ambiguous_bursts(chunk_burst)
+        self.start_ns = [self._start(b) for b in range(len(bursts))]
+        self.sent = np.array([s.sent_ns for s in streams], dtype=np.int64)
+        self.first_burst = np.array([cb[0] for cb in chunk_burst])
+        # Where one step after a request's send brings its first token (the mode), the step of the
+        # first token computed the whole prompt: a request sent just after a step began, as the
+        # client saw it, either joined that step (and its first token ends it) or did not. Where
+        # it takes more, an engine splits prompts over steps, and a request sent up to the window
+        # after a step began may have part of its prompt in it.
+        counts = self.prompt_steps()
+        self.one_step_prompts = counts.get(1, 0) >= ONE_STEP_SHARE * sum(counts.values())
+        self.window_ns = 0.0 if self.one_step_prompts else window_ns
+
+    def _start(self, b: int) -> int | None:
+        """When step b began: when the one before ended if a member was decoding (the engine was
+        busy), else when the last of its prompts arrived, if the engine was idle by then."""
+        members = self.bursts[b]
+        prev = self.end_ns[b - 1] if b else None
+        if any(j for _, j in members):
+            return prev
+        sent = max(self.streams[s].sent_ns for s, _ in members)
+        return sent if prev is None else max(sent, prev)
+
+    def step(self, b: int) -> ObservedStep | None:
+        reason = self._reason_to_skip(b)
+        if reason:
+            self.skipped[reason] += 1
+            return None
+        prefill, decode = [], []
+        for s, j in self.bursts[b]:
+            st = self.streams[s]
+            if j == 0:
+                prefill.append((st.prompt - st.cached, st.cached))
+            else:
+                decode.append(st.prompt + j - 1)  # the prompt and the j - 1 earlier tokens are cached
+        end, start = self.end_ns[b], self.start_ns[b]
+        return ObservedStep(batch=StepBatch(prefill=tuple(prefill), decode_context=tuple(sorted(decode))),
+                            duration_s=(end - start) / 1e9, end_ns=end)
+
+    def _reason_to_skip(self, b: int) -> str | None:
+        if b in self.bad:
+            return self.bad[b]
+        members, start = self.bursts[b], self.start_ns[b]
+        if start is None or self.end_ns[b] <= start:
+            return "no start seen"
+        for s, j in members:
+            st = self.streams[s]
+            if st.prompt is None:
+                return "prompt length unknown"
+            if j == 0:
+                if self.max_batched_tokens is not None and st.prompt - st.cached > self.max_batched_tokens:
+                    return "prompt split over steps"
+                if b and self.start_ns[b - 1] is not None and st.sent_ns <= self.start_ns[b - 1] + self.window_ns:
+                    return "prompt waited a step (queued, or split over steps)"
+            elif self.chunk_burst[s][j - 1] != b - 1 or b - 1 in self.bad:
+                return "previous step not seen"
+        waiting = (self.sent <= start + self.window_ns) & (self.first_burst > b)
+        if waiting.any() and (self.max_num_seqs is None or len(members) < self.max_num_seqs):
+            return "a waiting prompt may be partly in it"
+        return None
+
+    def joins_after_start(self, window_ns: float) -> tuple[int, int]:
+        """Of the requests sent within ``window_ns`` after a busy step began (at or after the end of
+        the burst before it), how many got their first token at its end, and how many one step later."""
+        ends = np.array(self.end_ns, dtype=np.int64)
+        joined = waited = 0
+        for q, st in enumerate(self.streams):
+            b = int(np.searchsorted(ends, st.sent_ns, side="right")) - 1  # the last burst seen before the send
+            if b < 0 or b + 1 >= len(self.bursts) or st.sent_ns - ends[b] > window_ns:
+                continue
+            if self.start_ns[b + 1] != self.end_ns[b]:  # the engine was idle: nothing to join
+                continue
+            k = int(self.first_burst[q])
+            joined += k == b + 1
+            waited += k == b + 2
+        return joined, waited
+
+    def prompt_steps(self) -> dict[int, int]:
+        """How many steps began between a request's send and its first token (inclusive), over the
+        requests not queued behind a full engine: 1 where an engine computes a prompt in one step
+        (the simulator, vLLM); more where it splits prompts (llama.cpp's context checkpoints)."""
+        starts = np.array([s if s is not None else -1 for s in self.start_ns], dtype=np.int64)
+        counts: Counter[int] = Counter()
+        for q, st in enumerate(self.streams):
+            k = int(self.first_burst[q])
+            if self.start_ns[k] is None or self.start_ns[k] < st.sent_ns:
+                continue
+            n = int(((starts[: k + 1] >= st.sent_ns)).sum())
+            full = self.max_num_seqs is not None and any(
+                len(self.bursts[b]) >= self.max_num_seqs for b in range(k) if starts[b] >= st.sent_ns)
+            if not full:
+                counts[n] += 1
+        return dict(sorted(counts.items()))
+
+
+def _ambiguous_bursts(chunk_burst: list[list[int]]) -> dict[int, str]:
+    """Bursts holding two chunks of one request (the client read two steps at once), or missing a
+    request that was decoding across them (its chunks skip the burst); burst → reason."""
+    bad: dict[int, str] = {}
+    for bursts in chunk_burst:
+        for prev, cur in zip(bursts, bursts[1:]):
+            if cur == prev:
+                bad.setdefault(prev, "two chunks of one request")
+            for missed in range(prev + 1, cur):
+                bad.setdefault(missed, "a decoding request missing")
+    return bad
