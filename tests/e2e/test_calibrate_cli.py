@@ -60,6 +60,13 @@ def test_calibrate_on_a_cpu_then_sim_predicts_with_the_fitted_engine(tmp_path):
     for metric in ("ttft", "tpot"):
         assert pred[metric]["p50"] == pytest.approx(truth[metric]["p50"], rel=0.02), metric
 
+    # A simulated sweep takes the calibration as sim does: its concurrency-8 step is that prediction.
+    cli_ok(tmp_path, "sweep", "--sim", "--calibration", "cal.json", "--concurrency", "2,8",
+           *[a.replace("--requests", "--requests-per-step") for a in LOAD], "--out", "sweep.json")
+    step8 = json.loads((tmp_path / "sweep.json").read_text())["steps"][1]["summary"]["latency_ms"]
+    assert step8["tpot"]["p50"] == pytest.approx(pred["tpot"]["p50"], rel=1e-9)
+    assert run_cli("sweep", "--calibration", "cal.json", cwd=tmp_path).returncode == 2  # needs --sim
+
     # A flag given explicitly wins over the calibration.
     cli_ok(tmp_path, "sim", "--calibration", "cal.json", "--mbu", "0.1", "--concurrency", "8", *LOAD,
            "--out", "slow.json")

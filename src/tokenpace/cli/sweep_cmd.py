@@ -17,6 +17,7 @@ examples:
       --duration-per-step 60 --gpu-hour-usd 3
   tokenpace sweep --sim --model llama-3.1-70b --gpu h100-sxm --tp 2 --quant fp8 --rate auto --slo chat
   tokenpace sweep --url http://127.0.0.1:8000/v1 --concurrency 1,8,32 --scrape-metrics  # engine's view per step
+  tokenpace sweep --sim --calibration cal.json --concurrency 1,2,4,8,16   # a calibrated engine's curve
   tokenpace sweep --sim --rate auto --slo chat --vary policy=prefill-first,chunked-prefill \\
       --vary quant=bf16,fp8                                   # what-if grid: one sweep per combination
 
@@ -60,13 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --sim: every prompt starts with the same N tokens")
     options.add_load_workload_slo(p, sweep=True)
     options.add_engine_metrics(p)
-    add_engine_arguments(p)
+    add_engine_arguments(p, calibration=True)
     options.add_output(p, kind="sweep")
     p.set_defaults(func=run)
 
 
 def config_from_args(args: argparse.Namespace):  # -> SweepConfig
-    from tokenpace.simulator.args import DEFAULT_MODEL, engine_config
+    from tokenpace.simulator.args import engine_config
     from tokenpace.sweep.spec import DEFAULT_CONCURRENCIES, SweepConfig, parse_loads, parse_vary
 
     if args.requests is None and args.duration is None:
@@ -96,7 +97,9 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         out=None, progress=args.progress).validate()
     sim = None
     if args.sim:
-        sim = engine_config(args, model=args.model or DEFAULT_MODEL, max_num_seqs=args.max_num_seqs, seed=base.seed)
+        sim = engine_config(args, model=args.model, max_num_seqs=args.max_num_seqs, seed=base.seed)
+    if not args.sim and args.calibration:
+        raise UsageError("--calibration describes a simulated engine: it needs --sim")
     if args.sim and args.scrape_metrics is not None:
         raise UsageError("--scrape-metrics reads a real engine's /metrics: it does not apply to --sim")
     if args.shared_prefix_tokens and not args.sim:
