@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     for tool in tools:
         if tool != "tokenpace":
             ensure_peer(tool, log)
-    tok_root = cache_root() / "peers" / "tokenizers" / f"{gguf.stem}-{gguf.stat().st_size}"
+    tok_root = cache_root() / "peers" / "tokenizers" / f"{gguf.stem}-{gguf.stat().st_size}-{_code_hash()}"
     if not (tok_root / "tokenizer_config.json").exists():
         log(f"building the tokenizer folder from {gguf} ...")
         write_tokenizer_dir(gguf, tok_root)
@@ -265,6 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     report(result)
     print(f"\nParsed results: {out_dir / 'peers.json'}")
     return 1 if failures else 0
+
+
+def _code_hash() -> str:
+    """Of the code that turns a GGUF vocabulary into a tokenizer: a fix there rebuilds the folder."""
+    import hashlib
+    digest = hashlib.sha1()
+    for path in (ROOT / "src/tokenpace/workload/tokenizer.py", ROOT / "src/tokenpace/workload/gguf_vocab.py",
+                 Path(__file__).with_name("_peers") / "hf_tokenizer.py"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:10]
 
 
 def _git_state() -> str:
