@@ -115,14 +115,12 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from tokenpace.reports.sweep_console import group_heading, header, render_analysis, step_row
+    from tokenpace.reports.sweep_console import group_heading, header, headline, render_analysis, step_row
     from tokenpace.sweep import run_sweep
     from tokenpace.sweep.document import sweep_document
 
     config = config_from_args(args)
     console = Console()
-    from tokenpace.reports.sweep_console import headline
-
     console.print(headline({"config": config.to_dict()}))
     console.print(header(config.axis), soft_wrap=True)
     seen = {"group": None}
