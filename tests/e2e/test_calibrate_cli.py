@@ -52,8 +52,18 @@ def test_calibrate_on_a_cpu_then_sim_predicts_with_the_fitted_engine(tmp_path):
     # The calibration alone (no model, hardware or engine flags) reproduces another load.
     cli_ok(tmp_path, "sim", *engine, "--mfu", "0.2", "--mbu", "0.5", "--step-overhead-ms", "2",
            "--concurrency", "8", *LOAD, "--out", "truth8.json")
-    cli_ok(tmp_path, "sim", "--calibration", "cal.json", "--concurrency", "8", *LOAD, "--out", "pred8.json")
+    proc = cli_ok(tmp_path, "sim", "--calibration", "cal.json", "--concurrency", "8", *LOAD, "--out", "pred8.json")
     doc = json.loads((tmp_path / "pred8.json").read_text())
+    # Fitted at concurrency 4, it never saw the batches of 8 it predicts now, and says so.
+    seen = cal["fit"]["observations"]["decode_batch_sizes"]
+    assert max(seen) == 4
+    coverage = doc["engine"]["calibration"]
+    assert coverage["decode_batch_sizes"] == seen and coverage["fitted_on"] == [{"concurrency": 4, "rate": None}]
+    assert max(coverage["simulated_decode_batch_sizes"]) == 8 and coverage["share_outside"] > 0.5
+    assert coverage["extrapolates"] and "extrapolated" in " ".join(proc.stdout.split())
+    cli_ok(tmp_path, "sim", "--calibration", "cal.json", "--concurrency", "4", *LOAD, "--out", "pred4.json")
+    within = json.loads((tmp_path / "pred4.json").read_text())["engine"]["calibration"]
+    assert not within["extrapolates"] and within["share_outside"] < 0.1
     assert doc["target"]["gpu"] == "cpu-2core-x86" and doc["engine"]["config"]["max_num_seqs"] == 8
     assert doc["engine"]["config"]["roofline"]["mfu"] == cal["roofline"]["mfu"]
     truth, pred = summary(tmp_path, "truth8.json"), summary(tmp_path, "pred8.json")
@@ -63,8 +73,10 @@ def test_calibrate_on_a_cpu_then_sim_predicts_with_the_fitted_engine(tmp_path):
     # A simulated sweep takes the calibration as sim does: its concurrency-8 step is that prediction.
     cli_ok(tmp_path, "sweep", "--sim", "--calibration", "cal.json", "--concurrency", "2,8",
            *[a.replace("--requests", "--requests-per-step") for a in LOAD], "--out", "sweep.json")
-    step8 = json.loads((tmp_path / "sweep.json").read_text())["steps"][1]["summary"]["latency_ms"]
+    steps = json.loads((tmp_path / "sweep.json").read_text())["steps"]
+    step8 = steps[1]["summary"]["latency_ms"]
     assert step8["tpot"]["p50"] == pytest.approx(pred["tpot"]["p50"], rel=1e-9)
+    assert steps[1]["calibration"]["extrapolates"] and not steps[0]["calibration"]["extrapolates"]
     assert run_cli("sweep", "--calibration", "cal.json", cwd=tmp_path).returncode == 2  # needs --sim
 
     # A flag given explicitly wins over the calibration.

@@ -144,3 +144,28 @@ def test_a_closed_loop_clients_turnaround_is_measured_and_copied_where_it_matter
     if turnaround_s:
         assert t["next_requests_waited_a_step"] > t["next_requests_joined_the_step_begun"]
     assert cal.turnaround_s == pytest.approx(turnaround_s, abs=1e-9)
+
+
+def _row(decode_seqs: int, steps: int, prefill_tokens: int = 0):
+    from tokenpace.simulator.timeline import TimelineRow
+
+    return TimelineRow(t_ns=0, steps=steps, step_ms=1.0, span_ms=float(steps), waiting=0, running=decode_seqs,
+                       kv_usage=0.0, prefix_cache_hit_rate=0.0, batch_tokens=decode_seqs + prefill_tokens,
+                       decode_seqs=decode_seqs, prefill_tokens=prefill_tokens, preempted=0, preemptions=0)
+
+
+def test_coverage_counts_decode_steps_outside_the_calibrated_span():
+    from tokenpace.simulator.calibrate.coverage import coverage
+
+    scope = {"path": "cal.json", "decode_batch_sizes": [2, 4], "fitted_on": [{"concurrency": 4, "rate": None}]}
+    # Batch 3 lies between the sizes seen: interpolated, not outside. Prefill-only rows do not count.
+    inside = coverage(scope, [_row(2, 10), _row(3, 5), _row(4, 30), _row(0, 3, prefill_tokens=100)])
+    assert inside["decode_steps"] == 45 and inside["decode_steps_outside"] == 0 and not inside["extrapolates"]
+    # 1 in 46 outside: stated, under the 10% that makes it an extrapolation.
+    few = coverage(scope, [_row(1, 1), _row(4, 45)])
+    assert few["decode_steps_outside"] == 1 and not few["extrapolates"] and few["note"] is None
+    many = coverage(scope, [_row(1, 20), _row(4, 20), _row(6, 10)])
+    assert many["share_outside"] == pytest.approx(0.6) and many["extrapolates"]
+    assert "(1, 6)" in many["note"] and "outside the 2–4" in many["note"]
+    unknown = coverage({**scope, "decode_batch_sizes": []}, [_row(4, 5)])
+    assert not unknown["extrapolates"] and "no decode step" in unknown["note"]

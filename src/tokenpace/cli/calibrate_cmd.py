@@ -119,12 +119,14 @@ def _default_out(run_path: Path) -> Path:
 def _render(cal, out: Path, console) -> None:
     from rich.table import Table
 
+    from tokenpace.simulator.calibrate.coverage import span_text
+
     fit, r = cal.fit, cal.roofline
     obs = fit["observations"]
     console.print(f"[bold]Calibration[/] of {cal.model.id} ({cal.weights.name}) on {cal.hardware.name}: "
                   f"{obs['steps']} engine steps from {obs['records']} requests "
                   f"({obs['prefill_steps']} prefill, {obs['mixed_steps']} mixed, {obs['decode_steps']} decode; "
-                  f"decode batches {_span(obs['decode_batch_sizes'])})")
+                  f"decode batches {span_text(obs['decode_batch_sizes'])})")
     params = Table(title="fitted (range: RMS error within 10% of the best)", title_justify="left")
     for col in ("parameter", "value", "range"):
         params.add_column(col, justify="right" if col != "parameter" else "left")
@@ -163,9 +165,3 @@ def _render(cal, out: Path, console) -> None:
     if obs["skipped_bursts"]:
         console.print("skipped bursts: " + ", ".join(f"{k} ({n})" for k, n in obs["skipped_bursts"].items()))
     console.print(f"Calibration: {out}  ·  predict other loads: tokenpace sim --calibration {out} --concurrency N ...")
-
-
-def _span(sizes: list[int]) -> str:
-    if not sizes:
-        return "none"
-    return str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"

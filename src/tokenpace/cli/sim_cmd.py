@@ -8,7 +8,7 @@ import argparse
 from tokenpace.cli import options
 from tokenpace.config import BenchConfig
 from tokenpace.errors import ExitCode, UsageError
-from tokenpace.simulator.args import DEFAULT_MODEL, add_engine_arguments, engine_config
+from tokenpace.simulator.args import DEFAULT_MODEL, add_engine_arguments, calibration_scope_of, engine_config
 
 EPILOG = """\
 examples:
@@ -57,7 +57,8 @@ def config_from_args(args: argparse.Namespace):  # -> SimRunConfig
         raise UsageError(f"--shared-prefix-tokens must be >= 0, not {args.shared_prefix_tokens}")
     load = BenchConfig(**options.load_workload_slo_values(args), out=args.out, progress=args.progress).validate()
     engine = engine_config(args, model=args.model, max_num_seqs=args.max_num_seqs, seed=load.seed)
-    return SimRunConfig(load=load, engine=engine, shared_prefix_tokens=args.shared_prefix_tokens).validate()
+    return SimRunConfig(load=load, engine=engine, shared_prefix_tokens=args.shared_prefix_tokens,
+                        calibration=calibration_scope_of(args)).validate()
 
 
 def run(args: argparse.Namespace) -> int:

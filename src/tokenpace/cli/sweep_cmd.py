@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def config_from_args(args: argparse.Namespace):  # -> SweepConfig
-    from tokenpace.simulator.args import engine_config
+    from tokenpace.simulator.args import calibration_scope_of, engine_config
     from tokenpace.sweep.spec import DEFAULT_CONCURRENCIES, SweepConfig, parse_loads, parse_vary
 
     if args.requests is None and args.duration is None:
@@ -108,6 +108,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         loads = list(DEFAULT_CONCURRENCIES)
     return SweepConfig(base=base, axis=axis, loads=loads, auto_steps=args.steps,
                        saturation_concurrency=args.saturation_concurrency, sim=sim,
+                       calibration=calibration_scope_of(args) if args.sim else None,
                        shared_prefix_tokens=args.shared_prefix_tokens, vary=parse_vary(args.vary),
                        out=args.out, progress=args.progress).validate()
 

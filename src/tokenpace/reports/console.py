@@ -184,7 +184,7 @@ def _engine_lines(engine: dict[str, Any] | None) -> list[str]:
     m, st = engine.get("memory") or {}, engine.get("stats") or {}
     hit = (f" · prefix-cache hit rate {_pct(st.get('prefix_cache_hit_rate'))}"
            if st.get("prefix_cache_queries_tokens") else "")
-    return [
+    return [*_calibration_lines(engine.get("calibration")),
         f"Engine memory per GPU: weights {m.get('weight_bytes_per_gpu', 0) / 2**30:.1f} GiB · KV cache "
         f"{m.get('kv_capacity_tokens', 0):,} tokens ({m.get('kv_blocks', 0):,} blocks, "
         f"{m.get('kv_bytes_per_token_per_gpu', 0) / 1024:g} KiB per token)",
@@ -195,6 +195,21 @@ def _engine_lines(engine: dict[str, Any] | None) -> list[str]:
         f"{_pct(st.get('mean_kv_usage'))} / peak {_pct(st.get('peak_kv_usage'))} · preemptions "
         f"{st.get('preemptions', 0)}{hit}",
     ]
+
+
+def _calibration_lines(cal: dict[str, Any] | None) -> list[str]:
+    """A calibrated simulation: the file, and whether it stayed within the decode batches it saw."""
+    if not cal:
+        return []
+    seen = cal.get("decode_batch_sizes") or []
+    span = "none" if not seen else (str(seen[0]) if seen[0] == seen[-1] else f"{seen[0]}–{seen[-1]}")
+    line = f"Calibration: {cal.get('path')} (fitted on decode batches {span})"
+    if cal.get("extrapolates"):
+        return [line, f"  [yellow]{cal['note']}[/]"]
+    if cal.get("note"):
+        return [f"{line} · {cal['note']}"]
+    return [f"{line} · every simulated decode batch within it" if cal.get("share_outside") == 0 else
+            f"{line} · {cal.get('share_outside', 0):.0%} of decode steps outside it"]
 
 
 def _pct(v: float | None) -> str:

@@ -44,6 +44,9 @@ def step_row(e: dict[str, Any]) -> str:
     findings = (e.get("engine_metrics") or {}).get("diagnosis") or []
     if findings:  # --scrape-metrics: the engine's own view of this step, its first finding
         line += f"\n     [dim]engine: {escape(findings[0]['message'])}[/]"
+    cal = e.get("calibration") or {}
+    if cal.get("extrapolates"):  # --sim --calibration, outside the decode batches it saw
+        line += f"\n     [yellow]calibration: {escape(cal['note'])}[/]"
     return line
 
 

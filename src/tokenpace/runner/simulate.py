@@ -64,11 +64,14 @@ class SimRunConfig:
     ``engine``: what is simulated; its load fields (concurrency, max_in_flight, stop_issuing_s,
     seed) are filled in from ``load``. ``shared_prefix_tokens``: every prompt starts with the same
     this-many tokens, before the workload's input length: shorthand for bench's
-    ``--shared-prefix groups=1,prefix-tokens=N``."""
+    ``--shared-prefix groups=1,prefix-tokens=N``. ``calibration``: when ``engine`` came from a
+    calibration file, its scope (``calibrate.coverage.calibration_scope``): the run then says
+    whether it stayed within the decode batches the calibration saw."""
 
     load: BenchConfig = field(default_factory=BenchConfig)
     engine: SimConfig = field(default_factory=SimConfig)
     shared_prefix_tokens: int = 0
+    calibration: dict[str, Any] | None = None
 
     def validate(self) -> SimRunConfig:
         self.load.validate()
@@ -167,8 +170,13 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     window = _window(c, send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
     summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window)
+    engine_doc = engine_section(sim, timeline_path, result_path)
+    if config.calibration is not None:
+        from tokenpace.simulator.calibrate.coverage import coverage  # numpy, only when calibrated
+
+        engine_doc["calibration"] = coverage(config.calibration, sim.timeline)
     result = SimRunResult(config=config, target=target_of(sim), records=records, summary=summary,
-                          engine=engine_section(sim, timeline_path, result_path), result_path=result_path,
+                          engine=engine_doc, result_path=result_path,
                           records_path=records_path, timeline_path=timeline_path, window_ns=window,
                           wall_s=wall_s, sim=sim,
                           input_length_source=f"{workload.input_length_source}; the simulator takes "

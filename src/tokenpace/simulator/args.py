@@ -120,6 +120,17 @@ def _given(value, fallback):
     return fallback if value is None else value
 
 
+def calibration_scope_of(ns: argparse.Namespace) -> dict | None:
+    """The scope of ``--calibration`` (the decode batches it saw, what it was fitted on), for the
+    run to say whether it stayed within it; None without one."""
+    cal = _calibration(ns)
+    if cal is None:
+        return None
+    from tokenpace.simulator.calibrate.coverage import calibration_scope
+
+    return calibration_scope(cal, ns.calibration)
+
+
 def _calibration(ns: argparse.Namespace):  # -> Calibration | None
     path = getattr(ns, "calibration", None)
     if not path:

@@ -185,7 +185,8 @@ def _executor(config: SweepConfig) -> Iterator[Callable[[BenchConfig, Any], Any]
         from tokenpace.runner.simulate import SimRunConfig, run_sim
 
         def simulate(cfg: BenchConfig, engine: Any) -> Any:
-            return run_sim(SimRunConfig(load=cfg, engine=engine, shared_prefix_tokens=config.shared_prefix_tokens))
+            return run_sim(SimRunConfig(load=cfg, engine=engine, shared_prefix_tokens=config.shared_prefix_tokens,
+                                        calibration=config.calibration))
 
         yield simulate
         return

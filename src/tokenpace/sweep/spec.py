@@ -147,6 +147,7 @@ class SweepConfig:
     auto_steps: int = DEFAULT_AUTO_STEPS
     saturation_concurrency: int = DEFAULT_SATURATION_CONCURRENCY
     sim: SimConfig | None = None
+    calibration: dict[str, Any] | None = None  # sim from a calibration file: its scope (coverage.py)
     shared_prefix_tokens: int = 0
     vary: list[tuple[str, list[str]]] = field(default_factory=list)
     out: str | None = None

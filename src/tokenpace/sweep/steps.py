@@ -54,6 +54,8 @@ def entry_of_result(result: Any, *, index: int, role: str, group: str, combo: di
         "summary": summary,
         "load_generator": result.load,
         "engine_metrics": getattr(result, "engine_metrics", None),  # --scrape-metrics
+        # --sim --calibration: whether the step stayed within the decode batches the calibration saw
+        "calibration": (getattr(result, "engine", None) or {}).get("calibration"),
         "goodput_by_preset": by_preset,
         "gpus": gpus,
         "gpu_hours_per_1m_output_tokens": gpu_hours_per_1m(gpus, thr.get("output_tokens_s")),
