@@ -167,3 +167,56 @@ def test_bad_input_is_one_line_with_exit_code_2(tmp_path, case):
     assert proc.returncode == ExitCode.USAGE, (proc.stdout, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tokenpace: error:"), proc.stderr
+
+
+def test_serve_sim_takes_the_calibration(tmp_path):
+    """`tokenpace serve --sim --calibration`: the built-in server runs the calibrated engine (its
+    model, hardware, limits) in real time, and bench against it measures what `sim --calibration`
+    predicts for the same load."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    (tmp_path / "gemma").mkdir()
+    (tmp_path / "gemma" / "config.json").write_text(json.dumps(GEMMA_270M))
+    load = ("--concurrency", "2", "--requests", "8", "--input-tokens", "64", "--output-tokens", "16", "--seed", "3")
+    cli_ok(tmp_path, "sim", "--model", "gemma/config.json", "--gpu", CPU, "--quant", "int8", "--max-num-seqs", "4",
+           "--mfu", "0.2", "--mbu", "0.5", "--step-overhead-ms", "2", *load, "--out", "measured.json")
+    cli_ok(tmp_path, "calibrate", "measured.json", "--model-config", "gemma/config.json", "--hardware", CPU,
+           "--quant", "int8", "--max-num-seqs", "4", "--out", "cal.json")
+    cli_ok(tmp_path, "sim", "--calibration", "cal.json", *load, "--out", "pred.json")
+    predicted = json.loads((tmp_path / "pred.json").read_text())["summary"]["latency_ms"]
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "tokenpace", "serve", "--sim", "--calibration", "cal.json",
+                               "--port", str(port)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=dict(os.environ, COLUMNS="200"))
+    try:
+        announce = server.stdout.readline()
+        assert "engine simulator: gemma on cpu-2core-x86 (calibration cal.json)" in announce, (announce, server.poll())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        bench = run_cli("bench", "--url", f"http://127.0.0.1:{port}/v1", *load, "--out", "bench.json",
+                        "--no-progress", cwd=tmp_path)
+        assert bench.returncode in (ExitCode.OK, ExitCode.INVALID_RUN), bench.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    measured = json.loads((tmp_path / "bench.json").read_text())["summary"]
+    assert measured["counts"]["ok"] == 8
+    # Real time on a shared machine, and the HTTP path the simulation leaves out: within 20%.
+    assert measured["latency_ms"]["tpot"]["p50"] == pytest.approx(predicted["tpot"]["p50"], rel=0.2)
+
+    # Without --sim it is refused, in one line.
+    refused = run_cli("serve", "--calibration", "cal.json", "--port", "0", cwd=tmp_path)
+    assert refused.returncode == ExitCode.USAGE and "needs --sim" in refused.stderr

@@ -36,7 +36,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
     def announce(url: str) -> None:
-        timing = f"engine simulator on {config.sim.gpu}" if config.sim else f"{config.timing} timing"
+        timing = f"{config.timing} timing"
+        if config.sim:
+            def name(x: object) -> str:
+                return x if isinstance(x, str) else getattr(x, "id", str(x))
+
+            timing = f"engine simulator: {name(config.sim.model)} on {name(config.sim.gpu)}"
+            if getattr(args, "calibration", None):
+                timing += f" (calibration {args.calibration})"
         print(f"tokenpace serve: {url} · model {config.model!r} · {timing} · "
               "Ctrl-C stops it", flush=True)
 

@@ -50,7 +50,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
 
     engine = parser.add_argument_group("engine")
     for flag, name, metavar, text in _INT_FLAGS:
-        engine.add_argument(flag, type=int, default=d[name], metavar=metavar, help=f"{text} (default %(default)s)")
+        # --max-num-seqs: None when not given, so that a --calibration's limit can apply.
+        engine.add_argument(flag, type=int, default=None if name == "max_num_seqs" else d[name], metavar=metavar,
+                            help=f"{text} (default {d[name]})")
 
     faults = parser.add_argument_group("faults")
     faults.add_argument("--faults", metavar="SPEC", default=None,
@@ -72,9 +74,12 @@ def config_from_args(ns: argparse.Namespace) -> BuiltinServerConfig:
     """Raises ValueError for values the config rejects."""
     values = {name: getattr(ns, flag[2:].replace("-", "_")) / 1000 for flag, name, _, _ in _MS_FLAGS}
     values.update({name: getattr(ns, flag[2:].replace("-", "_")) for flag, name, _, _ in _INT_FLAGS})
+    sim = sim_config_from_args(ns, _DEFAULTS["max_num_seqs"])
+    if values["max_num_seqs"] is None:  # not given: the simulated engine's (a calibration's), else the default
+        values["max_num_seqs"] = sim.max_num_seqs if sim is not None else _DEFAULTS["max_num_seqs"]
     return BuiltinServerConfig(
         host=ns.host, port=ns.port, model=ns.model, timing=ns.timing, jitter_frac=ns.jitter, seed=ns.seed,
-        send_log_path=ns.send_log, send_log_flush_s=ns.send_log_flush_s, faults=ns.faults, timings=ns.timings, sim=sim_config_from_args(ns), **values,
+        send_log_path=ns.send_log, send_log_flush_s=ns.send_log_flush_s, faults=ns.faults, timings=ns.timings, sim=sim, **values,
     )  # fmt: skip
 
 

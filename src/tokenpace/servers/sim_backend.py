@@ -197,18 +197,27 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
                         f"the simulated model too (default {DEFAULT_MODEL})")
     g.add_argument("--sim-model", metavar="NAME|PATH",
                    help="the simulated model, when it should differ from the served --model name")
-    add_engine_arguments(parser, max_num_seqs=False)
+    add_engine_arguments(parser, max_num_seqs=False, calibration=True)
 
 
-def sim_config_from_args(ns: argparse.Namespace) -> SimConfig | None:
+def sim_config_from_args(ns: argparse.Namespace, default_max_num_seqs: int) -> SimConfig | None:
+    """The simulated engine; with ``--calibration``, its model, hardware, efficiencies and limits
+    unless flags name them (``--max-num-seqs`` None: not given)."""
     if not ns.sim:
+        if ns.calibration:
+            raise ValueError("--calibration describes a simulated engine: it needs --sim")
         return None
-    model = ns.sim_model or (ns.model if ns.model != SERVED_NAME_DEFAULT else DEFAULT_MODEL)
-    return engine_config(ns, model=model, max_num_seqs=ns.max_num_seqs, seed=ns.seed or 0)
+    model = ns.sim_model or (ns.model if ns.model != SERVED_NAME_DEFAULT else None)  # None: the calibration's
+    max_num_seqs = ns.max_num_seqs if ns.max_num_seqs is not None or ns.calibration else default_max_num_seqs
+    return engine_config(ns, model=model, max_num_seqs=max_num_seqs, seed=ns.seed or 0)
 
 
 def sim_argv(config: SimConfig | None) -> list[str]:
     if config is None:
         return []
+    if not all(isinstance(x, str) for x in (config.gpu, config.weights, config.kv_cache_dtype)):
+        # A calibration's hardware and precisions are objects read from its file, with no catalog name.
+        raise ValueError("an engine from a calibration file runs only in this process "
+                         "(tokenpace serve --sim --calibration FILE)")
     model = config.model if isinstance(config.model, str) else config.model.id
     return ["--sim", "--sim-model", model, *engine_argv(config)]
