@@ -140,3 +140,35 @@ def test_gguf_sentencepiece_without_space_prefix():
     assert [tokens[i] for i in tok.encode(" the")] == ["▁the"]
     ids = tok.encode("the  river")
     assert [tokens[i] for i in ids][2] == "  " and tok.decode(ids) == "the  river"
+
+
+def test_gguf_tokenizer_is_cached_and_rebuilt_when_the_file_changes(tmp_path, monkeypatch):
+    import os
+
+    from tokenpace.workload import tokenizer as tokenizer_module
+
+    monkeypatch.setenv("TOKENPACE_TOKENIZER_CACHE", str(tmp_path / "cache"))
+    tokens = ["<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab", "▁ab"]
+    path = tmp_path / "spm.gguf"
+    _write_gguf(path, tokens, model="llama", scores=[0.0, 0.0, 0.0, -1.0, -2.0, -3.0, -1.5, -1.2, -0.5],
+                types=[2, 3, 3, 1, 1, 1, 1, 1, 1])
+    built = load_tokenizer(path)
+    entries = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(entries) == 2 and entries[0].endswith(".json") and entries[1].endswith(".source")
+
+    builds = []
+    real_from_gguf = tokenizer_module.from_gguf
+    monkeypatch.setattr(tokenizer_module, "from_gguf", lambda vocab: builds.append(vocab) or real_from_gguf(vocab))
+    again = load_tokenizer(path)  # from the cache: nothing built
+    assert builds == [] and again.source == built.source and again.encode("ab a") == built.encode("ab a")
+
+    # A damaged entry is rebuilt; so is a changed file (a new entry beside the old one).
+    (tmp_path / "cache" / entries[0]).write_text("{not json")
+    assert load_tokenizer(path).encode("ab a") == built.encode("ab a") and len(builds) == 1
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    load_tokenizer(path)
+    assert len(builds) == 2 and len(list((tmp_path / "cache").glob("*.json"))) == 2
+
+    # A cache that cannot be written is skipped: the tokenizer still loads.
+    monkeypatch.setenv("TOKENPACE_TOKENIZER_CACHE", str(path))  # a file, not a folder
+    assert load_tokenizer(path).encode("ab a") == built.encode("ab a") and len(builds) == 3

@@ -13,6 +13,7 @@ EPILOG = """\
 examples:
   tokenpace serve --port 8000
   tokenpace serve --port 8000 --tokens-per-chunk 4 --send-log sends.jsonl
+  tokenpace serve --port 8000 --sim --calibration cal.json   # a calibrated engine, in real time
   tokenpace bench --url http://127.0.0.1:8000/v1      # in another terminal
 """
 

@@ -10,10 +10,20 @@ Other GGUF tokenizer types are refused with a message asking for the model's `to
 
 Counts are of the text alone (`add_special_tokens=False`): a server adds its chat template and BOS
 tokens, which is why its own count is always recorded beside ours.
+
+Building a tokenizer from a GGUF vocabulary costs seconds (a SentencePiece vocabulary of 262k
+tokens, Gemma 3's, yields half a million merges to derive and load), so the result is kept as a
+`tokenizer.json` in a cache: `$TOKENPACE_TOKENIZER_CACHE`, else `tokenizers/` in
+`$TOKENPACE_CACHE` or `~/.cache/tokenpace`, keyed by the GGUF file's path, size and
+modification time, this conversion's version and the `tokenizers` library's. Loading it again
+takes about 40% of the time (benchmarks/RESULTS.md). A cache that cannot be written is skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +39,8 @@ _QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
 _SPLITS = {"llama-bpe": _LLAMA3_SPLIT, "llama3": _LLAMA3_SPLIT, "smaug-bpe": _LLAMA3_SPLIT,
            "qwen2": _QWEN2_SPLIT, "deepseek-r1-qwen": _QWEN2_SPLIT}
 _CONTROL, _USER_DEFINED = 3, 4
+# Bump when from_gguf builds a different tokenizer from the same file: old cache entries then miss.
+GGUF_CONVERSION_VERSION = 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,8 +73,40 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise UsageError(f"--tokenizer: {p} does not exist (give a local tokenizer.json, a folder "
                          "holding one, or a .gguf file; nothing is downloaded)")
     if is_gguf(p):
-        return from_gguf(read_gguf_vocab(p))
+        return _gguf_cached(p)
     return _from_json(p)
+
+
+def tokenizer_cache_dir() -> Path:
+    """Where built tokenizers are kept (see the module docstring)."""
+    if os.environ.get("TOKENPACE_TOKENIZER_CACHE"):
+        return Path(os.environ["TOKENPACE_TOKENIZER_CACHE"])
+    env = os.environ.get("TOKENPACE_CACHE")  # the one scripts/llama_engine.py uses
+    return (Path(env) if env else Path.home() / ".cache" / "tokenpace") / "tokenizers"
+
+
+def _gguf_cached(path: Path) -> Tokenizer:
+    """``from_gguf``, through the cache: a hit loads the tokenizer.json built before. The entry's
+    ``.source`` file (written first; the JSON, renamed into place last, marks it complete) keeps
+    the description."""
+    import tokenizers
+
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{GGUF_CONVERSION_VERSION}|"
+                         f"{tokenizers.__version__}".encode()).hexdigest()[:16]
+    cached = tokenizer_cache_dir() / f"{path.stem}-{key}.json"
+    source = cached.with_suffix(".source")
+    if cached.is_file():
+        with contextlib.suppress(Exception):  # a damaged or half-removed entry is rebuilt
+            return Tokenizer(_from_json(cached).backend, source.read_text(encoding="utf-8"))
+    tokenizer = from_gguf(read_gguf_vocab(path))
+    with contextlib.suppress(OSError):
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+        source.write_text(tokenizer.source, encoding="utf-8")
+        tokenizer.backend.save(str(tmp))
+        os.replace(tmp, cached)
+    return tokenizer
 
 
 def _from_json(path: Path) -> Tokenizer:

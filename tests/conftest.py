@@ -1,0 +1,20 @@
+"""Session-wide test settings."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_tokenpace_cache(tmp_path_factory):
+    """Tokenizers built from GGUF files are cached (tokenpace.workload.tokenizer); the tests keep
+    theirs in a folder of their own, not in the user's cache. CLI subprocesses inherit it."""
+    old = os.environ.get("TOKENPACE_TOKENIZER_CACHE")
+    os.environ["TOKENPACE_TOKENIZER_CACHE"] = str(tmp_path_factory.mktemp("tokenpace-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TOKENPACE_TOKENIZER_CACHE", None)
+    else:
+        os.environ["TOKENPACE_TOKENIZER_CACHE"] = old
