@@ -201,15 +201,10 @@ def _calibration_lines(cal: dict[str, Any] | None) -> list[str]:
     """A calibrated simulation: the file, and whether it stayed within the decode batches it saw."""
     if not cal:
         return []
-    seen = cal.get("decode_batch_sizes") or []
-    span = "none" if not seen else (str(seen[0]) if seen[0] == seen[-1] else f"{seen[0]}–{seen[-1]}")
-    line = f"Calibration: {cal.get('path')} (fitted on decode batches {span})"
+    line = f"Calibration: {cal.get('path')}"
     if cal.get("extrapolates"):
         return [line, f"  [yellow]{cal['note']}[/]"]
-    if cal.get("note"):
-        return [f"{line} · {cal['note']}"]
-    return [f"{line} · every simulated decode batch within it" if cal.get("share_outside") == 0 else
-            f"{line} · {cal.get('share_outside', 0):.0%} of decode steps outside it"]
+    return [f"{line} · {cal.get('note')}"]
 
 
 def _pct(v: float | None) -> str:

@@ -29,7 +29,8 @@ def calibration_scope(calibration: Any, path: str) -> dict[str, Any]:
 
 
 def coverage(scope: dict[str, Any], timeline: Sequence[TimelineRow]) -> dict[str, Any]:
-    """The simulated decode steps against the calibrated span of decode batch sizes."""
+    """The simulated decode steps against the calibrated span of decode batch sizes; ``note`` says
+    how they stand, in words (a warning when ``extrapolates``)."""
     seen = scope.get("decode_batch_sizes") or []
     steps: dict[int, int] = {}
     for row in timeline:
@@ -39,17 +40,21 @@ def coverage(scope: dict[str, Any], timeline: Sequence[TimelineRow]) -> dict[str
     out: dict[str, Any] = {**scope, "simulated_decode_batch_sizes": sorted(steps), "decode_steps": total}
     if not seen or not total:
         out.update(decode_steps_outside=None, share_outside=None, extrapolates=False,
-                   note="the calibration saw no decode step: its span is unknown" if not seen else None)
+                   note="the calibration saw no decode step: its span is unknown" if not seen else
+                   "no decode step simulated")
         return out
     lo, hi = seen[0], seen[-1]
     outside = {b: n for b, n in steps.items() if not lo <= b <= hi}
     share = sum(outside.values()) / total
     extrapolates = share > MIN_SHARE
-    note = None
     if extrapolates:
         note = (f"{share:.0%} of the simulated decode steps had batch sizes ({_listed(sorted(outside))}) "
                 f"outside the {span_text(seen)} the calibration saw: their step times are extrapolated "
                 "(calibrate from a run whose load spans these batches)")
+    elif outside:
+        note = f"{share:.0%} of the simulated decode steps outside the decode batches {span_text(seen)} it saw"
+    else:
+        note = f"every simulated decode batch within the {span_text(seen)} it saw"
     out.update(decode_steps_outside=sum(outside.values()), share_outside=share, extrapolates=extrapolates,
                note=note)
     return out
