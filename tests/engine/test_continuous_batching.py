@@ -38,7 +38,7 @@ def test_concurrency_sweep_waits_for_a_slot_only_past_the_slot_count(llama_url, 
 
     steps = {int(s["load"]["concurrency"]): s for s in sweep.steps}
     assert sorted(steps) == list(CONCURRENCIES)
-    wait, e2e_min, ttft_p50 = {}, {}, {}
+    wait, e2e_min, ttft_p50, ttft_p90 = {}, {}, {}, {}
     for c, step in steps.items():
         summary = step["summary"]
         assert step["status"] == "ok", (c, step["reason"])
@@ -48,6 +48,7 @@ def test_concurrency_sweep_waits_for_a_slot_only_past_the_slot_count(llama_url, 
         wait[c] = per_request["ttft_minus_prompt_ms"]
         e2e_min[c] = summary["latency_ms"]["e2e"]["min"]
         ttft_p50[c] = summary["latency_ms"]["ttft"]["p50"]
+        ttft_p90[c] = summary["latency_ms"]["ttft"]["p90"]
         peaks = step["engine_metrics"]["peaks"]
         print(f"\nconcurrency {c:>2}: wait before the prompt p50 {wait[c]['p50']:7.1f} / p90 "
               f"{wait[c]['p90']:7.1f} ms; TTFT p50 {ttft_p50[c]:7.1f} ms; E2E min {e2e_min[c]:7.1f} ms; "
@@ -63,10 +64,17 @@ def test_concurrency_sweep_waits_for_a_slot_only_past_the_slot_count(llama_url, 
             assert steps[c]["engine_metrics"]["peaks"]["waiting"]["max"] == 0, c
             assert steps[c]["engine_metrics"]["diagnosis"][0]["rule"] == "no_queueing", c
         else:
-            # Slots full: the requests beyond 8 wait for one to finish, a whole request or more.
-            assert wait[c]["p90"] > e2e_min[SLOTS], (c, wait[c], e2e_min[SLOTS])
+            # Slots full: the requests beyond 8 wait for one to finish, about a whole request of
+            # this step (its E2E min is the first request to free a slot). The same half-a-request
+            # line as above separates the two cases, with a margin of about 2x on either side:
+            # comparing with another step's E2E (as an earlier version did) was a 2% margin
+            # between two timings of a CPU engine, and failed once.
+            assert wait[c]["p90"] > 0.5 * e2e_min[c], (c, wait[c], e2e_min[c])
             assert steps[c]["engine_metrics"]["peaks"]["waiting"]["max"] > 0, c
             assert steps[c]["engine_metrics"]["diagnosis"][0]["rule"] == "queue_built_up", c
-    assert ttft_p50[16] > 1.5 * ttft_p50[SLOTS]
+    # TTFT jumps past the slots. The p90, not the p50: at 16, half of the 16 requests wait for a
+    # slot, and a p50 sits between the two halves. A deferred request's TTFT is a whole request
+    # plus its own prefill, about 3x the p90 at 8 here.
+    assert ttft_p90[16] > 1.5 * ttft_p90[SLOTS], (ttft_p90[16], ttft_p90[SLOTS])
     # The sweep's own reading of the curve: throughput stops growing where the slots run out.
     assert sweep.analysis[next(iter(sweep.analysis))]["knee"]["load"] == SLOTS

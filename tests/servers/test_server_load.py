@@ -1,6 +1,8 @@
 """At 512 concurrent streams the server process serves every stream in full and never sends a chunk
 before it is due (the truth log says so). How late it runs is a speed figure, measured in
-benchmarks/server_schedule.py, not asserted here."""
+benchmarks/server_schedule.py, not asserted here: an earlier version asserted that more than half
+of the chunks fell after the last arrival, which a busy machine (slow to open 512 connections)
+broke."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ PREFILL_S, STEP_S = 0.020, 0.050
 
 
 @pytest.mark.slow
-def test_512_streams_stay_on_schedule(send_log_path):
+def test_512_streams_served_in_full_never_early(send_log_path):
     config = BuiltinServerConfig(prefill_base_s=PREFILL_S, prefill_per_token_s=0.0, decode_base_s=STEP_S,
                                  decode_per_running_s=0.0, jitter_frac=0.0, max_num_seqs=STREAMS,
                                  send_log_path=str(send_log_path))  # fmt: skip
@@ -40,19 +42,18 @@ def test_512_streams_stay_on_schedule(send_log_path):
         by_request.setdefault(event["request_id"], []).append(event)
     assert len(by_request) == STREAMS
 
-    # Chunk i is due at admission + prefill + i steps; admission follows arrival at once (no queue),
-    # so lateness against `received` shows how far the server fell behind its schedule. Only chunks
-    # due once all 512 requests have arrived count: opening and reading 512 connections is a storm
-    # of its own (the truth of those chunks is in the log all the same).
-    last_arrival_ns = max(events[0]["t_ns"] for events in by_request.values())
-    lateness_ms = []
+    # Chunk i is due at admission + prefill + i steps; admission follows arrival at once (no queue).
+    # Every stream is served in full and no chunk leaves before it is due. How late chunks run
+    # (and so how many of them fall after the storm of 512 arrivals) depends on the machine's
+    # speed: that is the benchmark's figure, never an assertion here.
+    chunks = 0
     for events in by_request.values():
         received = events[0]["t_ns"]
         tokens = np.array([e["t_ns"] for e in events if e["kind"] == "token"])
         assert len(tokens) == TOKENS
+        assert (np.diff(tokens) > 0).all()  # one chunk a step, in order
         due = received + np.rint((PREFILL_S + STEP_S * np.arange(TOKENS)) * 1e9)
-        steady = due > last_arrival_ns + STEP_S * 1e9
-        lateness_ms.extend((tokens[steady] - due[steady]) / 1e6)
-    lateness_ms = np.array(lateness_ms)
-    assert len(lateness_ms) > STREAMS * TOKENS / 2
-    assert lateness_ms.min() > -1.5  # never early (uvloop timers may fire up to 1 ms early)
+        lateness_ms = (tokens - due) / 1e6
+        assert lateness_ms.min() > -1.5  # never early (uvloop timers may fire up to 1 ms early)
+        chunks += len(tokens)
+    assert chunks == STREAMS * TOKENS
