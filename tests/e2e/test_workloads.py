@@ -27,7 +27,7 @@ def test_trace_replay_honours_arrival_times_scaled(logged_server, tmp_path):
     offsets_ms = [(r.scheduled_ns - recs[0].scheduled_ns) / 1e6 for r in recs]
     assert offsets_ms == pytest.approx([t * 0.5 for t in stamps_ms], abs=0.01)
     assert all(r.output_tokens == 3 for r in recs)  # lengths from the trace
-    assert result.load["schedule_lag_ms"]["p50"] < 5
+    assert all(r.sent_ns >= r.scheduled_ns for r in recs)  # never before its time
 
 
 def test_conversation_turns_wait_for_the_previous_reply_and_think_time(logged_server, tmp_path):

