@@ -227,3 +227,14 @@ def test_a_kept_alive_connection_the_server_closed_is_not_a_failed_request(serve
 
     asyncio.run(scenario())
     assert [(r.status, r.error_kind, r.output_tokens) for r in records] == [("ok", None, 1)] * 3
+
+
+def test_a_line_that_never_ends_is_line_too_long_and_keeps_the_tokens(serve_raw):
+    # 3 MiB without a line end, in 64 KiB writes, and the connection held open: the client must stop
+    # at its 1 MiB line limit, not buffer on until the timeout.
+    endless_line = [http_chunk(b"data: {\"choices\": [{\"delta\": {\"content\": \"")]
+    endless_line += [http_chunk(b"x" * 65536)] * 48
+    record = send_to_raw(serve_raw, [HEAD, token("a", 1), token("b", 2), *endless_line], timeout_s=60, hang=True)
+    assert (record.status, record.error_kind, record.http_status) == ("error", "line_too_long", 200)
+    assert "1048576 bytes" in record.error_message
+    assert len(record.chunk_ns) == 2 and record.output_tokens == 2

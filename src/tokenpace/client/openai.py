@@ -25,6 +25,7 @@ seen and everything that arrived before it kept.
 | error | ``reset_before_headers`` / ``reset_mid_stream`` | the connection closed or was reset before / after the headers |
 | error | ``wrong_content_type`` | a streamed request answered 200 with neither ``text/event-stream`` nor JSON |
 | error | ``malformed_sse`` | a line that is not SSE framing (an unknown field, e.g. ``dta: {``) |
+| error | ``line_too_long`` | an SSE line (or one event's data) over 1 MiB (``sse.MAX_LINE_BYTES``) |
 | error | ``invalid_json`` | a ``data:`` line that is not a JSON object |
 | error | ``stream_error`` | an error object inside the stream |
 | error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |

@@ -31,7 +31,7 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
             if progress.saw_done:
                 return
             # What close() completes arrived with the last read.
-            if _on_events(parser.close(), progress.last_read_ns, record, progress) or _bad_line(parser, progress, now):
+            if _on_events(parser.close(), progress.last_read_ns, record, progress) or _parser_stopped(parser, progress, now):
                 return
             progress.done_ns = now
             if not record.chunk_ns:
@@ -40,11 +40,16 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
         progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
         # After [DONE], reading on to EOF lets the connection go back to the pool.
         if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
-                                      or (parser.invalid_line is not None and _bad_line(parser, progress, now))):
+                                      or _parser_stopped(parser, progress, now)):
             return
 
 
-def _bad_line(parser: SSEParser, progress: Progress, now: int) -> bool:
+def _parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
+    """True (and the failure recorded) when the parser met a line it will not go past."""
+    if parser.line_too_long:
+        progress.fail("error", "line_too_long",
+                      f"an SSE line or event longer than {parser.max_line_bytes} bytes", now)
+        return True
     if parser.invalid_line is None:
         return False
     line = parser.invalid_line.decode("utf-8", "replace")
