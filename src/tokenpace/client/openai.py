@@ -29,12 +29,17 @@ seen and everything that arrived before it kept.
 | error | ``invalid_json`` | a ``data:`` line that is not a JSON object |
 | error | ``stream_error`` | an error object inside the stream |
 | error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |
+| error | ``incomplete`` | EOF with no ``[DONE]`` and no ``finish_reason``, fewer tokens than the ``max_tokens`` that ``ignore_eos`` promised |
+| error | ``bad_encoding`` | a body that does not decode as its ``Content-Encoding`` (e.g. bad gzip) |
 | error | ``malformed_response`` / ``response_error`` | a non-streamed body that is not JSON / is an error |
 | timeout | ``ttft_timeout`` / ``idle_timeout`` / ``total_timeout`` | the watchdog's limits, above |
 | error | ``client_error`` / ``client_exception`` | anything else aiohttp or the client raised |
 
-A stream without ``[DONE]`` that brought tokens is ``ok``; without usage, ``output_tokens`` is the
-client's count (source "estimate").
+A stream without ``[DONE]`` that brought tokens is ``ok`` unless it is ``incomplete`` (above);
+without usage, ``output_tokens`` is the client's count (source "estimate"). ``data: [DONE]`` may
+carry trailing whitespace. Usage that cannot be true (a negative count, more cached prompt tokens
+than prompt tokens) is ignored: the client's count stands in (source "estimate") and
+``error_message`` of the ``ok`` record says what was ignored.
 
 Stale kept-alive connections. A server may close a connection right after a response without
 saying ``Connection: close`` (llama-server does after every stream); a closed-loop run sends the
@@ -57,6 +62,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.http_exceptions import ContentEncodingError
 
 from tokenpace._version import __version__
 from tokenpace.errors import TargetError
@@ -176,7 +182,8 @@ class OpenAIClient:
         record.stream = self.stream
         data = orjson.dumps(self.request_body(record, prompt, extra_body))
         headers = {"X-Request-ID": record.request_id}
-        progress = Progress(streaming=self.stream)
+        expected = record.requested_output_tokens if self.ignore_eos else None
+        progress = Progress(streaming=self.stream, expected_tokens=expected)
         session = self._get_session()
         record.sent_ns = progress.last_read_ns = monotonic_ns()
         watchdog = _Watchdog(self, record, progress)
@@ -214,6 +221,8 @@ class OpenAIClient:
             progress.fail("error", "connect", one_line(exc), monotonic_ns())
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             kind = "reset_mid_stream" if progress.response_seen else "reset_before_headers"
+            if isinstance(exc.__cause__, ContentEncodingError):
+                kind = "bad_encoding"  # a body that does not decode as its Content-Encoding says
             progress.fail("error", kind, one_line(exc), monotonic_ns())
         except aiohttp.ClientError as exc:
             progress.fail("error", "client_error", one_line(exc), monotonic_ns())

@@ -25,7 +25,11 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
     parser = SSEParser(strict=True)
     read = resp.content.readany
     while True:
-        data = await read()
+        try:
+            data = await read()
+        except aiohttp.ClientError:
+            _salvage(resp.content, parser, record, progress)
+            raise
         now = monotonic_ns()
         if not data:  # EOF
             if progress.saw_done:
@@ -36,12 +40,31 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
             progress.done_ns = now
             if not record.chunk_ns:
                 progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
+            elif record.finish_reason is None and progress.expected_tokens is not None:
+                got = progress.tokens_so_far()
+                if got < progress.expected_tokens:  # ignore_eos promised them all: the stream was cut
+                    progress.fail("error", "incomplete", f"the stream ended after {got} of "
+                                  f"{progress.expected_tokens} tokens with no finish_reason and no [DONE]", now)
             return
         progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
         # After [DONE], reading on to EOF lets the connection go back to the pool.
         if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
                                       or _parser_stopped(parser, progress, now)):
             return
+
+
+def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRecord, progress: Progress) -> None:
+    """A read failed: take the events of the bytes that arrived before the failure. aiohttp raises a
+    stored failure (bytes past a short Content-Length, a cut body) before handing those bytes
+    over, which would drop tokens the server did send. They are stamped now: when we could read them."""
+    buffer = getattr(content, "_buffer", None)  # not public; without it there is nothing to salvage
+    if not buffer or progress.saw_done:
+        return
+    data = b"".join(buffer)[getattr(content, "_buffer_offset", 0):]
+    buffer.clear()
+    now = progress.last_read_ns = monotonic_ns()
+    if not _on_events(parser.feed(data), now, record, progress):
+        _parser_stopped(parser, progress, now)
 
 
 def _parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
@@ -61,7 +84,7 @@ def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Pro
     """Apply the events of one read, all stamped ``now``. True when the stream must stop (an error)."""
     for event in events:
         payload = event.data
-        if payload == "[DONE]":
+        if payload == "[DONE]" or (payload[:1] != "{" and payload.strip() == "[DONE]"):  # "[DONE] " too
             if not record.chunk_ns:
                 progress.fail("error", "empty_response", "stream ended with [DONE] and no token", now)
                 return True
