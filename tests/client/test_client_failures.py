@@ -203,3 +203,22 @@ def test_a_line_that_never_ends_is_line_too_long_and_keeps_the_tokens(serve_raw)
     assert (record.status, record.error_kind, record.http_status) == ("error", "line_too_long", 200)
     assert "1048576 bytes" in record.error_message
     assert len(record.chunk_ns) == 2 and record.output_tokens == 2
+
+
+def test_an_echoed_api_key_never_reaches_the_record(serve_app):
+    key = "plain-secret-42"
+
+    async def http_error(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": f"denied for {request.headers['Authorization']}"}}, status=500)
+
+    async def stream_error(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        error = {"error": {"message": f"engine saw headers {dict(request.headers)}, key {key}"}}
+        await response.write(b"data: " + orjson.dumps(error) + b"\n\n")
+        return response
+
+    records = [send_to_app(serve_app, handler, api_key=key) for handler in (http_error, stream_error)]
+    assert [(r.status, r.error_kind) for r in records] == [("error", "http_500"), ("error", "stream_error")]
+    assert records[0].error_message == "denied for Bearer ***"
+    assert all(key not in r.error_message and "***" in r.error_message for r in records)

@@ -67,9 +67,10 @@ from aiohttp.http_exceptions import ContentEncodingError
 from tokenpace._version import __version__
 from tokenpace.errors import TargetError
 from tokenpace.record import RequestRecord
+from tokenpace.redact import redact
 
-from .progress import Progress, finish_record
-from .responses import one_line, read_error_message, read_stream, read_whole, truncate
+from .progress import Progress, finish_record, one_line, truncate
+from .responses import read_error_message, read_stream, read_whole
 
 _LIST_MODELS_TIMEOUT_S = 30.0  # a preflight request should fail fast, whatever the run's timeout
 
@@ -117,6 +118,7 @@ class OpenAIClient:
         self.max_connections = max_connections
         self._url = f"{self.base_url}/chat/completions" if api == "chat" else f"{self.base_url}/completions"
         self._headers = {"Content-Type": "application/json", "User-Agent": f"tokenpace/{__version__}"}
+        self._secrets = (api_key,) if api_key else ()  # masked in every server text we keep
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         # aiohttp bounds only the connect; the per-request watchdog does the rest (module doc).
@@ -183,7 +185,7 @@ class OpenAIClient:
         data = orjson.dumps(self.request_body(record, prompt, extra_body))
         headers = {"X-Request-ID": record.request_id}
         expected = record.requested_output_tokens if self.ignore_eos else None
-        progress = Progress(streaming=self.stream, expected_tokens=expected)
+        progress = Progress(streaming=self.stream, expected_tokens=expected, secrets=self._secrets)
         session = self._get_session()
         record.sent_ns = progress.last_read_ns = monotonic_ns()
         watchdog = _Watchdog(self, record, progress)
@@ -204,7 +206,7 @@ class OpenAIClient:
                     await read_whole(resp, record, progress)
                 else:
                     message = f"a streamed request got Content-Type {content_type!r}, not text/event-stream"
-                    progress.fail("error", "wrong_content_type", truncate(message), now)
+                    progress.fail("error", "wrong_content_type", message, now)
         except asyncio.CancelledError:
             watchdog.stop()
             if watchdog.expired is not None:
@@ -255,18 +257,23 @@ class OpenAIClient:
         try:
             async with self._get_session().get(url, timeout=timeout) as resp:
                 if resp.status >= 400:
-                    message = await read_error_message(resp)
+                    message = self._server_text(await read_error_message(resp))
                     raise TargetError(f"GET {url} failed: HTTP {resp.status}: {message}")
                 body = await resp.read()
         except asyncio.TimeoutError:
             raise TargetError(f"GET {url} failed: no answer within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
-            raise TargetError(f"GET {url} failed: {one_line(exc)}") from None
+            raise TargetError(f"GET {url} failed: {self._server_text(one_line(exc))}") from None
         try:
             models = orjson.loads(body)["data"]
             return [str(model["id"]) for model in models]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise TargetError(f"GET {url} returned an unexpected body ({type(exc).__name__})") from None
+
+
+    def _server_text(self, text: str) -> str:
+        """A server's text for a one-line error: secrets masked (as ``Progress.fail`` does for records)."""
+        return truncate(one_line(redact(text, self._secrets)))
 
 
 class _Attempt:

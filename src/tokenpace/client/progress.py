@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from tokenpace.record import RequestRecord
+from tokenpace.redact import redact
 
 from .chunks import ChunkInfo
 from .tokens import split_chunk_tokens
+
+_ERROR_MESSAGE_CHARS = 300
 
 
 class Progress:
@@ -30,10 +33,13 @@ class Progress:
         "error_message",
         "expected_tokens",
         "usage_note",
+        "secrets",
     )
 
-    def __init__(self, streaming: bool = True, expected_tokens: int | None = None) -> None:
+    def __init__(self, streaming: bool = True, expected_tokens: int | None = None,
+                 secrets: tuple[str, ...] = ()) -> None:
         self.streaming = streaming
+        self.secrets = secrets  # masked in every message (the API key)
         # The output the server promised (max_tokens with ignore_eos): a stream that ends short of it
         # with no finish_reason and no [DONE] was cut, not finished.
         self.expected_tokens = expected_tokens
@@ -86,7 +92,8 @@ class Progress:
             return
         self.status = status
         self.error_kind = error_kind
-        self.error_message = message
+        # The one place a server's text enters the record: secrets out first, then cut to one short line.
+        self.error_message = None if message is None else truncate(one_line(redact(message, self.secrets)))
         self.done_ns = now_ns
 
 
@@ -152,3 +159,12 @@ def _read_prompt_usage(record: RequestRecord, progress: Progress, usage: dict[st
             record.cached_prompt_tokens = cached
         else:
             progress.usage_note = f"ignored impossible usage: cached_tokens={cached} of {prompt_tokens} prompt tokens"
+
+
+def one_line(value: object) -> str:
+    text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
+    return " ".join(text.split())
+
+
+def truncate(text: str) -> str:
+    return text if len(text) <= _ERROR_MESSAGE_CHARS else text[: _ERROR_MESSAGE_CHARS - 3] + "..."

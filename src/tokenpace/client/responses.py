@@ -14,10 +14,9 @@ import orjson
 from tokenpace.record import RequestRecord
 
 from .chunks import ChunkInfo, classify_chunk, classify_response, error_message
-from .progress import Progress
+from .progress import Progress, one_line
 from .sse import SSEParser
 
-_ERROR_MESSAGE_CHARS = 300
 _ERROR_BODY_BYTES = 64 * 1024  # enough for any error message; a bigger body is cut, not awaited
 
 
@@ -76,7 +75,7 @@ def _parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
     if parser.invalid_line is None:
         return False
     line = parser.invalid_line.decode("utf-8", "replace")
-    progress.fail("error", "malformed_sse", truncate(f"not an SSE line: {line}"), now)
+    progress.fail("error", "malformed_sse", f"not an SSE line: {line}", now)
     return True
 
 
@@ -94,17 +93,17 @@ def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Pro
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            progress.fail("error", "invalid_json", truncate(f"undecodable data line: {payload}"), now)
+            progress.fail("error", "invalid_json", f"undecodable data line: {payload}", now)
             return True
         if type(obj) is not dict:
-            progress.fail("error", "invalid_json", truncate(f"data line is not a JSON object: {payload}"), now)
+            progress.fail("error", "invalid_json", f"data line is not a JSON object: {payload}", now)
             return True
         timings = obj.get("timings")
         if timings is not None:
             keep_server_timing(record, timings)
         info = classify_chunk(obj)
         if info.error is not None:
-            progress.fail("error", "stream_error", truncate(error_message(info.error)), now)
+            progress.fail("error", "stream_error", error_message(info.error), now)
             return True
         progress.add(record, info, now)
     return False
@@ -116,13 +115,13 @@ async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progre
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
-        progress.fail("error", "malformed_response", truncate(f"undecodable body: {body[:200]!r}"), now)
+        progress.fail("error", "malformed_response", f"undecodable body: {body[:200]!r}", now)
         return
     info: ChunkInfo = classify_response(obj) if type(obj) is dict else ChunkInfo()
     if type(obj) is dict and obj.get("timings") is not None:
         keep_server_timing(record, obj["timings"])
     if info.error is not None:
-        progress.fail("error", "response_error", truncate(error_message(info.error)), now)
+        progress.fail("error", "response_error", error_message(info.error), now)
         return
     progress.add(record, info, now)
     progress.saw_done = True  # a complete body is the whole response
@@ -150,13 +149,4 @@ async def read_error_message(resp: aiohttp.ClientResponse) -> str:
         message = error_message(orjson.loads(body))
     except orjson.JSONDecodeError:
         message = body.decode("utf-8", "replace") or (resp.reason or "")
-    return truncate(one_line(message))
-
-
-def one_line(value: object) -> str:
-    text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
-    return " ".join(text.split())
-
-
-def truncate(text: str) -> str:
-    return text if len(text) <= _ERROR_MESSAGE_CHARS else text[: _ERROR_MESSAGE_CHARS - 3] + "..."
+    return one_line(message)  # whole (at most 64 KiB): redact before cutting it
