@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit, urlunsplit
 
 MASK = "***"
 
@@ -29,3 +30,16 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
         if secret:
             text = text.replace(secret, MASK)
     return _CREDENTIAL.sub(_mask, text)
+
+
+def url_has_credentials(url: str) -> bool:
+    """True when ``url`` carries a user name or password (``http://user:pass@host/...``)."""
+    return "@" in urlsplit(url).netloc
+
+
+def strip_url_credentials(url: str) -> str:
+    """``url`` with its user name and password replaced by ``***``, for messages."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{MASK}@{parts.netloc.rpartition('@')[2]}"))

@@ -67,7 +67,7 @@ from aiohttp.http_exceptions import ContentEncodingError
 from tokenpace._version import __version__
 from tokenpace.errors import TargetError
 from tokenpace.record import RequestRecord
-from tokenpace.redact import redact
+from tokenpace.redact import redact, strip_url_credentials, url_has_credentials
 
 from .progress import Progress, finish_record, one_line, truncate
 from .responses import read_error_message, read_stream, read_whole
@@ -101,6 +101,9 @@ class OpenAIClient:
     ) -> None:
         if api not in ("chat", "completions"):
             raise ValueError(f"api must be 'chat' or 'completions', not {api!r}")
+        if url_has_credentials(base_url):  # see BenchConfig.validate: refused, never printed
+            raise ValueError(f"base_url {strip_url_credentials(base_url)}: a user name or password in the URL "
+                             "is not supported")
         for name, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s),
                             ("ttft_timeout_s", ttft_timeout_s), ("idle_timeout_s", idle_timeout_s)):
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
