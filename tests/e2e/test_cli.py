@@ -80,6 +80,13 @@ def test_a_url_with_a_password_is_refused_in_one_line_that_does_not_show_it(comm
     assert list(tmp_path.iterdir()) == []  # nothing saved
 
 
+def test_serve_help_states_the_port_it_listens_on_by_default():
+    proc = run_cli("serve", "--help")
+    assert proc.returncode == 0
+    port_help = next(line for line in proc.stdout.splitlines() if line.strip().startswith("--port PORT"))
+    assert "(default 8000)" in port_help and "any free port (default)" not in port_help
+
+
 def test_traceback_flag_shows_the_trace():
     proc = run_cli("--traceback", "bench", "--input-tokens", "uniform:min=5")
     assert proc.returncode == ExitCode.USAGE

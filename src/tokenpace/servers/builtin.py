@@ -17,8 +17,12 @@ Behaviour a client can rely on:
 - ``X-Request-ID`` is read (or generated), echoed in the response header, and used as the suffix
   of the response ``id`` (``chatcmpl-<id>`` / ``cmpl-<id>``).
 - Errors use OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``; an unknown model
-  is 404 ``NotFoundError``, a malformed body 400 ``BadRequestError``. (In the send log a rejected
-  request has only its "received" line.)
+  is 404 ``NotFoundError``, a malformed body 400 ``BadRequestError``. A prompt plus ``max_tokens``
+  over the context length (``max_model_len``; with the engine simulator, also what fits in its KV
+  cache) is 400 ``BadRequestError`` in vLLM's own shape and words (``{"object": "error", ...}``).
+  (In the send log a rejected request has only its "received" line.)
+- A client that goes away frees its engine slot at once, streamed or not (the server runs with
+  aiohttp's ``handler_cancellation``).
 - With ``faults`` set, chosen requests misbehave on purpose: see faults.py.
 """
 
@@ -43,7 +47,7 @@ from .sim_backend import SimBackend
 from .timing import TimingModel
 from .tokens import (count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json,
                      prompt_block_ids)
-from .wire import DONE_EVENT, Framer, error_body, timings_member, usage_json
+from .wire import DONE_EVENT, Framer, error_body, timings_member, usage_json, vllm_error_body
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -57,6 +61,9 @@ class ServerState:
         self.engine: Engine | SimBackend = (
             SimBackend(config.sim, self.metrics) if config.sim is not None
             else Engine(timing, max_num_seqs=config.max_num_seqs, tokens_per_chunk=config.tokens_per_chunk))
+        # Prompt + output of one request at most: the context length, and what the simulated KV cache holds.
+        self.max_seq_tokens = (min(config.max_model_len, self.engine.max_seq_tokens) if isinstance(self.engine, SimBackend)
+                               else config.max_model_len)  # fmt: skip
         self.send_log: SendLog | None = None  # opened at startup
         self.in_flight: set[asyncio.Task] = set()  # handler tasks, cancelled at shutdown
         self.faults = FaultInjector(parse_faults(config.faults), config.seed) if config.faults else None
@@ -131,6 +138,16 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
         prompt_block_ids=(prompt_block_ids(api, body, config.sim.block_size)
                           if config.sim is not None and config.sim.prefix_caching else None),
     )
+
+
+def _too_long(limit: int, p: _Params, api: str, request_id: str) -> web.Response:
+    """vLLM's answer to a request that cannot fit its context length, in its words and shape."""
+    where = "messages" if api == "chat" else "prompt"
+    message = (f"This model's maximum context length is {limit} tokens. However, you requested "
+               f"{p.prompt_tokens + p.max_tokens} tokens ({p.prompt_tokens} in the {where}, {p.max_tokens} in the "
+               f"completion). Please reduce the length of the {where} or completion.")
+    return web.Response(status=400, body=vllm_error_body(400, "BadRequestError", message),
+                        content_type="application/json", headers={"X-Request-ID": request_id})
 
 
 async def _stream(
@@ -235,6 +252,8 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         p = _parse(raw, api, state.config)
     except _RequestError as e:
         return error_response(e.status, e.error_type, e.message, request_id)
+    if p.prompt_tokens + p.max_tokens > state.max_seq_tokens:
+        return _too_long(state.max_seq_tokens, p, api, request_id)
     fault = state.faults.select(number, p, request_id, state.send_log) if state.faults else None
     response_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{request_id}"
     created = int(time.time())  # wall clock only for OpenAI's `created` field
