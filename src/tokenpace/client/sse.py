@@ -86,11 +86,16 @@ class SSEParser:
                 data = data[3:]
         # Only the new bytes are searched for line ends, and an unterminated line is joined once,
         # when it ends: a long line costs time in proportion to its length, not its square.
-        end = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-        if not end:
-            self._keep(data)
-            return []
-        buffer, rest = self._take_tail(data[:end]), data[end:]
+        if data and data[-1] == 0x0A:  # the usual read: whole lines
+            buffer, rest = data, b""
+        else:
+            end = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            if not end:
+                self._keep(data)
+                return []
+            buffer, rest = data[:end], data[end:]
+        if self._tail:
+            buffer = self._take_tail(buffer)
         if b"\r" in buffer:
             # A CR at the very end already ends its line; remember to drop the LF of a split CRLF.
             self._skip_lf = not rest and buffer[-1] == 0x0D
@@ -98,7 +103,7 @@ class SSEParser:
         lines = buffer.split(b"\n")
         lines.pop()  # b"": the buffer ends with a line end
         events = self._process(lines)
-        if self.invalid_line is None and not self.line_too_long:
+        if rest and self.invalid_line is None and not self.line_too_long:
             self._keep(rest)
         return events
 
@@ -136,26 +141,27 @@ class SSEParser:
         events: list[SSEEvent] = []
         data = self._data
         limit = self.max_line_bytes
+        data_bytes = self._data_bytes  # of the event being built; a local on the hot path
         for line in lines:
             if not line:
                 # Blank line: dispatch. No data lines means no event, but the type still resets.
                 if data:
                     events.append(SSEEvent("\n".join(data), self._event_type or "message", self._last_id))
                     data.clear()
-                    self._data_bytes = 0
+                    data_bytes = 0
                 self._event_type = ""
+                continue
+            # Fast path for the one line that matters on the hot path.
+            if line.startswith(b"data: "):
+                data.append(line[6:].decode("utf-8", "replace"))
+                data_bytes += len(line)
+                if data_bytes > limit:  # the line, or the event's data lines together
+                    self._overflow()
+                    return events
                 continue
             if len(line) > limit:
                 self._overflow()
                 return events
-            # Fast path for the one line that matters on the hot path.
-            if line.startswith(b"data: "):
-                data.append(line[6:].decode("utf-8", "replace"))
-                self._data_bytes += len(line)
-                if self._data_bytes > limit:  # one event's data lines count together
-                    self._overflow()
-                    return events
-                continue
             colon = line.find(b":")
             if colon == 0:
                 continue  # a comment, e.g. a keep-alive
@@ -166,8 +172,8 @@ class SSEParser:
                 value = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
             if name == b"data":
                 data.append(value.decode("utf-8", "replace"))
-                self._data_bytes += len(line)
-                if self._data_bytes > limit:
+                data_bytes += len(line)
+                if data_bytes > limit:
                     self._overflow()
                     return events
             elif name == b"event":
@@ -182,4 +188,5 @@ class SSEParser:
                 self.invalid_line = line
                 return events
             # Any other field name is ignored, as the spec says.
+        self._data_bytes = data_bytes
         return events
