@@ -40,6 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, nargs="+", default=[8, 32, 128], help="line sizes in MiB")
     args = parser.parse_args()
+    print(f"reproduce: python benchmarks/sse_long_line.py --mib {' '.join(map(str, args.mib))}")
     print(f"load average at start: {os.getloadavg()[0]:.2f}; reads of {READ_BYTES // 1024} KiB")
     print(f"{'line MiB':>9} {'CPU s':>8} {'CPU ms per MiB':>15}")
     for mib in args.mib:
