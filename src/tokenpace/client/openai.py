@@ -29,7 +29,7 @@ seen and everything that arrived before it kept.
 | error | ``invalid_json`` | a ``data:`` line that is not a JSON object |
 | error | ``stream_error`` | an error object inside the stream |
 | error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |
-| error | ``incomplete`` | EOF with no ``[DONE]`` and no ``finish_reason``, fewer tokens than the ``max_tokens`` that ``ignore_eos`` promised |
+| error | ``incomplete`` | EOF, no ``[DONE]``, no ``finish_reason``, short of ``max_tokens`` with ``ignore_eos`` |
 | error | ``bad_encoding`` | a body that does not decode as its ``Content-Encoding`` (e.g. bad gzip) |
 | error | ``malformed_response`` / ``response_error`` | a non-streamed body that is not JSON / is an error |
 | timeout | ``ttft_timeout`` / ``idle_timeout`` / ``total_timeout`` | the watchdog's limits, above |

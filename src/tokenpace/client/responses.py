@@ -34,7 +34,8 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
             if progress.saw_done:
                 return
             # What close() completes arrived with the last read.
-            if _on_events(parser.close(), progress.last_read_ns, record, progress) or _parser_stopped(parser, progress, now):
+            if (_on_events(parser.close(), progress.last_read_ns, record, progress)
+                    or _parser_stopped(parser, progress, now)):
                 return
             progress.done_ns = now
             if not record.chunk_ns:
@@ -115,7 +116,8 @@ async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progre
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
-        progress.fail("error", "malformed_response", f"undecodable body: {body[:200]!r}", now)
+        # Cut long after the message's 300 characters: a secret is masked whole before the cut.
+        progress.fail("error", "malformed_response", f"undecodable body: {body[:_ERROR_BODY_BYTES]!r}", now)
         return
     info: ChunkInfo = classify_response(obj) if type(obj) is dict else ChunkInfo()
     if type(obj) is dict and obj.get("timings") is not None:

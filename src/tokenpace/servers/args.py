@@ -24,7 +24,7 @@ _INT_FLAGS = (
     ("--max-num-seqs", "max_num_seqs", "N", "running requests at most; more wait in a FIFO queue"),
     ("--kv-capacity-tokens", "kv_capacity_tokens", "TOKENS", "KV-cache size behind vllm:kv_cache_usage_perc"),
     ("--default-max-tokens", "default_max_tokens", "TOKENS", "output length when a request names none"),
-    ("--max-model-len", "max_model_len", "TOKENS", "context length: a longer prompt + max_tokens is refused (HTTP 400)"),
+    ("--max-model-len", "max_model_len", "TOKENS", "context length: longer prompt + max_tokens is HTTP 400"),
 )
 _DEFAULTS = {f.name: f.default for f in fields(BuiltinServerConfig)}
 

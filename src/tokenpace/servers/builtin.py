@@ -62,8 +62,9 @@ class ServerState:
             SimBackend(config.sim, self.metrics) if config.sim is not None
             else Engine(timing, max_num_seqs=config.max_num_seqs, tokens_per_chunk=config.tokens_per_chunk))
         # Prompt + output of one request at most: the context length, and what the simulated KV cache holds.
-        self.max_seq_tokens = (min(config.max_model_len, self.engine.max_seq_tokens) if isinstance(self.engine, SimBackend)
-                               else config.max_model_len)  # fmt: skip
+        self.max_seq_tokens = config.max_model_len
+        if isinstance(self.engine, SimBackend):
+            self.max_seq_tokens = min(self.max_seq_tokens, self.engine.max_seq_tokens)
         self.send_log: SendLog | None = None  # opened at startup
         self.in_flight: set[asyncio.Task] = set()  # handler tasks, cancelled at shutdown
         self.faults = FaultInjector(parse_faults(config.faults), config.seed) if config.faults else None
