@@ -76,15 +76,17 @@ SERVER_STATE = web.AppKey("tokenpace_server_state", ServerState)
 
 
 class _RequestError(Exception):
-    def __init__(self, status: int, error_type: str, message: str) -> None:
+    def __init__(self, status: int, error_type: str, message: str, *, vllm_shape: bool = False) -> None:
         super().__init__(message)
         self.status, self.error_type, self.message = status, error_type, message
+        self.vllm_shape = vllm_shape  # vLLM's own body ({"object": "error", ...}), not OpenAI's
 
 
-def error_response(status: int, error_type: str, message: str, request_id: str | None = None) -> web.Response:
+def error_response(status: int, error_type: str, message: str, request_id: str | None = None, *,
+                   vllm_shape: bool = False) -> web.Response:
     headers = {"X-Request-ID": request_id} if request_id else None
-    return web.Response(status=status, body=error_body(status, error_type, message), content_type="application/json",
-                        headers=headers)  # fmt: skip
+    body = (vllm_error_body if vllm_shape else error_body)(status, error_type, message)
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
 @dataclass(slots=True)
@@ -97,7 +99,7 @@ class _Params:
     prompt_block_ids: tuple[int, ...] | None = None  # for the engine simulator's prefix cache
 
 
-def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
+def _parse(raw: bytes, api: str, config: BuiltinServerConfig, max_seq_tokens: int) -> _Params:
     def bad(message: str) -> _RequestError:
         return _RequestError(400, "BadRequestError", message)
 
@@ -130,6 +132,9 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
     if not isinstance(options, dict):
         raise bad("'stream_options' must be an object")
     include_usage = bool(options.get("include_usage"))
+    if prompt_tokens + max_tokens > max_seq_tokens:  # before any work on the prompt's content
+        raise _RequestError(400, "BadRequestError", _too_long(max_seq_tokens, prompt_tokens, max_tokens, api),
+                            vllm_shape=True)  # fmt: skip
     return _Params(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
@@ -141,14 +146,12 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
     )
 
 
-def _too_long(limit: int, p: _Params, api: str, request_id: str) -> web.Response:
-    """vLLM's answer to a request that cannot fit its context length, in its words and shape."""
+def _too_long(limit: int, prompt_tokens: int, max_tokens: int, api: str) -> str:
+    """vLLM's words for a request that cannot fit its context length."""
     where = "messages" if api == "chat" else "prompt"
-    message = (f"This model's maximum context length is {limit} tokens. However, you requested "
-               f"{p.prompt_tokens + p.max_tokens} tokens ({p.prompt_tokens} in the {where}, {p.max_tokens} in the "
-               f"completion). Please reduce the length of the {where} or completion.")
-    return web.Response(status=400, body=vllm_error_body(400, "BadRequestError", message),
-                        content_type="application/json", headers={"X-Request-ID": request_id})
+    return (f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the {where}, {max_tokens} in the "
+            f"completion). Please reduce the length of the {where} or completion.")
 
 
 async def _stream(
@@ -250,11 +253,9 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     except ConnectionError:  # the client went away mid-body: nobody to answer
         return web.Response(status=499)
     try:
-        p = _parse(raw, api, state.config)
+        p = _parse(raw, api, state.config, state.max_seq_tokens)
     except _RequestError as e:
-        return error_response(e.status, e.error_type, e.message, request_id)
-    if p.prompt_tokens + p.max_tokens > state.max_seq_tokens:
-        return _too_long(state.max_seq_tokens, p, api, request_id)
+        return error_response(e.status, e.error_type, e.message, request_id, vllm_shape=e.vllm_shape)
     fault = state.faults.select(number, p, request_id, state.send_log) if state.faults else None
     response_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{request_id}"
     created = int(time.time())  # wall clock only for OpenAI's `created` field
