@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from tokenpace.errors import UsageError
+from tokenpace.redact import strip_url_credentials, url_has_credentials
 
 Arrival = Literal["constant", "poisson", "gamma"]
 ARRIVALS: tuple[str, ...] = ("constant", "poisson", "gamma")
@@ -130,10 +131,8 @@ class BenchConfig:
                 raise UsageError(f"{name} must be a finite number >= 0, not {value}")
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise UsageError(f"--url must start with http:// or https://, not {self.url!r}")
-        if self.metrics_url is not None and not self.metrics_url.startswith(("http://", "https://")):
-            raise UsageError(f"--scrape-metrics URL must start with http:// or https://, not {self.metrics_url!r}")
+        _check_url("--url", self.url)
+        _check_url("--scrape-metrics URL", self.metrics_url)
         if not (math.isfinite(self.scrape_interval_s) and self.scrape_interval_s >= MIN_SCRAPE_INTERVAL_S):
             raise UsageError(f"--scrape-interval must be a number of seconds >= {MIN_SCRAPE_INTERVAL_S:g}, "
                              f"not {self.scrape_interval_s}")
@@ -142,6 +141,19 @@ class BenchConfig:
     def to_dict(self) -> dict[str, Any]:
         """The exact configuration, as saved in the result file (no secrets: only the key's variable name)."""
         return asdict(self)
+
+
+def _check_url(flag: str, url: str | None) -> None:
+    if url is None:
+        return
+    shown = strip_url_credentials(url)  # never echo a password
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"{flag} must start with http:// or https://, not {shown!r}")
+    if url_has_credentials(url):
+        # Refused rather than sent as basic auth: a password in a URL would be printed and saved
+        # with the URL (console, result file), and it collides with the API key's Authorization.
+        raise UsageError(f"{flag} {shown}: a user name or password in the URL is not supported; remove it "
+                         "(an API key goes in the variable named by --api-key-env)")
 
 
 def _positive(flag: str, value: float | int | None, *, integer: bool = False) -> None:

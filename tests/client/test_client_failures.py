@@ -14,42 +14,7 @@ from tokenpace.client import OpenAIClient
 from tokenpace.errors import TargetError
 from tokenpace.record import RequestRecord
 
-HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-END = b"0\r\n\r\n"  # the last chunk of a chunked body
-
-
-def http_chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def token(text: str, completion_tokens: int | None = None) -> bytes:
-    chunk: dict = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}
-    if completion_tokens is not None:
-        chunk["usage"] = {"prompt_tokens": 3, "completion_tokens": completion_tokens}
-    return http_chunk(b"data: " + orjson.dumps(chunk) + b"\n\n")
-
-
-def send_to_raw(serve_raw, writes: list[bytes], timeout_s: float = 10.0, hang: bool = False) -> RequestRecord:
-    """Serve ``writes`` byte-exact, then close the connection (or, with ``hang``, keep it open until
-    the client closes it), and send one request to it."""
-
-    async def respond(request: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for data in writes:
-            writer.write(data)
-            await writer.drain()
-            await asyncio.sleep(0.01)
-        if hang:
-            await reader.read()  # returns at EOF: the client gave up
-
-    record = RequestRecord(request_id="r", index=0)
-
-    async def scenario() -> None:
-        async with serve_raw(respond) as base_url:
-            async with OpenAIClient(base_url, "m", timeout_s=timeout_s) as client:
-                await client.send(record, "hi")
-
-    asyncio.run(scenario())
-    return record
+from client_helpers import END, HEAD, http_chunk, send_to_raw, token
 
 
 def send_to_app(serve_app, handler, path: str = "/v1/chat/completions", **client_args) -> RequestRecord:
@@ -227,3 +192,33 @@ def test_a_kept_alive_connection_the_server_closed_is_not_a_failed_request(serve
 
     asyncio.run(scenario())
     assert [(r.status, r.error_kind, r.output_tokens) for r in records] == [("ok", None, 1)] * 3
+
+
+def test_a_line_that_never_ends_is_line_too_long_and_keeps_the_tokens(serve_raw):
+    # 3 MiB without a line end, in 64 KiB writes, and the connection held open: the client must stop
+    # at its 1 MiB line limit, not buffer on until the timeout.
+    endless_line = [http_chunk(b"data: {\"choices\": [{\"delta\": {\"content\": \"")]
+    endless_line += [http_chunk(b"x" * 65536)] * 48
+    record = send_to_raw(serve_raw, [HEAD, token("a", 1), token("b", 2), *endless_line], timeout_s=60, hang=True)
+    assert (record.status, record.error_kind, record.http_status) == ("error", "line_too_long", 200)
+    assert "1048576 bytes" in record.error_message
+    assert len(record.chunk_ns) == 2 and record.output_tokens == 2
+
+
+def test_an_echoed_api_key_never_reaches_the_record(serve_app):
+    key = "plain-secret-42"
+
+    async def http_error(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"message": f"denied for {request.headers['Authorization']}"}}, status=500)
+
+    async def stream_error(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        error = {"error": {"message": f"engine saw headers {dict(request.headers)}, key {key}"}}
+        await response.write(b"data: " + orjson.dumps(error) + b"\n\n")
+        return response
+
+    records = [send_to_app(serve_app, handler, api_key=key) for handler in (http_error, stream_error)]
+    assert [(r.status, r.error_kind) for r in records] == [("error", "http_500"), ("error", "stream_error")]
+    assert records[0].error_message == "denied for Bearer ***"
+    assert all(key not in r.error_message and "***" in r.error_message for r in records)

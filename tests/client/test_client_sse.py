@@ -163,3 +163,32 @@ def test_crlf_cr_and_lf_streams_are_equivalent(events):
 def test_random_bytes_never_raise(chunks):
     events = parse(*chunks)
     assert all(isinstance(event.data, str) for event in events)
+
+
+# ---- the line limit ---------------------------------------------------------------------------
+
+def test_an_unterminated_line_over_the_limit_stops_the_parser_and_frees_its_buffer():
+    parser = SSEParser(max_line_bytes=1000)
+    assert parser.feed(b"data: ok\n\ndata: ") == [SSEEvent("ok")]
+    for _ in range(9):
+        assert parser.feed(b"x" * 100) == [] and not parser.line_too_long
+    assert parser.feed(b"x" * 100) == [] and parser.line_too_long
+    assert parser._tail == [] and parser._tail_bytes == 0  # nothing of it is kept
+    assert parser.feed(b"\n\ndata: later\n\n") == [] and parser.close() == []
+
+
+def test_a_complete_line_over_the_limit_in_one_read_is_too_long_too():
+    parser = SSEParser(max_line_bytes=100)
+    assert parser.feed(b"data: a\n\ndata: " + b"y" * 200 + b"\n\ndata: b\n\n") == [SSEEvent("a")]
+    assert parser.line_too_long
+
+
+def test_the_data_lines_of_one_event_count_together():
+    parser = SSEParser(max_line_bytes=100)
+    assert parser.feed(b"data: " + b"z" * 50 + b"\n" + b"data: " + b"z" * 50 + b"\n\n") == []
+    assert parser.line_too_long
+
+
+def test_a_line_of_exactly_the_limit_is_accepted():
+    line = b"data: " + b"w" * 94  # 100 bytes
+    assert datas(SSEParser(max_line_bytes=100).feed(line + b"\n\n")) == ["w" * 94]

@@ -64,6 +64,29 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("command", ["bench", "sweep"])
+@pytest.mark.parametrize("with_key", [False, True])  # with a key set, this crashed (exit 1)
+def test_a_url_with_a_password_is_refused_in_one_line_that_does_not_show_it(command, with_key, tmp_path,
+                                                                             monkeypatch):
+    if with_key:
+        monkeypatch.setenv("TP_SECRET_KEY", "k")
+    load = ["--requests", "2"] if command == "bench" else ["--concurrency", "1,2", "--requests-per-step", "2"]
+    proc = run_cli(command, "--url", f"http://alice:hunter2@127.0.0.1:{_closed_port()}/v1", *load,
+                   "--api-key-env", "TP_SECRET_KEY", "--out", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert proc.returncode == ExitCode.USAGE, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "user name or password in the URL is not supported" in lines[0]
+    assert "hunter2" not in proc.stdout + proc.stderr and "alice" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing saved
+
+
+def test_serve_help_states_the_port_it_listens_on_by_default():
+    proc = run_cli("serve", "--help")
+    assert proc.returncode == 0
+    port_help = next(line for line in proc.stdout.splitlines() if line.strip().startswith("--port PORT"))
+    assert "(default 8000)" in port_help and "any free port (default)" not in port_help
+
+
 def test_traceback_flag_shows_the_trace():
     proc = run_cli("--traceback", "bench", "--input-tokens", "uniform:min=5")
     assert proc.returncode == ExitCode.USAGE

@@ -15,8 +15,9 @@ from tokenpace import BenchConfig, TargetError, run_bench
 class FakeServer:
     """A deliberately wrong OpenAI-ish server on 127.0.0.1, in its own thread and event loop."""
 
-    def __init__(self, *, need_key=None, chat_status=200, chat_error="", stream=True, models=True):
+    def __init__(self, *, need_key=None, chat_status=200, chat_error="", stream=True, models=True, echo_auth=False):
         self.need_key, self.chat_status, self.chat_error = need_key, chat_status, chat_error
+        self.echo_auth = echo_auth  # a refusal that quotes the Authorization header it got
         self.stream, self.models = stream, models
         self.url = ""
         self._loop = asyncio.new_event_loop()
@@ -26,16 +27,20 @@ class FakeServer:
     def _authorized(self, request):
         return self.need_key is None or request.headers.get("Authorization") == f"Bearer {self.need_key}"
 
+    def _refuse(self, request):
+        quoted = f": {request.headers.get('Authorization')}" if self.echo_auth else ""
+        return web.json_response({"error": {"message": f"bad key{quoted}"}}, status=401)
+
     async def _models(self, request):
         if not self._authorized(request):
-            return web.json_response({"error": {"message": "bad key"}}, status=401)
+            return self._refuse(request)
         if not self.models:
             return web.json_response({"error": {"message": "no such route"}}, status=404)
         return web.json_response({"object": "list", "data": [{"id": "m1"}]})
 
     async def _chat(self, request):
         if not self._authorized(request):
-            return web.json_response({"error": {"message": "bad key"}}, status=401)
+            return self._refuse(request)
         if self.chat_status != 200:
             return web.json_response({"error": {"message": self.chat_error}}, status=self.chat_status)
         body = {"id": "x", "object": "chat.completion", "choices": [
@@ -105,3 +110,14 @@ def test_preflight_passes_with_the_right_key_and_is_reported_apart(tmp_path, mon
     assert result.preflight["status"] == "ok" and result.preflight["streamed"] is True
     assert result.summary["counts"]["sent"] == 2  # the preflight request is not measured
     assert all(not r.request_id.startswith("tp-preflight") for r in result.records)
+
+
+@pytest.mark.parametrize("key", ["sk-proj-abc123def456", "plain-secret-42"])
+@pytest.mark.parametrize("models", [True, False])  # refused by GET /models, or by the request itself
+def test_a_key_the_server_echoes_is_never_in_the_error(key, models, tmp_path, monkeypatch):
+    monkeypatch.setenv("TP_TEST_KEY", key)
+    with FakeServer(need_key="k1", echo_auth=True, models=models) as fake, pytest.raises(TargetError) as info:
+        _bench(fake.url, tmp_path, model="m1", api_key_env="TP_TEST_KEY")
+    message = str(info.value)
+    assert "authentication failed" in message and "bad key: Bearer ***" in message
+    assert key not in message and key[:10] not in message

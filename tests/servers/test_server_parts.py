@@ -41,6 +41,17 @@ def test_token_counting_rules():
             count_chat_prompt_tokens(bad)
 
 
+def test_a_prompt_over_a_mebibyte_counts_the_same_a_slice_at_a_time():
+    from tokenpace.servers.tokens import count_text_tokens
+
+    mib = 1 << 20
+    for text in ("ab " * mib,  # words cut by every slice boundary
+                 "x" * (mib - 1) + " " + "y" * (mib + 5),  # a space right before the cut
+                 "word\n" * (mib // 2) + "\t" + "z" * 3 * mib,  # one long word over two cuts
+                 " " * (3 * mib)):
+        assert count_text_tokens(text) == len(text.split())
+
+
 def test_output_text_recounts_to_its_token_count():
     for start, n in ((0, 1), (3, 7), (14, 40)):
         text = output_text(start, n)

@@ -25,15 +25,21 @@ seen and everything that arrived before it kept.
 | error | ``reset_before_headers`` / ``reset_mid_stream`` | the connection closed or was reset before / after the headers |
 | error | ``wrong_content_type`` | a streamed request answered 200 with neither ``text/event-stream`` nor JSON |
 | error | ``malformed_sse`` | a line that is not SSE framing (an unknown field, e.g. ``dta: {``) |
+| error | ``line_too_long`` | an SSE line (or one event's data) over 1 MiB (``sse.MAX_LINE_BYTES``) |
 | error | ``invalid_json`` | a ``data:`` line that is not a JSON object |
 | error | ``stream_error`` | an error object inside the stream |
 | error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |
+| error | ``incomplete`` | EOF, no ``[DONE]``, no ``finish_reason``, short of ``max_tokens`` with ``ignore_eos`` |
+| error | ``bad_encoding`` | a body that does not decode as its ``Content-Encoding`` (e.g. bad gzip) |
 | error | ``malformed_response`` / ``response_error`` | a non-streamed body that is not JSON / is an error |
 | timeout | ``ttft_timeout`` / ``idle_timeout`` / ``total_timeout`` | the watchdog's limits, above |
 | error | ``client_error`` / ``client_exception`` | anything else aiohttp or the client raised |
 
-A stream without ``[DONE]`` that brought tokens is ``ok``; without usage, ``output_tokens`` is the
-client's count (source "estimate").
+A stream without ``[DONE]`` that brought tokens is ``ok`` unless it is ``incomplete`` (above);
+without usage, ``output_tokens`` is the client's count (source "estimate"). ``data: [DONE]`` may
+carry trailing whitespace. Usage that cannot be true (a negative count, more cached prompt tokens
+than prompt tokens) is ignored: the client's count stands in (source "estimate") and
+``error_message`` of the ``ok`` record says what was ignored.
 
 Stale kept-alive connections. A server may close a connection right after a response without
 saying ``Connection: close`` (llama-server does after every stream); a closed-loop run sends the
@@ -56,13 +62,15 @@ from typing import Any
 
 import aiohttp
 import orjson
+from aiohttp.http_exceptions import ContentEncodingError
 
 from tokenpace._version import __version__
 from tokenpace.errors import TargetError
 from tokenpace.record import RequestRecord
+from tokenpace.redact import redact, strip_url_credentials, url_has_credentials
 
-from .progress import Progress, finish_record
-from .responses import one_line, read_error_message, read_stream, read_whole, truncate
+from .progress import Progress, finish_record, one_line, truncate
+from .responses import read_error_message, read_stream, read_whole
 
 _LIST_MODELS_TIMEOUT_S = 30.0  # a preflight request should fail fast, whatever the run's timeout
 
@@ -93,6 +101,9 @@ class OpenAIClient:
     ) -> None:
         if api not in ("chat", "completions"):
             raise ValueError(f"api must be 'chat' or 'completions', not {api!r}")
+        if url_has_credentials(base_url):  # see BenchConfig.validate: refused, never printed
+            raise ValueError(f"base_url {strip_url_credentials(base_url)}: a user name or password in the URL "
+                             "is not supported")
         for name, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s),
                             ("ttft_timeout_s", ttft_timeout_s), ("idle_timeout_s", idle_timeout_s)):
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -110,6 +121,7 @@ class OpenAIClient:
         self.max_connections = max_connections
         self._url = f"{self.base_url}/chat/completions" if api == "chat" else f"{self.base_url}/completions"
         self._headers = {"Content-Type": "application/json", "User-Agent": f"tokenpace/{__version__}"}
+        self._secrets = (api_key,) if api_key else ()  # masked in every server text we keep
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         # aiohttp bounds only the connect; the per-request watchdog does the rest (module doc).
@@ -175,7 +187,8 @@ class OpenAIClient:
         record.stream = self.stream
         data = orjson.dumps(self.request_body(record, prompt, extra_body))
         headers = {"X-Request-ID": record.request_id}
-        progress = Progress(streaming=self.stream)
+        expected = record.requested_output_tokens if self.ignore_eos else None
+        progress = Progress(streaming=self.stream, expected_tokens=expected, secrets=self._secrets)
         session = self._get_session()
         record.sent_ns = progress.last_read_ns = monotonic_ns()
         watchdog = _Watchdog(self, record, progress)
@@ -196,7 +209,7 @@ class OpenAIClient:
                     await read_whole(resp, record, progress)
                 else:
                     message = f"a streamed request got Content-Type {content_type!r}, not text/event-stream"
-                    progress.fail("error", "wrong_content_type", truncate(message), now)
+                    progress.fail("error", "wrong_content_type", message, now)
         except asyncio.CancelledError:
             watchdog.stop()
             if watchdog.expired is not None:
@@ -213,6 +226,8 @@ class OpenAIClient:
             progress.fail("error", "connect", one_line(exc), monotonic_ns())
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
             kind = "reset_mid_stream" if progress.response_seen else "reset_before_headers"
+            if isinstance(exc.__cause__, ContentEncodingError):
+                kind = "bad_encoding"  # a body that does not decode as its Content-Encoding says
             progress.fail("error", kind, one_line(exc), monotonic_ns())
         except aiohttp.ClientError as exc:
             progress.fail("error", "client_error", one_line(exc), monotonic_ns())
@@ -245,18 +260,23 @@ class OpenAIClient:
         try:
             async with self._get_session().get(url, timeout=timeout) as resp:
                 if resp.status >= 400:
-                    message = await read_error_message(resp)
+                    message = self._server_text(await read_error_message(resp))
                     raise TargetError(f"GET {url} failed: HTTP {resp.status}: {message}")
                 body = await resp.read()
         except asyncio.TimeoutError:
             raise TargetError(f"GET {url} failed: no answer within {timeout.total:g} s") from None
         except aiohttp.ClientError as exc:
-            raise TargetError(f"GET {url} failed: {one_line(exc)}") from None
+            raise TargetError(f"GET {url} failed: {self._server_text(one_line(exc))}") from None
         try:
             models = orjson.loads(body)["data"]
             return [str(model["id"]) for model in models]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise TargetError(f"GET {url} returned an unexpected body ({type(exc).__name__})") from None
+
+
+    def _server_text(self, text: str) -> str:
+        """A server's text for a one-line error: secrets masked (as ``Progress.fail`` does for records)."""
+        return truncate(one_line(redact(text, self._secrets)))
 
 
 class _Attempt:

@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from tokenpace.record import RequestRecord
+from tokenpace.redact import redact
 
 from .chunks import ChunkInfo
 from .tokens import split_chunk_tokens
+
+_ERROR_MESSAGE_CHARS = 300
 
 
 class Progress:
@@ -28,10 +31,19 @@ class Progress:
         "status",
         "error_kind",
         "error_message",
+        "expected_tokens",
+        "usage_note",
+        "secrets",
     )
 
-    def __init__(self, streaming: bool = True) -> None:
+    def __init__(self, streaming: bool = True, expected_tokens: int | None = None,
+                 secrets: tuple[str, ...] = ()) -> None:
         self.streaming = streaming
+        self.secrets = secrets  # masked in every message (the API key)
+        # The output the server promised (max_tokens with ignore_eos): a stream that ends short of it
+        # with no finish_reason and no [DONE] was cut, not finished.
+        self.expected_tokens = expected_tokens
+        self.usage_note: str | None = None  # usage the server sent that cannot be true, and was ignored
         self.response_seen = False  # the status line and headers arrived
         self.saw_done = False  # [DONE], or a complete non-streaming body
         self.done_ns: int | None = None
@@ -62,9 +74,16 @@ class Progress:
             self.last_usage = usage
             completion_tokens = usage.get("completion_tokens")
             if type(completion_tokens) is int:
-                self.usage_marks.append((len(self.weights), completion_tokens))
+                if completion_tokens >= 0:
+                    self.usage_marks.append((len(self.weights), completion_tokens))
+                else:
+                    self.usage_note = f"ignored impossible usage: completion_tokens={completion_tokens}"
         if info.finish_reason is not None:
             record.finish_reason = info.finish_reason
+
+    def tokens_so_far(self) -> int:
+        """Output tokens received: the server's latest cumulative count, else one per token chunk."""
+        return max(cumulative for _, cumulative in self.usage_marks) if self.usage_marks else len(self.weights)
 
     def fail(self, status: str, error_kind: str | None, message: str | None, now_ns: int) -> None:
         """Record the outcome of a failure seen at ``now_ns``. The first one wins, and nothing after
@@ -73,7 +92,8 @@ class Progress:
             return
         self.status = status
         self.error_kind = error_kind
-        self.error_message = message
+        # The one place a server's text enters the record: secrets out first, then cut to one short line.
+        self.error_message = None if message is None else truncate(one_line(redact(message, self.secrets)))
         self.done_ns = now_ns
 
 
@@ -109,13 +129,42 @@ def finish_record(record: RequestRecord, progress: Progress) -> None:
 
     usage = progress.last_usage
     if usage is not None:
-        prompt_tokens = usage.get("prompt_tokens")
-        if type(prompt_tokens) is int:
-            record.prompt_tokens = prompt_tokens
-            record.prompt_tokens_source = "usage" if complete else "chunk_usage"
-        prompt_details = usage.get("prompt_tokens_details")
-        if type(prompt_details) is dict and type(prompt_details.get("cached_tokens")) is int:
-            record.cached_prompt_tokens = prompt_details["cached_tokens"]
+        _read_prompt_usage(record, progress, usage, "usage" if complete else "chunk_usage")
         completion_details = usage.get("completion_tokens_details")
-        if type(completion_details) is dict and type(completion_details.get("reasoning_tokens")) is int:
-            record.reasoning_tokens = completion_details["reasoning_tokens"]
+        reasoning = completion_details.get("reasoning_tokens") if type(completion_details) is dict else None
+        if type(reasoning) is int and reasoning >= 0:
+            record.reasoning_tokens = reasoning
+    if progress.usage_note is not None and record.error_message is None:
+        record.error_message = progress.usage_note  # an ok record says why its usage was not used
+
+
+def _read_prompt_usage(record: RequestRecord, progress: Progress, usage: dict[str, Any], source: str) -> None:
+    """The prompt counts of the server's usage; an impossible one (negative, cached above the total)
+    is treated as absent: the client's count stands in, labelled "estimate", and the record says so."""
+    prompt_tokens = usage.get("prompt_tokens")
+    if prompt_tokens is None:
+        return
+    if type(prompt_tokens) is not int or prompt_tokens < 0:
+        progress.usage_note = f"ignored impossible usage: prompt_tokens={prompt_tokens!r}"
+        if record.requested_input_tokens is not None:
+            record.prompt_tokens = record.requested_input_tokens
+            record.prompt_tokens_source = "estimate"
+        return
+    record.prompt_tokens = prompt_tokens
+    record.prompt_tokens_source = source  # type: ignore[assignment]
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if type(details) is dict else None
+    if type(cached) is int:
+        if 0 <= cached <= prompt_tokens:
+            record.cached_prompt_tokens = cached
+        else:
+            progress.usage_note = f"ignored impossible usage: cached_tokens={cached} of {prompt_tokens} prompt tokens"
+
+
+def one_line(value: object) -> str:
+    text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
+    return " ".join(text.split())
+
+
+def truncate(text: str) -> str:
+    return text if len(text) <= _ERROR_MESSAGE_CHARS else text[: _ERROR_MESSAGE_CHARS - 3] + "..."

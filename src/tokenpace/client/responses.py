@@ -14,10 +14,9 @@ import orjson
 from tokenpace.record import RequestRecord
 
 from .chunks import ChunkInfo, classify_chunk, classify_response, error_message
-from .progress import Progress
+from .progress import Progress, one_line
 from .sse import SSEParser
 
-_ERROR_MESSAGE_CHARS = 300
 _ERROR_BODY_BYTES = 64 * 1024  # enough for any error message; a bigger body is cut, not awaited
 
 
@@ -25,30 +24,59 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
     parser = SSEParser(strict=True)
     read = resp.content.readany
     while True:
-        data = await read()
+        try:
+            data = await read()
+        except aiohttp.ClientError:
+            _salvage(resp.content, parser, record, progress)
+            raise
         now = monotonic_ns()
         if not data:  # EOF
             if progress.saw_done:
                 return
             # What close() completes arrived with the last read.
-            if _on_events(parser.close(), progress.last_read_ns, record, progress) or _bad_line(parser, progress, now):
+            if (_on_events(parser.close(), progress.last_read_ns, record, progress)
+                    or _parser_stopped(parser, progress, now)):
                 return
             progress.done_ns = now
             if not record.chunk_ns:
                 progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
+            elif record.finish_reason is None and progress.expected_tokens is not None:
+                got = progress.tokens_so_far()
+                if got < progress.expected_tokens:  # ignore_eos promised them all: the stream was cut
+                    progress.fail("error", "incomplete", f"the stream ended after {got} of "
+                                  f"{progress.expected_tokens} tokens with no finish_reason and no [DONE]", now)
             return
         progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
         # After [DONE], reading on to EOF lets the connection go back to the pool.
         if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
-                                      or (parser.invalid_line is not None and _bad_line(parser, progress, now))):
+                                      or _parser_stopped(parser, progress, now)):
             return
 
 
-def _bad_line(parser: SSEParser, progress: Progress, now: int) -> bool:
+def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRecord, progress: Progress) -> None:
+    """A read failed: take the events of the bytes that arrived before the failure. aiohttp raises a
+    stored failure (bytes past a short Content-Length, a cut body) before handing those bytes
+    over, which would drop tokens the server did send. They are stamped now: when we could read them."""
+    buffer = getattr(content, "_buffer", None)  # not public; without it there is nothing to salvage
+    if not buffer or progress.saw_done:
+        return
+    data = b"".join(buffer)[getattr(content, "_buffer_offset", 0):]
+    buffer.clear()
+    now = progress.last_read_ns = monotonic_ns()
+    if not _on_events(parser.feed(data), now, record, progress):
+        _parser_stopped(parser, progress, now)
+
+
+def _parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
+    """True (and the failure recorded) when the parser met a line it will not go past."""
+    if parser.line_too_long:
+        progress.fail("error", "line_too_long",
+                      f"an SSE line or event longer than {parser.max_line_bytes} bytes", now)
+        return True
     if parser.invalid_line is None:
         return False
     line = parser.invalid_line.decode("utf-8", "replace")
-    progress.fail("error", "malformed_sse", truncate(f"not an SSE line: {line}"), now)
+    progress.fail("error", "malformed_sse", f"not an SSE line: {line}", now)
     return True
 
 
@@ -56,7 +84,7 @@ def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Pro
     """Apply the events of one read, all stamped ``now``. True when the stream must stop (an error)."""
     for event in events:
         payload = event.data
-        if payload == "[DONE]":
+        if payload == "[DONE]" or (payload[:1] != "{" and payload.strip() == "[DONE]"):  # "[DONE] " too
             if not record.chunk_ns:
                 progress.fail("error", "empty_response", "stream ended with [DONE] and no token", now)
                 return True
@@ -66,17 +94,17 @@ def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Pro
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            progress.fail("error", "invalid_json", truncate(f"undecodable data line: {payload}"), now)
+            progress.fail("error", "invalid_json", f"undecodable data line: {payload}", now)
             return True
         if type(obj) is not dict:
-            progress.fail("error", "invalid_json", truncate(f"data line is not a JSON object: {payload}"), now)
+            progress.fail("error", "invalid_json", f"data line is not a JSON object: {payload}", now)
             return True
         timings = obj.get("timings")
         if timings is not None:
             keep_server_timing(record, timings)
         info = classify_chunk(obj)
         if info.error is not None:
-            progress.fail("error", "stream_error", truncate(error_message(info.error)), now)
+            progress.fail("error", "stream_error", error_message(info.error), now)
             return True
         progress.add(record, info, now)
     return False
@@ -88,13 +116,14 @@ async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progre
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
-        progress.fail("error", "malformed_response", truncate(f"undecodable body: {body[:200]!r}"), now)
+        # Cut long after the message's 300 characters: a secret is masked whole before the cut.
+        progress.fail("error", "malformed_response", f"undecodable body: {body[:_ERROR_BODY_BYTES]!r}", now)
         return
     info: ChunkInfo = classify_response(obj) if type(obj) is dict else ChunkInfo()
     if type(obj) is dict and obj.get("timings") is not None:
         keep_server_timing(record, obj["timings"])
     if info.error is not None:
-        progress.fail("error", "response_error", truncate(error_message(info.error)), now)
+        progress.fail("error", "response_error", error_message(info.error), now)
         return
     progress.add(record, info, now)
     progress.saw_done = True  # a complete body is the whole response
@@ -122,13 +151,4 @@ async def read_error_message(resp: aiohttp.ClientResponse) -> str:
         message = error_message(orjson.loads(body))
     except orjson.JSONDecodeError:
         message = body.decode("utf-8", "replace") or (resp.reason or "")
-    return truncate(one_line(message))
-
-
-def one_line(value: object) -> str:
-    text = value if isinstance(value, str) else f"{type(value).__name__}: {value}"
-    return " ".join(text.split())
-
-
-def truncate(text: str) -> str:
-    return text if len(text) <= _ERROR_MESSAGE_CHARS else text[: _ERROR_MESSAGE_CHARS - 3] + "..."
+    return one_line(message)  # whole (at most 64 KiB): redact before cutting it

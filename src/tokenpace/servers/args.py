@@ -24,6 +24,7 @@ _INT_FLAGS = (
     ("--max-num-seqs", "max_num_seqs", "N", "running requests at most; more wait in a FIFO queue"),
     ("--kv-capacity-tokens", "kv_capacity_tokens", "TOKENS", "KV-cache size behind vllm:kv_cache_usage_perc"),
     ("--default-max-tokens", "default_max_tokens", "TOKENS", "output length when a request names none"),
+    ("--max-model-len", "max_model_len", "TOKENS", "context length: longer prompt + max_tokens is HTTP 400"),
 )
 _DEFAULTS = {f.name: f.default for f in fields(BuiltinServerConfig)}
 
@@ -36,7 +37,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     d = _DEFAULTS
     net = parser.add_argument_group("network")
     net.add_argument("--host", default=d["host"], metavar="HOST", help="address to listen on (default %(default)s)")
-    net.add_argument("--port", type=int, default=d["port"], metavar="PORT", help="0: any free port (default)")
+    net.add_argument("--port", type=int, default=d["port"], metavar="PORT",
+                     help="port to listen on; 0: any free port (default %(default)s)")
     net.add_argument("--model", default=d["model"], metavar="NAME", help="served model name (default %(default)s)")
 
     timing = parser.add_argument_group("timing")

@@ -17,8 +17,12 @@ Behaviour a client can rely on:
 - ``X-Request-ID`` is read (or generated), echoed in the response header, and used as the suffix
   of the response ``id`` (``chatcmpl-<id>`` / ``cmpl-<id>``).
 - Errors use OpenAI's body: ``{"error": {"message", "type", "param", "code"}}``; an unknown model
-  is 404 ``NotFoundError``, a malformed body 400 ``BadRequestError``. (In the send log a rejected
-  request has only its "received" line.)
+  is 404 ``NotFoundError``, a malformed body 400 ``BadRequestError``. A prompt plus ``max_tokens``
+  over the context length (``max_model_len``; with the engine simulator, also what fits in its KV
+  cache) is 400 ``BadRequestError`` in vLLM's own shape and words (``{"object": "error", ...}``).
+  (In the send log a rejected request has only its "received" line.)
+- A client that goes away frees its engine slot at once, streamed or not (the server runs with
+  aiohttp's ``handler_cancellation``).
 - With ``faults`` set, chosen requests misbehave on purpose: see faults.py.
 """
 
@@ -43,7 +47,7 @@ from .sim_backend import SimBackend
 from .timing import TimingModel
 from .tokens import (count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json,
                      prompt_block_ids)
-from .wire import DONE_EVENT, Framer, error_body, timings_member, usage_json
+from .wire import DONE_EVENT, Framer, error_body, timings_member, usage_json, vllm_error_body
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -57,6 +61,10 @@ class ServerState:
         self.engine: Engine | SimBackend = (
             SimBackend(config.sim, self.metrics) if config.sim is not None
             else Engine(timing, max_num_seqs=config.max_num_seqs, tokens_per_chunk=config.tokens_per_chunk))
+        # Prompt + output of one request at most: the context length, and what the simulated KV cache holds.
+        self.max_seq_tokens = config.max_model_len
+        if isinstance(self.engine, SimBackend):
+            self.max_seq_tokens = min(self.max_seq_tokens, self.engine.max_seq_tokens)
         self.send_log: SendLog | None = None  # opened at startup
         self.in_flight: set[asyncio.Task] = set()  # handler tasks, cancelled at shutdown
         self.faults = FaultInjector(parse_faults(config.faults), config.seed) if config.faults else None
@@ -68,15 +76,17 @@ SERVER_STATE = web.AppKey("tokenpace_server_state", ServerState)
 
 
 class _RequestError(Exception):
-    def __init__(self, status: int, error_type: str, message: str) -> None:
+    def __init__(self, status: int, error_type: str, message: str, *, vllm_shape: bool = False) -> None:
         super().__init__(message)
         self.status, self.error_type, self.message = status, error_type, message
+        self.vllm_shape = vllm_shape  # vLLM's own body ({"object": "error", ...}), not OpenAI's
 
 
-def error_response(status: int, error_type: str, message: str, request_id: str | None = None) -> web.Response:
+def error_response(status: int, error_type: str, message: str, request_id: str | None = None, *,
+                   vllm_shape: bool = False) -> web.Response:
     headers = {"X-Request-ID": request_id} if request_id else None
-    return web.Response(status=status, body=error_body(status, error_type, message), content_type="application/json",
-                        headers=headers)  # fmt: skip
+    body = (vllm_error_body if vllm_shape else error_body)(status, error_type, message)
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
 @dataclass(slots=True)
@@ -89,7 +99,7 @@ class _Params:
     prompt_block_ids: tuple[int, ...] | None = None  # for the engine simulator's prefix cache
 
 
-def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
+def _parse(raw: bytes, api: str, config: BuiltinServerConfig, max_seq_tokens: int) -> _Params:
     def bad(message: str) -> _RequestError:
         return _RequestError(400, "BadRequestError", message)
 
@@ -122,6 +132,9 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
     if not isinstance(options, dict):
         raise bad("'stream_options' must be an object")
     include_usage = bool(options.get("include_usage"))
+    if prompt_tokens + max_tokens > max_seq_tokens:  # before any work on the prompt's content
+        raise _RequestError(400, "BadRequestError", _too_long(max_seq_tokens, prompt_tokens, max_tokens, api),
+                            vllm_shape=True)  # fmt: skip
     return _Params(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
@@ -131,6 +144,14 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig) -> _Params:
         prompt_block_ids=(prompt_block_ids(api, body, config.sim.block_size)
                           if config.sim is not None and config.sim.prefix_caching else None),
     )
+
+
+def _too_long(limit: int, prompt_tokens: int, max_tokens: int, api: str) -> str:
+    """vLLM's words for a request that cannot fit its context length."""
+    where = "messages" if api == "chat" else "prompt"
+    return (f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the {where}, {max_tokens} in the "
+            f"completion). Please reduce the length of the {where} or completion.")
 
 
 async def _stream(
@@ -232,9 +253,9 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     except ConnectionError:  # the client went away mid-body: nobody to answer
         return web.Response(status=499)
     try:
-        p = _parse(raw, api, state.config)
+        p = _parse(raw, api, state.config, state.max_seq_tokens)
     except _RequestError as e:
-        return error_response(e.status, e.error_type, e.message, request_id)
+        return error_response(e.status, e.error_type, e.message, request_id, vllm_shape=e.vllm_shape)
     fault = state.faults.select(number, p, request_id, state.send_log) if state.faults else None
     response_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{request_id}"
     created = int(time.time())  # wall clock only for OpenAI's `created` field

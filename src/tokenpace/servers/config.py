@@ -30,6 +30,7 @@ class BuiltinServerConfig:
     max_num_seqs: int = 256  # running requests at most; more wait in a FIFO queue
     kv_capacity_tokens: int = 262_144  # denominator of vllm:kv_cache_usage_perc
     default_max_tokens: int = 16  # when a request names no max_tokens
+    max_model_len: int = 131_072  # context length: prompt + max_tokens at most, else HTTP 400 (as vLLM)
     send_log_path: str | None = None  # JSONL truth log of every write (see sendlog.py)
     send_log_flush_s: float = 0.2  # small batches: each flush briefly holds the event loop
     timings: bool = False  # llama.cpp's per-request `timings` object on each response (--timings)
@@ -42,7 +43,7 @@ class BuiltinServerConfig:
             raise ValueError(f"unknown timing model {self.timing!r}; known: {', '.join(TIMING_MODELS)}")
         if not 0 <= self.port <= 65535:
             raise ValueError("port must be in 0..65535")
-        for name in ("tokens_per_chunk", "max_num_seqs", "kv_capacity_tokens", "default_max_tokens"):
+        for name in ("tokens_per_chunk", "max_num_seqs", "kv_capacity_tokens", "default_max_tokens", "max_model_len"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.send_log_flush_s <= 0:

@@ -30,7 +30,10 @@ async def running_server(
     """
     config = config or BuiltinServerConfig()
     # shutdown_timeout only bounds what our own shutdown hook has not already cancelled.
-    runner = web.AppRunner(create_app(config, timing=timing), access_log=None, shutdown_timeout=1.0)
+    # handler_cancellation: a client that leaves cancels its handler, which frees its engine slot
+    # (a non-streamed response writes nothing until the end, so it would never notice otherwise).
+    runner = web.AppRunner(create_app(config, timing=timing), access_log=None, shutdown_timeout=1.0,
+                           handler_cancellation=True)
     await runner.setup()
     try:
         site = web.TCPSite(runner, config.host, config.port)

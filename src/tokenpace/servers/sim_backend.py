@@ -73,6 +73,12 @@ class SimBackend:
         return len(self.scheduler.waiting)
 
     @property
+    def max_seq_tokens(self) -> int:
+        """Prompt + output of one request at most: what fits in the KV cache alone (with the
+        draft tokens of a verification step)."""
+        return self.engine.max_seq_tokens - (self.engine.decode_tokens - 1)
+
+    @property
     def kv_tokens(self) -> int:
         """KV slots held by running sequences (whole blocks)."""
         return (self.kv.num_blocks - self.kv.num_free) * self.kv.block_size

@@ -16,6 +16,11 @@ def error_body(status: int, error_type: str, message: str) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": error_type, "param": None, "code": status}})
 
 
+def vllm_error_body(status: int, error_type: str, message: str) -> bytes:
+    """vLLM's own error body, the object itself: ``{"object": "error", "message", "type", "param", "code"}``."""
+    return orjson.dumps({"object": "error", "message": message, "type": error_type, "param": None, "code": status})
+
+
 def usage_json(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
     return (
         b'{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}'
