@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
+from tokenpace.simulator.policies.base import ADMISSIONS
 from tokenpace.simulator.roofline import RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
@@ -24,6 +25,11 @@ class SimConfig:
     policy: str = "chunked-prefill"  # static | prefill-first | decode-first | chunked-prefill
     max_num_seqs: int = 256
     max_batched_tokens: int = 8192
+    # How much of a sequence's KV must fit when it is admitted (policies/base.py): "context" (the
+    # whole context fits, blocks allocated chunk by chunk: vLLM V1), "prompt", "prompt+output", or
+    # "chunk" (the first chunk's blocks: this simulator before engine presets, which could loop).
+    admission: str = "context"
+    chunked_prompts: bool = True  # False: prompts run whole (TensorRT-LLM without chunked context)
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     kv_reserve_gib: float = 1.5  # activations and CUDA graphs, per GPU
@@ -49,6 +55,8 @@ class SimConfig:
             raise ValueError("tp must be >= 1")
         if self.max_num_seqs < 1 or self.max_batched_tokens < 1 or self.block_size < 1:
             raise ValueError("max_num_seqs, max_batched_tokens and block_size must be >= 1")
+        if self.admission not in ADMISSIONS:
+            raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}, not {self.admission!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization must lie in (0, 1]")
         if self.concurrency is not None and self.concurrency < 1:
@@ -71,6 +79,7 @@ class SimConfig:
             "kv_cache_dtype": name(self.kv_cache_dtype), "tp": self.tp,
             "roofline": self.roofline.to_dict(), "policy": self.policy,
             "max_num_seqs": self.max_num_seqs, "max_batched_tokens": self.max_batched_tokens,
+            "admission": self.admission, "chunked_prompts": self.chunked_prompts,
             "block_size": self.block_size, "gpu_memory_utilization": self.gpu_memory_utilization,
             "kv_reserve_gib": self.kv_reserve_gib, "num_gpu_blocks": self.num_gpu_blocks,
             "prefix_caching": self.prefix_caching,

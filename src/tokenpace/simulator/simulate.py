@@ -48,6 +48,7 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
         max_num_seqs=config.max_num_seqs, max_batched_tokens=config.max_batched_tokens,
         decode_tokens=1 + (spec.num_draft_tokens if spec else 0),
         waiting_served_ratio=config.waiting_served_ratio, max_waiting_steps=config.max_waiting_steps,
+        admission=config.admission, chunked_prompts=config.chunked_prompts,
     )
     scheduler = make_scheduler(config.policy, limits, kv)
     engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
