@@ -52,6 +52,10 @@ class SimConfig:
     max_in_flight: int | None = None  # open loop only: cap on requests in flight (bench's --concurrency with --rate)
     stop_issuing_s: float | None = None  # no request is issued at or after this virtual time
     turnaround_s: float = 0.0  # closed loop: a client sends its next request this long after one ends
+    # The client's limits, in virtual time: at sent + timeout_s (or, with no token yet, sent +
+    # ttft_timeout_s) the client gives up and the engine cancels the request, freeing its KV.
+    timeout_s: float | None = None
+    ttft_timeout_s: float | None = None
     seed: int = 0
 
     # The simulator itself.
@@ -79,6 +83,10 @@ class SimConfig:
             raise ValueError("max_in_flight must be >= 1, and is for an open loop (concurrency None)")
         if self.stop_issuing_s is not None and not self.stop_issuing_s > 0:
             raise ValueError("stop_issuing_s must be > 0")
+        for name in ("timeout_s", "ttft_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0")
         if not 0 <= self.turnaround_s < 60:
             raise ValueError("turnaround_s must lie in [0, 60) seconds")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
@@ -103,7 +111,7 @@ class SimConfig:
             "waiting_served_ratio": self.waiting_served_ratio,
             "max_waiting_steps": self.max_waiting_steps, "concurrency": self.concurrency,
             "max_in_flight": self.max_in_flight, "stop_issuing_s": self.stop_issuing_s,
-            "turnaround_s": self.turnaround_s,
+            "turnaround_s": self.turnaround_s, "timeout_s": self.timeout_s, "ttft_timeout_s": self.ttft_timeout_s,
             "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
             "engine": None if self.engine is None else {"preset": self.engine, "set": dict(self.engine_set)},
         }

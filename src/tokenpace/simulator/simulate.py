@@ -104,7 +104,9 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
     else:
         load = (ClosedLoop(reqs, config.concurrency, stop_ns, to_ns(config.turnaround_s)) if config.concurrency
                 else OpenLoop(reqs, config.max_in_flight, stop_ns))
-    world = World(reqs, engine, load)
+    world = World(reqs, engine, load,
+                  timeout_ns=None if config.timeout_s is None else to_ns(config.timeout_s),
+                  ttft_timeout_ns=None if config.ttft_timeout_s is None else to_ns(config.ttft_timeout_s))
     records = world.run()
     describe = getattr(predictor, "describe", None)
     end_ns = world.loop.now_ns

@@ -83,6 +83,14 @@ class Scheduler:
         self.running.remove(seq)
         self.kv.free(seq)
 
+    def cancel(self, seq: Sequence) -> None:
+        """The client gave up: drop ``seq`` from whichever queue holds it and free its KV blocks."""
+        if seq.state == RUNNING:
+            self.running.remove(seq)
+        elif seq.state == WAITING:
+            self.waiting.remove(seq)
+        self.kv.free(seq)
+
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
