@@ -257,6 +257,8 @@ def target_of(sim: SimResult) -> dict[str, Any]:
         "model": res["model"]["id"], "gpu": res["gpu"]["id"], "weights": res["weights"]["id"],
         "kv_cache_dtype": res["kv_cache_dtype"]["id"], "tp": cfg["tp"], "policy": cfg["policy"],
         "prefix_caching": cfg["prefix_caching"], "spec_decode": cfg["spec_decode"] is not None,
+        "kv_dtype_implied": cfg.get("kv_dtype_implied", False),
+        "engine_preset": (cfg.get("engine") or {}).get("preset"),
     }
 
 
