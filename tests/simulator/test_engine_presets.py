@@ -119,3 +119,14 @@ def test_long_prompts_do_not_thrash_under_any_preset(engine):
     res = simulate(c, [SimRequest(20_000, 2_000) for _ in range(80)])
     assert all(r.status == "ok" and r.output_tokens == 2_000 for r in res.records)
     assert res.stats["preemptions"] <= 5
+
+
+def test_serve_sim_takes_the_presets_limits():
+    from tokenpace.servers.args import add_server_arguments, config_from_args
+
+    p = argparse.ArgumentParser()
+    add_server_arguments(p)
+    cfg = config_from_args(p.parse_args(["--sim", "--engine", "vllm", "--gpu", "h100-sxm"]))
+    assert cfg.max_num_seqs == 1024 and cfg.sim.engine == "vllm" and cfg.sim.admission == "context"
+    given = config_from_args(p.parse_args(["--sim", "--engine", "vllm", "--max-num-seqs", "32"]))
+    assert given.max_num_seqs == 32 and given.sim.max_num_seqs == 32

@@ -93,7 +93,9 @@ def with_engine(config: SimConfig, name: str | EnginePreset, *, given: frozenset
     preset = get_engine(name)
     gpu = get_gpu(config.gpu)
     rule = preset.limits_for(gpu.id, gpu.cuda_memory_bytes / GIB)
-    tokens = rule.get("offline_max_batched_tokens", rule["max_batched_tokens"]) if offline else rule["max_batched_tokens"]
+    tokens = rule["max_batched_tokens"]
+    if offline:
+        tokens = rule.get("offline_max_batched_tokens", tokens)
     values: dict[str, Any] = {
         "policy": preset.policy, "admission": preset.admission, "chunked_prompts": preset.chunked_prompts,
         "memory_model": preset.memory_model, "gpu_memory_utilization": preset.memory_fraction,
