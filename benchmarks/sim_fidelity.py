@@ -1,139 +1,160 @@
-"""How close the simulator's default step-time model comes to published measurements.
+"""How close the simulator comes to published measurements, before and after engine presets.
 
-Runs the simulator on every published point in REFERENCE section 5, states every parameter of each
-point, and prints the predicted figure, the published one and the error. The roofline efficiencies
-are the library defaults (``RooflineParams()``); nothing here is fitted per point.
+Runs every point of REFERENCE section 5 and of ``published_points.json`` (TensorRT-LLM trtllm-bench
+max-throughput rows, gptSessionBenchmark static batches and batch-1 TTFT, a vLLM single stream) with
+the setup each source describes (``_fidelity_points.py``), twice: ``before`` (the documented flags
+as they behaved before engine presets) and ``after`` (the source engine's preset). Prints each
+point's error, the median |error| per metric group (throughput, TTFT, TPOT/ITL, E2E) and the worst
+points. The roofline efficiencies are the library defaults; nothing is fitted to any point.
 
-    .venv/bin/python benchmarks/sim_fidelity.py            # table
-    .venv/bin/python benchmarks/sim_fidelity.py --json     # machine-readable
+    .venv/bin/python benchmarks/sim_fidelity.py                          # ../shared/published_points.json
+    .venv/bin/python benchmarks/sim_fidelity.py --points PATH --json     # another file; machine-readable
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import statistics
 import sys
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _fidelity_points import Setup, published_points, reference_points  # noqa: E402
 
 from tokenpace.simulator import RooflineParams, SimConfig, SimRequest, simulate  # noqa: E402
 
-
-@dataclass
-class Point:
-    name: str
-    source: str
-    config: SimConfig
-    prompt: int
-    output: int
-    batch: int
-    published: dict[str, float]
-    assumptions: list[str] = field(default_factory=list)
+GROUPS = {
+    "throughput": ("output_tok_s_total", "output_tok_s_per_gpu", "output_tok_s", "prefill_tok_s", "decode_tok_s"),
+    "TTFT": ("ttft_ms",),
+    "TPOT/ITL": ("itl_ms", "tpot_ms"),
+    "E2E": ("e2e_ms",),
+}
 
 
-def measure(p: Point) -> dict[str, float]:
-    """Run the point's workload; return TTFT, TPOT (ms) and throughput the way its source reports them."""
-    reqs = [SimRequest(p.prompt, p.output) for _ in range(p.batch)]
-    res = simulate(p.config, reqs)
-    recs = res.records
-    if p.batch == 1:
-        r = recs[0]
-        e2e_s = (r.last_token_ns - r.sent_ns) / 1e9
-        return {
-            "ttft_ms": (r.first_token_ns - r.sent_ns) / 1e6,
-            "itl_ms": (r.last_token_ns - r.first_token_ns) / (r.output_tokens - 1) / 1e6,
-            "output_tok_s": r.output_tokens / e2e_s,
-        }
-    # A batch served together (SGLang bench_one_batch style): prefill all prompts, then decode.
-    prefill_end = max(r.first_token_ns for r in recs)
+def measure(s: Setup, config: SimConfig) -> dict[str, float]:
+    """The point's metrics the way its source reports them (and, under "config", the configuration
+    the simulator resolved: a preset's workload heuristic applies inside ``simulate``)."""
+    res = simulate(config, [SimRequest(s.prompt, s.output) for _ in range(s.n)])
+    return {**_metrics(s, config, res), "config": res.config}
+
+
+def _metrics(s: Setup, config: SimConfig, res) -> dict[str, float]:
+    recs = [r for r in res.records if r.status == "ok"]
+    if len(recs) < len(res.records):
+        raise RuntimeError(f"{s.name}: {len(res.records) - len(recs)} requests failed")
+    start = min(r.sent_ns for r in recs)
     end = max(r.last_token_ns for r in recs)
-    return {
-        "prefill_tok_s": p.batch * p.prompt / (prefill_end / 1e9),
-        "decode_tok_s": p.batch * (p.output - 1) / ((end - prefill_end) / 1e9),
-    }
+    out = sum(r.output_tokens for r in recs)
+    if s.kind == "offline":
+        return {"output_tok_s_total": out / ((end - start) / 1e9), "preemptions": res.stats["preemptions"]}
+    if s.kind == "static":
+        return {"output_tok_s_per_gpu": out / ((end - start) / 1e9) / config.tp}
+    if s.kind == "batch":  # prefill all prompts, then decode
+        prefill_end = max(r.first_token_ns for r in recs)
+        return {"prefill_tok_s": s.n * s.prompt / (prefill_end / 1e9),
+                "decode_tok_s": s.n * (s.output - 1) / ((end - prefill_end) / 1e9)}
+    r = recs[-1]
+    ttft = (r.first_token_ns - r.sent_ns) / 1e6
+    tpot = statistics.fmean((x.last_token_ns - x.first_token_ns) / (x.output_tokens - 1) / 1e6
+                            for x in recs) if s.output > 1 else float("nan")
+    return {"ttft_ms": ttft, "itl_ms": tpot, "tpot_ms": tpot,
+            "output_tok_s": r.output_tokens / ((r.last_token_ns - r.sent_ns) / 1e9),
+            "e2e_ms": (r.last_token_ns - r.sent_ns) / 1e6}
 
 
-def points() -> list[Point]:
-    nim = dict(model="llama-3.3-70b", gpu="h100-sxm", weights="fp8", kv_cache_dtype="bf16", tp=2,
-               concurrency=1, max_batched_tokens=8192)
-    nim_assume = ["KV cache in BF16 (NIM's KV dtype is not published)",
-                  "whole prompt in one step (max_batched_tokens 8192)",
-                  "published ITL is (E2E − TTFT)/(output − 1), i.e. our TPOT"]
-    ft = dict(model="gpt-13b", gpu="a100-40gb", weights="fp16", kv_cache_dtype="fp16", concurrency=1)
-    ft_assume = ["FasterTransformer's GPT 13B: 40 layers, hidden 5120, 40 heads, FFN 20480, vocab 51200",
-                 "32 output tokens (the published ms/token is a decode step at ~512 context)"]
-    return [
-        Point("NIM 70B FP8 TP2, 5000/500", "NVIDIA NIM 1.8.0 benchmarks", SimConfig(**nim), 5000, 500, 1,
-              {"ttft_ms": 406.77, "itl_ms": 18.58, "output_tok_s": 51.67}, nim_assume),
-        Point("NIM 70B FP8 TP2, 500/2000", "NVIDIA NIM 1.8.0 benchmarks", SimConfig(**nim), 500, 2000, 1,
-              {"ttft_ms": 47.77, "itl_ms": 18.91}, nim_assume),
-        Point("FT 13B A100-40GB TP1, 512 in", "FasterTransformer GPT docs", SimConfig(**ft, tp=1), 512, 32, 1,
-              {"ttft_ms": 63.17, "itl_ms": 22.0}, ft_assume),
-        Point("FT 13B A100-40GB TP2, 512 in", "FasterTransformer GPT docs", SimConfig(**ft, tp=2), 512, 32, 1,
-              {"ttft_ms": 45.45, "itl_ms": 13.5}, ft_assume),
-        Point("SGLang Qwen3-8B FP8 H20, batch 64", "SGLang benchmark (bench_one_batch style)",
-              SimConfig(model="qwen3-8b", gpu="h20", weights="fp8", kv_cache_dtype="bf16",
-                        policy="prefill-first", max_batched_tokens=8192, concurrency=64),
-              4096, 2048, 64, {"prefill_tok_s": 15061, "decode_tok_s": 2682},
-              ["KV cache in BF16 (SGLang's default for an FP8 checkpoint)",
-               "prefill in steps of 8,192 tokens (SGLang's default chunk), all prompts before decoding"]),
-        Point("Llama-3-8B H100 light load, mid-2024", "a 2024 profile of a popular engine",
-              SimConfig(model="llama-3.1-8b", gpu="h100-sxm", weights="bf16", concurrency=1), 512, 256, 1,
-              {"itl_ms": 13.0},
-              ["512 in / 256 out (not published)",
-               "that engine spent most of a step on the CPU; our default overhead models "
-               "CUDA-graph engines"]),
-    ]
+def group_of(metric: str) -> str:
+    return next(g for g, ms in GROUPS.items() if metric in ms)
 
 
-NOTES = [
-    "TTFT of short prompts is low (NIM 500 in: -14%): measured TTFT includes HTTP, tokenization and "
-    "scheduling (~6 ms here) that an engine step does not; add it when comparing with client figures.",
-    "FasterTransformer 13B TP1 prefill (+35%): FT reached ~0.67 of A100 peak on one GPU but scaled only "
-    "1.39x to TP2; one MFU for all GEMM shapes cannot fit both (TP2 lands within 1%).",
-    "SGLang H20 prefill (-40%): the H20's compute is capped, so its GEMMs run near their (low) peak, "
-    "~0.9 MFU; a per-GPU or shape-dependent MFU would fix this. Its decode is within 5%.",
-    "2024 engine at 13 ms/token (-40%): that engine spent most of each step on the CPU (no CUDA graphs); "
-    "step_overhead_s=0.007 reproduces it. The default models today's CUDA-graph engines.",
-]
+def run(setups: list[Setup]) -> list[dict]:
+    rows = []
+    for s in setups:
+        t0 = time.perf_counter()
+        got = {"before": measure(s, s.before), "after": measure(s, s.after)}
+        wall = time.perf_counter() - t0
+        for metric, published in s.published.items():
+            row = {"point": s.name, "metric": metric, "group": group_of(metric), "published": published,
+                   "source": s.source, "kind": s.kind, "input": s.prompt, "output": s.output, "requests": s.n,
+                   "assumptions": s.assumptions, "wall_s": round(wall, 2)}
+            for when, m in got.items():
+                row[when] = round(m[metric], 2)
+                row[f"{when}_error_pct"] = round((m[metric] / published - 1) * 100, 1)
+                if "preemptions" in m:
+                    row[f"{when}_preemptions"] = m["preemptions"]
+            row["config"] = _config_line(got["after"]["config"])
+            rows.append(row)
+    return rows
+
+
+def _config_line(d: dict) -> str:
+    engine = (d.get("engine") or {}).get("preset") or "none"
+    return (f"engine={engine} model={d['model']} gpu={d['gpu']} tp={d['tp']} weights={d['weights']} "
+            f"kv={d['kv_cache_dtype']} policy={d['policy']} admission={d['admission']} "
+            f"max_num_seqs={d['max_num_seqs']} max_batched_tokens={d['max_batched_tokens']} "
+            f"memory={d['memory_model']}×{d['gpu_memory_utilization']} "
+            f"step_overhead_ms={d['roofline']['step_overhead_s'] * 1e3:g}")
+
+
+def summary(rows: list[dict]) -> dict[str, dict[str, float | int | None]]:
+    out = {}
+    for g in GROUPS:
+        sel = [r for r in rows if r["group"] == g]
+        out[g] = {"points": len(sel)}
+        for when in ("before", "after"):
+            errs = [abs(r[f"{when}_error_pct"]) for r in sel]
+            out[g][f"{when}_median_abs_error_pct"] = round(statistics.median(errs), 1) if errs else None
+    return out
 
 
 def main() -> None:
-    rows, defaults = [], RooflineParams()
-    for p in points():
-        got = measure(p)
-        for metric, published in p.published.items():
-            rows.append({"point": p.name, "metric": metric, "published": published,
-                         "predicted": round(got[metric], 2),
-                         "error_pct": round((got[metric] / published - 1) * 100, 1),
-                         "config": {k: v for k, v in p.config.to_dict().items()
-                                    if k in ("model", "gpu", "weights", "kv_cache_dtype", "tp", "policy",
-                                             "max_batched_tokens", "concurrency")},
-                         "workload": {"input": p.prompt, "output": p.output, "batch": p.batch},
-                         "assumptions": p.assumptions, "source": p.source})
-    if "--json" in sys.argv:
-        print(json.dumps({"roofline": defaults.to_dict(), "rows": rows}, indent=2))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=Path, default=ROOT / ".." / "shared" / "published_points.json",
+                    help="published points (default ../shared/published_points.json from the repository root)")
+    ap.add_argument("--json", action="store_true", help="machine-readable output")
+    ap.add_argument("--only", metavar="TEXT", help="run the points whose id contains TEXT")
+    args = ap.parse_args()
+    setups = reference_points()
+    if args.points.exists():
+        setups += published_points(args.points)
+    else:
+        print(f"note: {args.points} not found; REFERENCE section 5's points only", file=sys.stderr)
+    if args.only:
+        setups = [s for s in setups if args.only in s.name]
+    rows = run(setups)
+    summ = summary(rows)
+    if args.json:
+        print(json.dumps({"roofline": RooflineParams().to_dict(), "summary": summ, "rows": rows}, indent=2))
         return
-    print("Step-time model: roofline with the library defaults "
-          + ", ".join(f"{k}={v}" for k, v in defaults.to_dict().items()))
-    print("Command: .venv/bin/python benchmarks/sim_fidelity.py\n")
+    print("Roofline: library defaults " + ", ".join(f"{k}={v}" for k, v in RooflineParams().to_dict().items())
+          + " (after: each preset's step overhead)")
     last = None
     for r in rows:
         if r["point"] != last:
             last = r["point"]
-            c, w = r["config"], r["workload"]
-            print(f"{last}  [{r['source']}]")
-            print(f"  model={c['model']} gpu={c['gpu']} weights={c['weights']} kv={c['kv_cache_dtype']} "
-                  f"tp={c['tp']} policy={c['policy']} max_batched_tokens={c['max_batched_tokens']} "
-                  f"input={w['input']} output={w['output']} batch={w['batch']}")
+            print(f"\n{last}  [{r['kind']}, {r['input']} in / {r['output']} out, {r['requests']} requests]")
+            print(f"  after: {r['config']}")
             for a in r["assumptions"]:
-                print(f"  assumes: {a}")
-        print(f"    {r['metric']:<14} published {r['published']:>10.2f}  predicted {r['predicted']:>10.2f}"
-              f"  error {r['error_pct']:+6.1f}%")
-    print("\nWhere the model misses, and why:")
-    for note in NOTES:
-        print(f"  - {note}")
+                print(f"  - {a}")
+        pre = "".join(f"  preemptions {r['before_preemptions']} -> {r['after_preemptions']}"
+                      for _ in [0] if "after_preemptions" in r)
+        print(f"    {r['metric']:<21} published {r['published']:>9.2f}   before {r['before']:>9.2f} "
+              f"({r['before_error_pct']:+6.1f}%)   after {r['after']:>9.2f} ({r['after_error_pct']:+6.1f}%){pre}")
+    print("\nMedian |error| by metric group (before -> after):")
+    for g, v in summ.items():
+        if v["points"]:
+            print(f"  {g:<11} {v['points']:>2} points  {v['before_median_abs_error_pct']:>5}% -> "
+                  f"{v['after_median_abs_error_pct']:>5}%")
+        else:
+            print(f"  {g:<11}  0 points")
+    worst = sorted(rows, key=lambda r: -abs(r["after_error_pct"]))[:6]
+    print("\nWorst points after:")
+    for r in worst:
+        print(f"  {r['after_error_pct']:+6.1f}%  {r['point']} {r['metric']}")
 
 
 if __name__ == "__main__":

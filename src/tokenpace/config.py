@@ -42,7 +42,7 @@ class BenchConfig:
     # default 10 s; after a count-bounded run has sent its last request, default --timeout (so the
     # count completes unless a request is truly stuck). See end_grace_s().
     grace_s: float | None = None
-    timeout_s: float = 600.0  # total per-request timeout
+    timeout_s: float | None = 600.0  # total per-request timeout (None: none, simulated runs only)
     connect_timeout_s: float | None = None  # TCP (and TLS) connect
     ttft_timeout_s: float | None = None  # sent to first token
     idle_timeout_s: float | None = None  # longest silence (after the first token, or always without a TTFT limit)
@@ -84,12 +84,12 @@ class BenchConfig:
     out: str | None = None  # result JSON path; records go beside it as *.records.jsonl
     progress: bool = True
 
-    def end_grace_s(self, *, by_count: bool) -> float:
+    def end_grace_s(self, *, by_count: bool) -> float | None:
         """The grace period: --grace when given, else --timeout at the end of a count-bounded run
         and 10 s after --duration or a signal."""
         if self.grace_s is not None:
             return self.grace_s
-        return self.timeout_s if by_count else DEFAULT_GRACE_S
+        return self.timeout_s if by_count else DEFAULT_GRACE_S  # None: wait for every request
 
     def effective_concurrency(self) -> int | None:
         if self.rate is None:

@@ -130,3 +130,19 @@ def test_conversations_run_turn_by_turn_and_repeat_byte_for_byte(tmp_path):
         if r.turn > 1:
             assert r.sent_ns >= done[r.session, r.turn - 1]
             assert r.cached_prompt_tokens > 0
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_long_prompts_at_saturation_do_not_thrash(tmp_path, engine):
+    # The case, scaled down: 20,000 in / 2,000 out, every request queued at once, FP8 weights.
+    proc, doc = sim(tmp_path, "--engine", engine, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quant", "fp8",
+                    "--concurrency", "2048", "--requests", "60", "--input-tokens", "20000",
+                    "--output-tokens", "2000")
+    assert f"engine {engine}" in proc.stdout and "KV fp8 (implied" in proc.stdout
+    assert doc["summary"]["counts"]["ok"] == 60  # no client timeout cut the long run short
+    assert doc["engine"]["stats"]["preemptions"] <= 5
+    cfg = doc["engine"]["config"]
+    assert cfg["engine"]["preset"] == engine and cfg["kv_dtype_implied"] is True
+    assert set(cfg["engine"]["set"]) >= {"admission", "max_num_seqs", "max_batched_tokens", "memory_model",
+                                         "gpu_memory_utilization", "step_overhead_s"}
+    assert doc["engine"]["memory"]["memory_model"] == cfg["memory_model"]

@@ -11,6 +11,9 @@ from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INT
 from tokenpace.errors import UsageError
 
 
+DEFAULT_TIMEOUT_S = 600.0  # bench's total per-request timeout
+
+
 def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     """``sweep``: --concurrency and --rate take lists (and --rate auto), and the bound is per step
     (--requests-per-step, --duration-per-step); everything else means what it means for bench."""
@@ -42,8 +45,9 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
     g.add_argument("--grace", type=float, metavar="SECONDS",
                    help="time in-flight requests get to finish after --duration or Ctrl-C "
                         "(default 10; a count-bounded run waits up to --timeout)")
-    g.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="total per-request timeout (default 600)")
+    g.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="total per-request timeout (default 600; simulated runs: none unless given, "
+                        "and the engine cancels the request at that virtual moment)")
     g.add_argument("--connect-timeout", type=float, metavar="SECONDS",
                    help="give up on a request whose connection is not made within this time")
     g.add_argument("--ttft-timeout", type=float, metavar="SECONDS",
@@ -110,14 +114,16 @@ def add_output(p: argparse.ArgumentParser, *, kind: str) -> None:
     g.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress bar")
 
 
-def load_workload_slo_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The BenchConfig fields set by add_load_workload_slo's flags."""
+def load_workload_slo_values(args: argparse.Namespace, *, simulated: bool = False) -> dict[str, Any]:
+    """The BenchConfig fields set by add_load_workload_slo's flags. ``simulated``: no total timeout
+    unless --timeout is given (a simulated client waits in virtual time)."""
     warmup_requests, warmup_s = parse_warmup(args.warmup, by_time=args.duration is not None)
     return dict(
         concurrency=args.concurrency, rate=args.rate, arrival=args.arrival,
         burstiness=args.burstiness, requests=args.requests, duration_s=args.duration,
         warmup_requests=warmup_requests, warmup_s=warmup_s, grace_s=args.grace,
-        timeout_s=args.timeout, connect_timeout_s=args.connect_timeout,
+        timeout_s=args.timeout if args.timeout is not None else (None if simulated else DEFAULT_TIMEOUT_S),
+        connect_timeout_s=args.connect_timeout,
         ttft_timeout_s=args.ttft_timeout, idle_timeout_s=args.idle_timeout,
         retries=args.retries, retry_backoff_s=args.retry_backoff,
         seed=args.seed, **workload_values(args), slo=args.slo,

@@ -88,7 +88,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         axis, loads = "rate", None
     if args.url and args.sim:
         raise UsageError("give --url or --sim, not both")
-    values = options.load_workload_slo_values(args)
+    values = options.load_workload_slo_values(args, simulated=bool(args.sim))
     values["concurrency"] = cap
     base = BenchConfig(
         url=args.url, model=None if args.sim else args.model, api=args.api, stream=args.stream,

@@ -65,8 +65,12 @@ def _sim_headline(doc: dict[str, Any], t: dict[str, Any], mode: str) -> str:
         mode += f", at most {cap} in flight"
     extras = "".join(f" · {name}" for key, name in (("prefix_caching", "prefix caching"),
                                                      ("spec_decode", "speculative decoding")) if t.get(key))
-    return (f"[bold]tokenpace {doc.get('kind', 'sim')}[/] · [bold]SIMULATION[/] in virtual time · "
-            f"{t.get('model')} on {t.get('gpu')} · weights {t.get('weights')}, KV {t.get('kv_cache_dtype')} · "
+    implied = " (implied by the weights; --kv-dtype to change)" if t.get("kv_dtype_implied") \
+        and t.get("kv_cache_dtype") != "bf16" else ""
+    preset = f"engine {t['engine_preset']} · " if t.get("engine_preset") else ""
+    return (f"[bold]tokenpace {doc.get('kind', 'sim')}[/] · [bold]SIMULATION[/] in virtual time · {preset}"
+            f"{t.get('model')} on {t.get('gpu')} · weights {t.get('weights')}, "
+            f"KV {t.get('kv_cache_dtype')}{implied} · "
             f"TP {t.get('tp')} · {t.get('policy')}{extras} · {mode}")
 
 

@@ -17,8 +17,11 @@ mirrored in virtual time, from t = 0:
 - warmup: the first ``warmup_requests`` requests, or those scheduled before ``warmup_s``, sent in
   addition to the measured ones and marked ``warmup``;
 - sending ends when the count is reached (closed loop: when the last request ends; open loop: at
-  the last send) or at the deadline; requests still in flight ``grace_s`` later are cancelled, and
-  the client's timeouts (total, TTFT, idle) apply: both to the records after the run
+  the last send) or at the deadline; requests still in flight ``grace_s`` later are cancelled
+  (a count-bounded run with no --timeout awaits every request);
+- the client's total and TTFT timeouts apply only when given (bench's 600 s default does not), in
+  virtual time: the engine cancels the request at that moment and frees its KV cache, so the
+  others get its place; the idle timeout and the grace cut apply to the records after the run
   (``virtual_client.py``; connect timeouts and retries have nothing to act on);
 - window: as bench's, ``[warmup_s, min(warmup_s + duration, end of sending)]`` for duration runs,
   the default (first sent to last done) for count runs.
@@ -99,7 +102,8 @@ class SimRunConfig:
             load = dict(concurrency=c.effective_concurrency(), max_in_flight=None)
         stop = None if c.duration_s is None else c.warmup_s + c.duration_s
         try:
-            return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, seed=c.seed, timeline=True)
+            return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, seed=c.seed, timeline=True,
+                                       timeout_s=c.timeout_s, ttft_timeout_s=c.ttft_timeout_s)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
@@ -163,7 +167,7 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     turns = None if workload.conversations is None else workload.conversations.total_requests
     send_end_ns = _send_end_ns(engine, sim, turns)
     grace_s = c.end_grace_s(by_count=c.duration_s is None)  # the same rule as bench
-    cancel_at_ns = None if send_end_ns is None else send_end_ns + round(grace_s * NS)
+    cancel_at_ns = None if send_end_ns is None or grace_s is None else send_end_ns + round(grace_s * NS)
     limits = ClientLimits.of(c)
     for r in records:
         apply_client_limits(r, limits, cancel_at_ns)
@@ -253,6 +257,8 @@ def target_of(sim: SimResult) -> dict[str, Any]:
         "model": res["model"]["id"], "gpu": res["gpu"]["id"], "weights": res["weights"]["id"],
         "kv_cache_dtype": res["kv_cache_dtype"]["id"], "tp": cfg["tp"], "policy": cfg["policy"],
         "prefix_caching": cfg["prefix_caching"], "spec_decode": cfg["spec_decode"] is not None,
+        "kv_dtype_implied": cfg.get("kv_dtype_implied", False),
+        "engine_preset": (cfg.get("engine") or {}).get("preset"),
     }
 
 

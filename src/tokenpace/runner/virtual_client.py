@@ -29,7 +29,7 @@ NS = 1_000_000_000
 
 @dataclass(frozen=True)
 class ClientLimits:
-    timeout_s: float = 600.0
+    timeout_s: float | None = 600.0
     ttft_timeout_s: float | None = None
     idle_timeout_s: float | None = None
 
@@ -50,8 +50,8 @@ def apply_client_limits(r: RequestRecord, limits: ClientLimits, cancel_at_ns: in
 
 def _first_expiry(r: RequestRecord, limits: ClientLimits) -> tuple[int, str, str, str] | None:
     sent, done, found = r.sent_ns, r.done_ns, []
-    total = sent + round(limits.timeout_s * NS)
-    if total < done:
+    total = None if limits.timeout_s is None else sent + round(limits.timeout_s * NS)
+    if total is not None and total < done:
         found.append((total, "timeout", "total_timeout", f"no complete response within timeout_s={limits.timeout_s:g}"))
     first = r.first_token_ns if r.first_token_ns is not None else done
     if limits.ttft_timeout_s is not None:

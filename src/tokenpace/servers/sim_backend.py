@@ -214,7 +214,8 @@ def sim_config_from_args(ns: argparse.Namespace, default_max_num_seqs: int) -> S
             raise ValueError("--calibration describes a simulated engine: it needs --sim")
         return None
     model = ns.sim_model or (ns.model if ns.model != SERVED_NAME_DEFAULT else None)  # None: the calibration's
-    max_num_seqs = ns.max_num_seqs if ns.max_num_seqs is not None or ns.calibration else default_max_num_seqs
+    preset = getattr(ns, "engine", None)  # an engine preset sets its own limit unless --max-num-seqs is given
+    max_num_seqs = ns.max_num_seqs if ns.max_num_seqs is not None or ns.calibration or preset else default_max_num_seqs
     return engine_config(ns, model=model, max_num_seqs=max_num_seqs, seed=ns.seed or 0)
 
 

@@ -36,11 +36,16 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
         g.add_argument("--calibration", metavar="FILE",
                        help="hardware, model, precisions, efficiencies and engine limits from a "
                             "`tokenpace calibrate` file (flags given explicitly win)")
+    g.add_argument("--engine", metavar="NAME|PATH",
+                   help="engine preset: vllm, sglang, trtllm, or a JSON file of presets: admission and "
+                        "preemption, default limits, KV sizing, host time per step (flags given win; "
+                        "default: none, the simulator's own defaults)")
     g.add_argument("--gpu", metavar="NAME|PATH",
                    help=f"GPU, or any hardware as a JSON file of peak FLOP/s and bandwidth (default {_E.gpu})")
     g.add_argument("--quant", metavar="PRECISION|PATH",
                    help="weights: bf16, fp8, int8, int4, or a .gguf file's measured mix (default bf16)")
-    g.add_argument("--kv-dtype", metavar="PRECISION", help="KV cache: bf16 or fp8 (default bf16)")
+    g.add_argument("--kv-dtype", metavar="PRECISION",
+                   help="KV cache: bf16 or fp8 (default fp8 for FP8 weights, else bf16)")
     g.add_argument("--tp", type=int, metavar="N", help="tensor-parallel GPUs (default 1)")
     g.add_argument("--policy", choices=list(POLICIES), help=f"scheduling policy (default {_E.policy})")
     if max_num_seqs:
@@ -50,8 +55,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help=f"tokens per step at most (default {_E.max_batched_tokens})")
     g.add_argument("--block-size", type=int, default=_E.block_size, metavar="TOKENS",
                    help=f"KV block size (default {_E.block_size})")
-    g.add_argument("--gpu-memory-utilization", type=float, default=_E.gpu_memory_utilization, metavar="F",
-                   help=f"fraction of GPU memory the engine may use (default {_E.gpu_memory_utilization})")
+    g.add_argument("--gpu-memory-utilization", type=float, metavar="F",
+                   help="fraction of GPU memory for weights and KV cache (TensorRT-LLM preset: of the "
+                        f"memory free after weights) (default {_E.gpu_memory_utilization}; SGLang preset 0.88)")
     g.add_argument("--num-gpu-blocks", type=int, metavar="N", help="KV blocks, overriding the capacity from memory")
     g.add_argument("--prefix-caching", action="store_true", help="automatic prefix caching (hashed full blocks, LRU)")
     g = parser.add_argument_group("speculative decoding (simulated)")
@@ -82,6 +88,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
     cal = _calibration(ns)
     e = _engine_defaults(cal)
     model = model if model is not None else (cal.model if cal else DEFAULT_MODEL)
+    seqs_given = max_num_seqs
     max_num_seqs = _given(max_num_seqs, e.max_num_seqs)
     tp, max_batched_tokens = _given(ns.tp, e.tp), _given(ns.max_batched_tokens, e.max_batched_tokens)
     for flag, value in (("--tp", tp), ("--max-num-seqs", max_num_seqs),
@@ -105,14 +112,27 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
     try:
         config = SimConfig(
             model=model, gpu=_given(ns.gpu, e.gpu), weights=_weights(ns.quant, model, cal),
-            kv_cache_dtype=_given(ns.kv_dtype, e.kv_cache_dtype), tp=tp, roofline=roofline,
+            kv_cache_dtype=_given(ns.kv_dtype, cal.kv_cache_dtype if cal else None), tp=tp, roofline=roofline,
             policy=_given(ns.policy, e.policy), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-            block_size=ns.block_size, gpu_memory_utilization=ns.gpu_memory_utilization,
+            block_size=ns.block_size,
+            gpu_memory_utilization=_given(ns.gpu_memory_utilization, _E.gpu_memory_utilization),
             num_gpu_blocks=ns.num_gpu_blocks, prefix_caching=ns.prefix_caching, spec_decode=spec, seed=seed,
             turnaround_s=cal.turnaround_s if cal else _E.turnaround_s)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_catalogs(config)
+    engine = getattr(ns, "engine", None)
+    if engine:
+        from tokenpace.simulator.engines import with_engine
+
+        flags = {"policy": ns.policy, "max_num_seqs": seqs_given,
+                 "max_batched_tokens": ns.max_batched_tokens, "gpu_memory_utilization": ns.gpu_memory_utilization,
+                 "step_overhead_s": ns.step_overhead_ms}
+        given = {k for k, v in flags.items() if v is not None}
+        if cal is not None:  # what a calibration states counts as given
+            given |= {k for k in ("policy", "max_num_seqs", "max_batched_tokens", "step_overhead_s")
+                      if getattr(cal, k, None) is not None or k == "step_overhead_s"}
+        config = with_engine(config, engine, given=given)
     return config
 
 
@@ -201,7 +221,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         return x if isinstance(x, str) else x.id  # type: ignore[attr-defined]
 
     r = config.roofline
-    argv = ["--gpu", name(config.gpu), "--quant", name(config.weights), "--kv-dtype", name(config.kv_cache_dtype),
+    argv = ["--engine", config.engine] if config.engine else []
+    argv += ["--gpu", name(config.gpu), "--quant", name(config.weights), "--kv-dtype", name(config.kv_cache_dtype),
             "--tp", str(config.tp), "--policy", config.policy, "--max-batched-tokens", str(config.max_batched_tokens),
             "--block-size", str(config.block_size), "--gpu-memory-utilization", repr(config.gpu_memory_utilization),
             "--mfu", repr(r.mfu), "--mbu", repr(r.mbu), "--step-overhead-ms", repr(r.step_overhead_s * 1e3)]

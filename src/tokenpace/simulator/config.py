@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
+from tokenpace.simulator.memory import MEMORY_MODELS
+from tokenpace.simulator.policies.base import ADMISSIONS
 from tokenpace.simulator.roofline import RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
@@ -16,7 +18,9 @@ class SimConfig:
     model: str | ModelSpec = "llama-3.1-8b"  # catalog name, JSON path or HF config.json path
     gpu: str | GPU = "h100-sxm"
     weights: str | Precision = "bf16"  # weight precision (quantization)
-    kv_cache_dtype: str | Precision = "bf16"
+    # None: FP8 weights imply an FP8 KV cache (an FP8 checkpoint ships KV scales and every engine
+    # serves it so), anything else BF16; ``kv_dtype_implied`` then says so.
+    kv_cache_dtype: str | Precision | None = None
     tp: int = 1  # tensor-parallel degree (GPUs per engine)
     roofline: RooflineParams = field(default_factory=RooflineParams)  # mfu, mbu, overheads
 
@@ -24,9 +28,19 @@ class SimConfig:
     policy: str = "chunked-prefill"  # static | prefill-first | decode-first | chunked-prefill
     max_num_seqs: int = 256
     max_batched_tokens: int = 8192
+    # How much of a sequence's KV must fit when it is admitted (policies/base.py): "context" (the
+    # whole context fits, blocks allocated chunk by chunk: vLLM V1), "prompt", "prompt+output", or
+    # "chunk" (the first chunk's blocks: this simulator before engine presets, which could loop).
+    admission: str = "context"
+    chunked_prompts: bool = True  # False: prompts run whole (TensorRT-LLM without chunked context)
     block_size: int = 16
-    gpu_memory_utilization: float = 0.9
-    kv_reserve_gib: float = 1.5  # activations and CUDA graphs, per GPU
+    gpu_memory_utilization: float = 0.9  # the engine's memory fraction (see memory_model)
+    kv_reserve_gib: float = 1.5  # activations and CUDA graphs, per GPU (memory_model "nominal" only)
+    # How the KV cache is sized (memory.py): "nominal" (memory × fraction − weights − reserve), or
+    # as "vllm", "trtllm" or "sglang" compute it from the memory CUDA reports.
+    memory_model: str = "nominal"
+    engine: str | None = None  # the engine preset these values came from (engines.py), for the record
+    engine_set: tuple[tuple[str, Any], ...] = ()  # (field, value) the preset set
     num_gpu_blocks: int | None = None  # override the KV capacity computed from memory
     prefix_caching: bool = False
     spec_decode: SpecDecodeConfig | None = None
@@ -38,17 +52,29 @@ class SimConfig:
     max_in_flight: int | None = None  # open loop only: cap on requests in flight (bench's --concurrency with --rate)
     stop_issuing_s: float | None = None  # no request is issued at or after this virtual time
     turnaround_s: float = 0.0  # closed loop: a client sends its next request this long after one ends
+    # The client's limits, in virtual time: at sent + timeout_s (or, with no token yet, sent +
+    # ttft_timeout_s) the client gives up and the engine cancels the request, freeing its KV.
+    timeout_s: float | None = None
+    ttft_timeout_s: float | None = None
     seed: int = 0
 
     # The simulator itself.
     jump_decode_steps: bool = True  # jump over runs of identical decode steps (same results)
     timeline: bool = True
+    kv_dtype_implied: bool = False  # set when kv_cache_dtype was None: implied by the weights
 
     def __post_init__(self) -> None:
+        if self.kv_cache_dtype is None:
+            object.__setattr__(self, "kv_cache_dtype", implied_kv_dtype(self.weights))
+            object.__setattr__(self, "kv_dtype_implied", True)
         if self.tp < 1:
             raise ValueError("tp must be >= 1")
         if self.max_num_seqs < 1 or self.max_batched_tokens < 1 or self.block_size < 1:
             raise ValueError("max_num_seqs, max_batched_tokens and block_size must be >= 1")
+        if self.memory_model not in MEMORY_MODELS:
+            raise ValueError(f"memory_model must be one of {', '.join(MEMORY_MODELS)}, not {self.memory_model!r}")
+        if self.admission not in ADMISSIONS:
+            raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}, not {self.admission!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization must lie in (0, 1]")
         if self.concurrency is not None and self.concurrency < 1:
@@ -57,6 +83,10 @@ class SimConfig:
             raise ValueError("max_in_flight must be >= 1, and is for an open loop (concurrency None)")
         if self.stop_issuing_s is not None and not self.stop_issuing_s > 0:
             raise ValueError("stop_issuing_s must be > 0")
+        for name in ("timeout_s", "ttft_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0")
         if not 0 <= self.turnaround_s < 60:
             raise ValueError("turnaround_s must lie in [0, 60) seconds")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
@@ -68,16 +98,31 @@ class SimConfig:
 
         return {
             "model": name(self.model), "gpu": name(self.gpu), "weights": name(self.weights),
-            "kv_cache_dtype": name(self.kv_cache_dtype), "tp": self.tp,
+            "kv_cache_dtype": name(self.kv_cache_dtype), "kv_dtype_implied": self.kv_dtype_implied,
+            "tp": self.tp,
             "roofline": self.roofline.to_dict(), "policy": self.policy,
             "max_num_seqs": self.max_num_seqs, "max_batched_tokens": self.max_batched_tokens,
+            "admission": self.admission, "chunked_prompts": self.chunked_prompts,
             "block_size": self.block_size, "gpu_memory_utilization": self.gpu_memory_utilization,
-            "kv_reserve_gib": self.kv_reserve_gib, "num_gpu_blocks": self.num_gpu_blocks,
+            "kv_reserve_gib": self.kv_reserve_gib, "memory_model": self.memory_model,
+            "num_gpu_blocks": self.num_gpu_blocks,
             "prefix_caching": self.prefix_caching,
             "spec_decode": None if self.spec_decode is None else self.spec_decode.to_dict(),
             "waiting_served_ratio": self.waiting_served_ratio,
             "max_waiting_steps": self.max_waiting_steps, "concurrency": self.concurrency,
             "max_in_flight": self.max_in_flight, "stop_issuing_s": self.stop_issuing_s,
-            "turnaround_s": self.turnaround_s,
+            "turnaround_s": self.turnaround_s, "timeout_s": self.timeout_s, "ttft_timeout_s": self.ttft_timeout_s,
             "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
+            "engine": None if self.engine is None else {"preset": self.engine, "set": dict(self.engine_set)},
         }
+
+
+def implied_kv_dtype(weights: str | Precision) -> str:
+    """The KV cache an engine uses for these weights when not told: FP8 for FP8 (W8A8) weights."""
+    from tokenpace.simulator.catalog import get_precision
+
+    try:
+        p = weights if isinstance(weights, Precision) else get_precision(weights)
+    except Exception:  # noqa: BLE001 - an unknown name fails later, where the catalogs are checked
+        return "bf16"
+    return "fp8" if p.compute == "fp8" and p.bits == 8 else "bf16"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.simulator.policies.base import Batch, Scheduler
-from tokenpace.simulator.sequence import DONE, Sequence
+from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
 from tokenpace.simulator.step import StepBatch, StepPredictor
 from tokenpace.simulator.timeline import TimelineRow
@@ -108,12 +108,22 @@ class Engine:
             ))
         return Step(batch, t_ns, ends)
 
+    def cancel(self, seq: Sequence) -> None:
+        """The client gave up on ``seq``: it leaves the engine now and its KV blocks are free; a step
+        in flight that includes it delivers it nothing."""
+        if seq.state in (DONE, CANCELLED):
+            return
+        self.scheduler.cancel(seq)
+        seq.state = CANCELLED
+
     def finish_step(self, step: Step) -> list[Sequence]:
         """Deliver the step's tokens; return the sequences that finished (already released)."""
         ends = step.ends_ns
         k, end = len(ends), ends[-1]
         done: list[Sequence] = []
         for seq, n in step.batch.prefill:
+            if seq.state == CANCELLED:
+                continue
             seq.num_computed += n
             self.kv.publish(seq)
             if seq.num_computed == seq.num_tokens:  # the prompt (or recompute) is complete: sample
@@ -126,6 +136,8 @@ class Engine:
                 if seq.generated >= seq.output_len:
                     done.append(seq)
         for seq in step.batch.decode:
+            if seq.state == CANCELLED:
+                continue
             made = k if seq.plan is None else self._plan_chunks(seq, k)
             seq.num_computed += made
             seq.generated += made

@@ -5,9 +5,11 @@ Simultaneous events run in one documented order (``ORDER``, then creation order)
 1. ``StepEnd``: a step's tokens are delivered, finished sequences free their KV cache and, in a
    closed loop, their clients issue the next requests (in a conversation, the session's next turn
    is due a think time later);
-2. ``Arrival``: a request reaches the engine's waiting queue (or, under an open loop's cap on
+2. ``Timeout``: a client's limit passes: the engine cancels the request and frees its KV cache
+   (tokens delivered at that very instant count, as the client read them first);
+3. ``Arrival``: a request reaches the engine's waiting queue (or, under an open loop's cap on
    requests in flight, waits for a slot and arrives again when one frees);
-3. ``Schedule``: the scheduler forms the next batch.
+4. ``Schedule``: the scheduler forms the next batch.
 
 So a request arriving at the very instant a step ends joins the batch formed at that instant, and the
 KV freed by a sequence finishing then is available to it. Events of the same kind and time run in the
@@ -64,9 +66,27 @@ class StepEnd(Event):
         return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [seq.index for seq in done]))
 
 
+class Timeout(Event):
+    __slots__ = ("index", "kind")
+    ORDER = 1
+
+    def __init__(self, t_ns: int, index: int, kind: str) -> None:
+        super().__init__(t_ns)
+        self.index = index
+        self.kind = kind  # "total_timeout" or "ttft_timeout"
+
+    def handle(self, world: World) -> Iterable[Event]:
+        seq = world.live(self.index)
+        if seq is None or (self.kind == "ttft_timeout" and seq.first_token_ns is not None):
+            return ()  # it ended, or its first token came in time
+        world.engine.cancel(seq)
+        world.time_out(seq, self.t_ns, self.kind)
+        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [self.index]))
+
+
 class Arrival(Event):
     __slots__ = ("index",)
-    ORDER = 1
+    ORDER = 2
 
     def __init__(self, t_ns: int, index: int) -> None:
         super().__init__(t_ns)
@@ -77,14 +97,14 @@ class Arrival(Event):
             return ()  # an open loop's cap is full: the load issues it again when a slot frees
         seq = world.new_sequence(self.index, self.t_ns)
         if world.engine.arrive(seq):
-            return _maybe_schedule(world, self.t_ns, [])
+            return _maybe_schedule(world, self.t_ns, world.timeouts(seq))
         world.reject(seq, self.t_ns)
         return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [self.index]))
 
 
 class Schedule(Event):
     __slots__ = ()
-    ORDER = 2
+    ORDER = 3
 
     def handle(self, world: World) -> Iterable[Event]:
         step = world.engine.start_step(self.t_ns, world.loop.peek_ns())

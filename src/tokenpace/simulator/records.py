@@ -45,6 +45,27 @@ def completed_record(seq: Sequence) -> RequestRecord:
     return rec
 
 
+_TIMEOUT_MESSAGES = {"total_timeout": "no complete response within timeout_s",
+                     "ttft_timeout": "no token within ttft_timeout_s"}
+
+
+def timed_out_record(seq: Sequence, t_ns: int, kind: str) -> RequestRecord:
+    """The client gave up at ``t_ns`` (virtual time): the chunks delivered until then, status timeout."""
+    rec = _base(seq)
+    if seq.chunk_ns:
+        rec.first_token_ns = rec.first_content_ns = seq.first_token_ns
+        rec.last_token_ns = seq.chunk_ns[-1]
+    rec.chunk_ns = list(seq.chunk_ns)
+    rec.chunk_tokens = seq.chunk_tokens if seq.chunk_tokens is not None else [1] * len(seq.chunk_ns)
+    rec.chunk_tokens_source = "simulated"
+    rec.output_tokens = sum(rec.chunk_tokens)
+    rec.done_ns = t_ns
+    rec.status = "timeout"
+    rec.error_kind = kind
+    rec.error_message = _TIMEOUT_MESSAGES[kind]
+    return rec
+
+
 def failed_record(seq: Sequence, t_ns: int, kind: str, message: str) -> RequestRecord:
     rec = _base(seq)
     rec.done_ns = t_ns

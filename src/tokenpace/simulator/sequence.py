@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tokenpace.simulator.request import SimRequest
 
-WAITING, RUNNING, DONE = 0, 1, 2
+WAITING, RUNNING, DONE, CANCELLED = 0, 1, 2, 3
 
 
 class Sequence:

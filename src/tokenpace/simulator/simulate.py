@@ -11,7 +11,8 @@ from tokenpace.simulator.config import SimConfig
 from tokenpace.simulator.engine import Engine
 from tokenpace.simulator.kv_cache import KVCache
 from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests, SessionLoop, to_ns
-from tokenpace.simulator.memory import KVCapacity, kv_capacity
+from tokenpace.simulator.engines import needs_workload_limits, with_workload_limits
+from tokenpace.simulator.memory import KVCapacity, engine_kv_capacity, kv_capacity
 from tokenpace.simulator.prefix_cache import PrefixCache
 from tokenpace.simulator.policies import SchedulerLimits, make_scheduler
 from tokenpace.simulator.request import SimRequest
@@ -35,9 +36,15 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
     a real-time driver steps one by one)."""
     model, gpu = get_model(config.model), get_gpu(config.gpu)
     weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)
-    capacity = kv_capacity(model, gpu, weights, kv_dtype, tp=config.tp,
-                           gpu_memory_utilization=config.gpu_memory_utilization,
-                           reserve_gib=config.kv_reserve_gib)
+    if config.memory_model == "nominal":
+        capacity = kv_capacity(model, gpu, weights, kv_dtype, tp=config.tp,
+                               gpu_memory_utilization=config.gpu_memory_utilization,
+                               reserve_gib=config.kv_reserve_gib)
+    else:
+        capacity = engine_kv_capacity(model, gpu, weights, kv_dtype, memory_model=config.memory_model,
+                                      fraction=config.gpu_memory_utilization, tp=config.tp,
+                                      max_batched_tokens=config.max_batched_tokens,
+                                      max_num_seqs=config.max_num_seqs)
     num_blocks = config.num_gpu_blocks or capacity.blocks(config.block_size)
     if num_blocks < 1:
         raise ValueError(f"no room for a KV cache: weights {capacity.weight_bytes / 2**30:.1f} GiB per "
@@ -48,6 +55,7 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
         max_num_seqs=config.max_num_seqs, max_batched_tokens=config.max_batched_tokens,
         decode_tokens=1 + (spec.num_draft_tokens if spec else 0),
         waiting_served_ratio=config.waiting_served_ratio, max_waiting_steps=config.max_waiting_steps,
+        admission=config.admission, chunked_prompts=config.chunked_prompts,
     )
     scheduler = make_scheduler(config.policy, limits, kv)
     engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
@@ -70,13 +78,17 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
     same result, byte for byte. Requests never sent (time ran out while they waited under the
     in-flight cap) have no record.
     """
+    requests, first = _peek(requests)
+    if needs_workload_limits(config) and isinstance(requests, _Seq):  # trtllm-bench's tuning: the lengths
+        if requests and requests[0].session is None:
+            config = with_workload_limits(config, sum(r.prompt_tokens for r in requests) / len(requests),
+                                          sum(r.output_tokens for r in requests) / len(requests))
     predictor = predictor or build_predictor(config)
     timeline: list[TimelineRow] | None = [] if config.timeline else None
     engine, capacity = build_engine(config, predictor, timeline=timeline)
     scheduler, kv, num_blocks = engine.scheduler, engine.kv, engine.kv.num_blocks
     model, gpu = get_model(config.model), get_gpu(config.gpu)
     weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)
-    requests, first = _peek(requests)
     sessions = first is not None and first.session is not None
     if sessions:
         requests = list(requests)  # every turn of every session, given up front
@@ -92,7 +104,9 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
     else:
         load = (ClosedLoop(reqs, config.concurrency, stop_ns, to_ns(config.turnaround_s)) if config.concurrency
                 else OpenLoop(reqs, config.max_in_flight, stop_ns))
-    world = World(reqs, engine, load)
+    world = World(reqs, engine, load,
+                  timeout_ns=None if config.timeout_s is None else to_ns(config.timeout_s),
+                  ttft_timeout_ns=None if config.ttft_timeout_s is None else to_ns(config.ttft_timeout_s))
     records = world.run()
     describe = getattr(predictor, "describe", None)
     end_ns = world.loop.now_ns
@@ -122,7 +136,7 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
         "gpu": gpu.to_dict(), "weights": weights.to_dict(), "kv_cache_dtype": kv_dtype.to_dict(),
         "memory": {
             "usable_bytes_per_gpu": capacity.usable_bytes, "weight_bytes_per_gpu": capacity.weight_bytes,
-            "reserve_bytes_per_gpu": capacity.reserve_bytes,
+            "reserve_bytes_per_gpu": capacity.reserve_bytes, "memory_model": config.memory_model,
             "kv_bytes_per_token_per_gpu": capacity.kv_bytes_per_token,
             "kv_capacity_tokens": num_blocks * config.block_size, "kv_blocks": num_blocks,
             "kv_blocks_overridden": config.num_gpu_blocks is not None,

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.engine import Engine
-from tokenpace.simulator.events import Arrival
+from tokenpace.simulator.events import Arrival, Event, Timeout
 from tokenpace.simulator.load import ClosedLoop, OpenLoop, Requests, SessionLoop
 from tokenpace.simulator.loop import EventLoop
-from tokenpace.simulator.records import completed_record, failed_record
+from tokenpace.simulator.records import completed_record, failed_record, timed_out_record
 from tokenpace.simulator.sequence import Sequence
 
 
 class World:
-    def __init__(self, requests: Requests, engine: Engine, load: OpenLoop | ClosedLoop | SessionLoop) -> None:
+    def __init__(self, requests: Requests, engine: Engine, load: OpenLoop | ClosedLoop | SessionLoop, *,
+                 timeout_ns: int | None = None, ttft_timeout_ns: int | None = None) -> None:
         self.requests = requests
+        self.timeout_ns = timeout_ns
+        self.ttft_timeout_ns = ttft_timeout_ns
         self.engine = engine
         self.load = load
         self.loop = EventLoop()
@@ -26,6 +29,22 @@ class World:
         self._live[index] = seq
         self._sent.append(index)
         return seq
+
+    def live(self, index: int) -> Sequence | None:
+        return self._live.get(index)
+
+    def timeouts(self, seq: Sequence) -> list[Event]:
+        """The client's limits for a request just sent, as events (none without limits)."""
+        out: list[Event] = []
+        if self.timeout_ns is not None:
+            out.append(Timeout(seq.arrival_ns + self.timeout_ns, seq.index, "total_timeout"))
+        if self.ttft_timeout_ns is not None and (self.timeout_ns is None or self.ttft_timeout_ns < self.timeout_ns):
+            out.append(Timeout(seq.arrival_ns + self.ttft_timeout_ns, seq.index, "ttft_timeout"))
+        return out
+
+    def time_out(self, seq: Sequence, t_ns: int, kind: str) -> None:
+        self.records[seq.index] = timed_out_record(seq, t_ns, kind)
+        del self._live[seq.index]
 
     def complete(self, seq: Sequence) -> None:
         self.records[seq.index] = completed_record(seq)

@@ -25,6 +25,13 @@ class GPU:
     link_gb_s: float  # bidirectional aggregate, 1e9 bytes/s
     link: str = "nvlink"
     aliases: tuple[str, ...] = field(default=())
+    cuda_memory_gib: float | None = None  # total memory as CUDA reports it (None: 0.99 × memory_gb)
+
+    @property
+    def cuda_memory_bytes(self) -> int:
+        """What an engine sizes its memory from: CUDA's total, below the nominal size."""
+        gib = self.cuda_memory_gib if self.cuda_memory_gib is not None else 0.99 * self.memory_gb
+        return int(gib * GIB)
 
     @property
     def memory_bytes(self) -> int:
@@ -59,6 +66,7 @@ class GPU:
             link_gb_s=float(d.get("link_gb_s", 64.0)),
             link=str(d.get("link", "pcie")),
             aliases=tuple(d.get("aliases", ())),
+            cuda_memory_gib=None if d.get("cuda_memory_gib") is None else float(d["cuda_memory_gib"]),
         )
         for label, value in (("peak FLOP/s", gpu.bf16_tflops), ("memory", gpu.memory_gb),
                              ("bandwidth", gpu.hbm_tb_s), ("link bandwidth", gpu.link_gb_s)):
@@ -71,5 +79,5 @@ class GPU:
             "id": self.id, "name": self.name, "aliases": list(self.aliases),
             "bf16_tflops": self.bf16_tflops, "fp8_tflops": self.fp8_tflops,
             "memory_gb": self.memory_gb, "hbm_tb_s": self.hbm_tb_s,
-            "link_gb_s": self.link_gb_s, "link": self.link,
+            "link_gb_s": self.link_gb_s, "link": self.link, "cuda_memory_gib": self.cuda_memory_gib,
         }

@@ -1,6 +1,20 @@
 """What every scheduling policy shares: the waiting and running queues, admission into the KV cache,
 growth with preemption by recompute, and the ``Batch`` a policy hands to the engine.
 
+Admission (``SchedulerLimits.admission``, set by an engine preset) says how much of a sequence's
+KV must fit when it leaves the waiting queue, and how much is allocated then:
+
+- ``chunk``: the blocks of the first chunk (the simulator's behaviour before engine presets);
+- ``context``: the whole context must fit, blocks are allocated chunk by chunk (vLLM V1), with room
+  left for the running decodes to grow during the prompt's remaining chunks;
+- ``prompt``: the whole context is allocated at once (TensorRT-LLM's MAX_UTILIZATION, SGLang);
+- ``prompt+output``: prompt and every output token are allocated at once, so nothing is ever
+  preempted (TensorRT-LLM's GUARANTEED_NO_EVICT).
+
+Whatever the policy, a preempted sequence is re-admitted only when its whole context fits: a prompt
+that cannot grow and preempts itself would otherwise be re-admitted on its first chunk at once, and
+loop (thousands of preemptions for 20,000-token prompts).
+
 A policy only decides *which* sequences run *how many* tokens in the next step; the engine prices
 the step, advances time and produces tokens. ``Batch.repeat_limit`` tells the engine how many
 identical pure-decode steps the policy would schedule back to back if nothing arrived and nothing
@@ -16,6 +30,7 @@ from tokenpace.simulator.kv_cache import KVCache
 from tokenpace.simulator.sequence import RUNNING, WAITING, Sequence
 
 UNBOUNDED = 1 << 62
+ADMISSIONS = ("chunk", "context", "prompt", "prompt+output")
 
 
 @dataclass(slots=True)
@@ -37,6 +52,12 @@ class SchedulerLimits:
     # waiting_served_ratio × running, or when they have waited max_waiting_steps decode steps.
     waiting_served_ratio: float = 0.3
     max_waiting_steps: int = 20
+    admission: str = "chunk"  # see the module docstring
+    chunked_prompts: bool = True  # False: a prompt runs whole in one step (TensorRT-LLM without chunked context)
+
+    def __post_init__(self) -> None:
+        if self.admission not in ADMISSIONS:
+            raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}, not {self.admission!r}")
 
 
 class Scheduler:
@@ -62,6 +83,14 @@ class Scheduler:
         self.running.remove(seq)
         self.kv.free(seq)
 
+    def cancel(self, seq: Sequence) -> None:
+        """The client gave up: drop ``seq`` from whichever queue holds it and free its KV blocks."""
+        if seq.state == RUNNING:
+            self.running.remove(seq)
+        elif seq.state == WAITING:
+            self.waiting.remove(seq)
+        self.kv.free(seq)
+
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
@@ -73,25 +102,43 @@ class Scheduler:
         """Move the head of the waiting queue into running, computing up to ``max_tokens`` of it now.
         ``whole``: all of it or nothing (``alone``: even beyond ``max_tokens``, so that a prompt
         longer than the budget runs by itself rather than never). Returns the tokens scheduled, 0
-        when it does not fit."""
+        when it does not fit (the admission policy decides how much must fit)."""
         hits, evictable_hits = self.kv.match_prefix(seq)
-        start = hits * self.kv.block_size
+        bs = self.kv.block_size
+        start = hits * bs
         n = seq.num_tokens - start if whole else min(seq.num_tokens - start, max_tokens)
         if n <= 0 or (whole and n > max_tokens and not alone):
             return 0
-        need = -(-(start + n) // self.kv.block_size) - hits
-        if need + evictable_hits > self.kv.num_free:
+        hold, allocate = self._admission_slots(seq, start + n)
+        if -(-hold // bs) - hits + evictable_hits > self.kv.num_free:
             return 0
         self.waiting.popleft()
         self.kv.admit(seq, hits)
         if seq.cached_prompt_tokens is None:
             seq.cached_prompt_tokens = start
-        ok = self.kv.grow(seq, start + n)
+        ok = self.kv.grow(seq, allocate)
         assert ok
         seq.state = RUNNING
         seq.sched_step = step
         self.running.append(seq)
         return n
+
+    def _admission_slots(self, seq: Sequence, chunk_end: int) -> tuple[int, int]:
+        """(tokens whose blocks must be free, tokens to allocate) for admitting ``seq`` now, when
+        this step computes it up to ``chunk_end``."""
+        mode = self.limits.admission
+        if mode == "prompt+output":
+            full = seq.prompt_len + seq.output_len + self.limits.decode_tokens - 1
+            return full, full
+        if mode == "prompt":
+            return seq.num_tokens, seq.num_tokens
+        if mode == "context" or seq.preemptions:
+            # Room for the running sequences to grow by a decode step in each step the prompt still
+            # needs, so that its next chunk finds its blocks (vLLM V1 after its preemption-loop fix).
+            steps_left = -(-(seq.num_tokens - chunk_end) // self.limits.max_batched_tokens)
+            growth = steps_left * len(self.running) * self.limits.decode_tokens
+            return seq.num_tokens + growth, chunk_end
+        return chunk_end, chunk_end
 
     # -- growth and preemption -------------------------------------------------------------------
 

@@ -4,7 +4,10 @@ token budget they leave.
 Each step: every running decode gets its token(s); partially computed prompts continue with chunks;
 then waiting prompts are admitted FCFS (not after a preemption in the same step, as in vLLM V1), the
 last one cut to the budget that is left. Prompts and decodes share one forward pass, so a long prompt
-delays running streams by one chunk's worth per step instead of its whole prefill.
+delays running streams by one chunk's worth per step instead of its whole prefill. Without chunking
+(``chunked_prompts`` False, TensorRT-LLM's default in-flight batching) a prompt joins a step only
+whole, within the budget left; only a prompt longer than the whole budget is chunked (it could not
+run otherwise).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class ChunkedPrefill(Scheduler):
         budget = self.limits.max_batched_tokens
         g = self.limits.decode_tokens
         room = self.kv.block_size
+        chunk = self.limits.chunked_prompts
         decoding, prompts = [], []
         for seq in self.running:
             if seq.generated and seq.prompt_len + seq.generated - seq.num_computed == 1:
@@ -54,7 +58,9 @@ class ChunkedPrefill(Scheduler):
                 budget -= n
         if self.preemptions == before:
             while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
-                n = self.try_admit(self.waiting[0], budget, step)
+                head = self.waiting[0]
+                whole = not chunk and head.to_compute <= self.limits.max_batched_tokens
+                n = self.try_admit(head, budget, step, whole=whole)
                 if n == 0:
                     break
                 batch.prefill.append((self.running[-1], n))

@@ -1,0 +1,153 @@
+"""The setups of ``sim_fidelity.py``: REFERENCE section 5's points and every published point in
+``published_points.json``, each as a workload and two engine configurations:
+
+- ``before``: what a user got from the documented flags before engine presets (issue 14): BF16 KV
+  unless told (a published FP8 run gives only ``--quant fp8``), 256 sequences and 8,192 tokens per
+  step, first-chunk admission, nominal memory × 0.9 − 1.5 GiB, 1.75 ms per step;
+- ``after``: the engine preset of the source's engine, with the load the source describes.
+
+How each source's load is simulated (``Setup.kind``):
+
+- ``offline`` (trtllm-bench throughput): every request queued at once, the ``trtllm`` preset,
+  whose batch and token limits come from trtllm-bench's heuristic for the point's ISL/OSL;
+  ``n`` requests, enough for about eight waves of the heuristic's batch (at least 500, at most
+  3,000); throughput = output tokens / (last completion − first send);
+- ``static`` (gptSessionBenchmark): one batch, prompts prefilled together, then decoded to the end;
+  throughput per GPU = batch × OSL / that time / TP;
+- ``single``: one request at a time; TTFT, TPOT (ITL) of its stream;
+- ``batch``: a batch served together (SGLang bench_one_batch): prefill rate, then decode rate.
+
+Nothing is fitted to a point: every efficiency is the roofline's library default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenpace.simulator import SimConfig, get_gpu
+from tokenpace.simulator.engines import trtllm_bench_limits, with_engine
+
+BEFORE = dict(admission="chunk", max_num_seqs=256, max_batched_tokens=8192)
+
+
+@dataclass
+class Setup:
+    name: str
+    source: str
+    kind: str  # offline | static | single | batch
+    before: SimConfig
+    after: SimConfig
+    prompt: int
+    output: int
+    n: int  # requests
+    published: dict[str, float]
+    assumptions: list[str] = field(default_factory=list)
+
+
+def reference_points() -> list[Setup]:
+    """REFERENCE section 5's points (as the benchmark has always run them; after: engine presets
+    where the engine is known)."""
+    nim = dict(model="llama-3.3-70b", gpu="h100-sxm", weights="fp8", tp=2, concurrency=1, max_batched_tokens=8192)
+    ft = dict(model="gpt-13b", gpu="a100-40gb", weights="fp16", kv_cache_dtype="fp16", concurrency=1)
+    nim_after = with_engine(SimConfig(**nim), "trtllm", given={"max_batched_tokens"})
+    sgl = dict(model="qwen3-8b", gpu="h20", weights="fp8", kv_cache_dtype="bf16", max_batched_tokens=8192,
+               concurrency=64)
+    out = [
+        Setup("NIM 70B FP8 TP2, 5000/500", "NVIDIA NIM 1.8.0 benchmarks", "single",
+              SimConfig(**nim, kv_cache_dtype="bf16", **_old()), nim_after, 5000, 500, 1,
+              {"ttft_ms": 406.77, "itl_ms": 18.58, "output_tok_s": 51.67},
+              ["NIM runs TensorRT-LLM: preset trtllm; KV FP8 implied by the FP8 weights (before: BF16)",
+               "whole prompt in one step (max_batched_tokens 8192)"]),
+        Setup("NIM 70B FP8 TP2, 500/2000", "NVIDIA NIM 1.8.0 benchmarks", "single",
+              SimConfig(**nim, kv_cache_dtype="bf16", **_old()), nim_after, 500, 2000, 1,
+              {"ttft_ms": 47.77, "itl_ms": 18.91}, ["as above"]),
+        Setup("FT 13B A100-40GB TP1, 512 in", "FasterTransformer GPT docs", "single",
+              SimConfig(**ft, tp=1, **_old()), SimConfig(**ft, tp=1), 512, 32, 1,
+              {"ttft_ms": 63.17, "itl_ms": 22.0}, ["FasterTransformer: no preset; 32 output tokens"]),
+        Setup("FT 13B A100-40GB TP2, 512 in", "FasterTransformer GPT docs", "single",
+              SimConfig(**ft, tp=2, **_old()), SimConfig(**ft, tp=2), 512, 32, 1,
+              {"ttft_ms": 45.45, "itl_ms": 13.5}, ["as above"]),
+        Setup("SGLang Qwen3-8B FP8 H20, batch 64", "SGLang benchmark (bench_one_batch style)", "batch",
+              SimConfig(**sgl, policy="prefill-first", **_old()),
+              with_engine(SimConfig(**sgl, policy="prefill-first"), "sglang", given={"policy", "max_batched_tokens"}),
+              4096, 2048, 64, {"prefill_tok_s": 15061, "decode_tok_s": 2682},
+              ["KV BF16 (SGLang's default for this checkpoint)", "prefill in 8,192-token steps, all before decoding"]),
+        Setup("Llama-3-8B H100 light load, mid-2024", "a 2024 profile of a popular engine", "single",
+              SimConfig(model="llama-3.1-8b", gpu="h100-sxm", concurrency=1, **_old()),
+              SimConfig(model="llama-3.1-8b", gpu="h100-sxm", concurrency=1), 512, 256, 1, {"itl_ms": 13.0},
+              ["512 in / 256 out (not published); that engine spent most of a step on the CPU"]),
+    ]
+    return out
+
+
+def _old() -> dict[str, Any]:
+    return {"admission": "chunk"}
+
+
+def published_points(path: Path) -> list[Setup]:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return [_setup(p) for p in doc["points"]]
+
+
+def _setup(p: dict[str, Any]) -> Setup:
+    load, isl, osl, tp = p["load"], int(p["isl"]), int(p["osl"]), int(p["tp"])
+    weights = p["precision"]
+    kv = "fp8" if str(p["kv_dtype"]).startswith("fp8") else weights
+    base = dict(model=p["model"], gpu=p["gpu"], weights=weights, tp=tp)
+    before_kv = "bf16" if weights == "fp8" else weights  # before: --quant fp8 alone gave a BF16 KV cache
+    notes = [f"engine: {p['engine']}", f"KV {kv} (published: {p['kv_dtype']}); before: {before_kv}"]
+    kind = load["kind"]
+    if kind == "offline":
+        after = with_engine(SimConfig(**base, kv_cache_dtype=kv, concurrency=1), "trtllm", offline=True)
+        batch, tokens = trtllm_bench_limits(after, isl, osl)
+        n = min(3000, max(500, 8 * batch))
+        after = dataclasses.replace(after, concurrency=n)
+        before = SimConfig(**base, kv_cache_dtype=before_kv, concurrency=n, **BEFORE)
+        notes.append(f"{n} requests queued at once; trtllm-bench heuristic: max batch {batch}, max tokens {tokens}")
+    elif kind == "static":
+        b = int(load["batch"])
+        static = dict(policy="static", max_num_seqs=b, max_batched_tokens=b * isl, concurrency=b)
+        after = with_engine(SimConfig(**base, kv_cache_dtype=kv, **static), "trtllm",
+                            given={"policy", "max_num_seqs", "max_batched_tokens"})
+        after = _fit_batch(after, b * -(-(isl + osl) // 16))
+        before = SimConfig(**base, kv_cache_dtype=before_kv, **{**static, "max_batched_tokens": 8192},
+                           admission="chunk")
+        before = _fit_batch(before, b * -(-(isl + osl) // 16))
+        n = b
+        notes.append(f"static batch {b}: all prompts in one context step (before: 8,192-token steps)")
+    elif kind == "single":
+        after = with_engine(SimConfig(**base, kv_cache_dtype=kv, concurrency=1),
+                            "trtllm" if "TensorRT" in p["engine"] else "vllm")
+        if after.max_batched_tokens < isl and "TensorRT" in p["engine"]:
+            after = dataclasses.replace(after, max_batched_tokens=isl)
+        before = SimConfig(**base, kv_cache_dtype=before_kv, concurrency=1, admission="chunk")
+        n = 1
+    elif kind == "closed":
+        c = int(load["concurrency"])
+        after = with_engine(SimConfig(**base, kv_cache_dtype=kv, concurrency=c), "vllm")
+        before = SimConfig(**base, kv_cache_dtype=before_kv, concurrency=c, admission="chunk")
+        n = 10 * c
+        notes.append(f"closed loop, concurrency {c}, {n} requests")
+    else:
+        raise ValueError(f"{p['id']}: unknown load kind {kind!r}")
+    if p.get("note"):
+        notes.append(p["note"])
+    return Setup(p["id"], p["source"], kind, before, after, isl, osl, n, dict(p["metrics"]), notes)
+
+
+def _fit_batch(config: SimConfig, blocks: int) -> SimConfig:
+    """A static batch the source ran fitted its memory; size the KV cache for it if ours is smaller."""
+    from tokenpace.simulator import build_engine, build_predictor
+
+    engine, _ = build_engine(config, build_predictor(config))
+    if engine.kv.num_blocks >= blocks:
+        return config
+    return dataclasses.replace(config, num_gpu_blocks=blocks)
+
+
+def gpus_of(setups: list[Setup]) -> set[str]:
+    return {get_gpu(s.after.gpu).id for s in setups}
