@@ -123,3 +123,25 @@ def test_trace_blocks_at_the_engine_block_size(tmp_path):
     a, b = (engine_block_hashes(p, 16) for p in plan(trace=trace))
     assert len(a) == 62 and len(b) == 37  # full 16-token blocks of 1000 and 600 tokens
     assert a[:32] == b[:32] and a[32] != b[32]  # the first 512 tokens (32 blocks) are shared
+
+
+@pytest.mark.parametrize("extra", [{}, {"shared_prefix": "groups=3,prefix-tokens=64"}, {"tools": 2},
+                                   {"trace": "sample"}])
+def test_a_plan_without_text_has_the_same_requests_and_empty_generated_prompts(extra):
+    # The simulator reads only lengths: it plans without generating text, and must see the very
+    # requests that bench would send.
+    if extra.get("trace") == "sample":
+        from tokenpace.workload.datasets import SAMPLES
+
+        extra = {"trace": str(SAMPLES["--trace"]), "rate": None}
+    config = BenchConfig(**{"input_tokens": "uniform:min=10,max=300", "output_tokens": "lognormal:mean=50,sigma=0.5",
+                            "rate": 4.0, "seed": 9, **extra})
+    spec = workload_from_config(config)
+    with_text = list(islice(plan_requests(spec), 40))
+    lengths_only = list(islice(plan_requests(spec, text=False), 40))
+    fields = ("index", "input_tokens", "output_tokens", "offset_s", "prefix_group", "prefix_tokens",
+              "block_hashes", "extra_body")
+    assert [[getattr(p, f) for f in fields] for p in lengths_only] == [[getattr(p, f) for f in fields] for p in with_text]
+    assert all(p.prompt for p in with_text)
+    texts = [p.prompt if isinstance(p.prompt, str) else "".join(m["content"] for m in p.prompt) for p in lengths_only]
+    assert all(t.strip() == "" or extra.get("tools") for t in texts)

@@ -191,7 +191,7 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
 
 def _sim_requests(workload: WorkloadSpec, block_size: int) -> Iterator[SimRequest]:
     """The plan's requests as the engine sees them: lengths, arrival (open loop), shared prefix."""
-    for p in plan_requests(workload):
+    for p in plan_requests(workload, text=False):
         yield SimRequest(prompt_tokens=p.input_tokens, output_tokens=p.output_tokens,
                          arrival_s=p.offset_s if workload.open_loop else None,
                          prefix_group=p.prefix_group, prefix_tokens=p.prefix_tokens,

@@ -98,15 +98,31 @@ class WorkloadSpec:
         return None
 
 
-def plan_requests(spec: WorkloadSpec, *, block: int = 256) -> Iterator[PlannedRequest]:
+class _LengthsOnly:
+    """A prompt maker for targets that read only lengths (the simulator): generated text is left
+    empty, which was half of a simulation's time; counts of given text stay exact. The lengths and
+    every other draw are unchanged (prompt text has random streams of its own)."""
+
+    def __init__(self, maker) -> None:
+        self.count = maker.count
+
+    def text(self, rng: np.random.Generator, tokens: int) -> str:
+        return ""
+
+    def fit(self, text: str, tokens: int, rng: np.random.Generator) -> str:
+        return ""
+
+
+def plan_requests(spec: WorkloadSpec, *, block: int = 256, text: bool = True) -> Iterator[PlannedRequest]:
     """Yield planned requests; endless for synthetic workloads (the runner stops by count or time),
-    finite for datasets, traces and bounded shared-prefix workloads."""
+    finite for datasets, traces and bounded shared-prefix workloads. ``text=False``: generated
+    prompts are left empty (for the simulator, which reads only lengths)."""
     if spec.conversations is not None:
         raise UsageError("--conversations plans sessions, not a flat list of requests: "
                          "use tokenpace.workload.conversations_for")
     lengths_rng, prompts_rng, arrivals_rng, extra_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(4))
-    maker = spec.prompt_maker
+    maker = spec.prompt_maker if text else _LengthsOnly(spec.prompt_maker)
     if spec.trace is not None:
         items = _trace_items(spec, maker, prompts_rng)
     elif spec.dataset is not None:
