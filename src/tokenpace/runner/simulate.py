@@ -20,8 +20,7 @@ mirrored in virtual time, from t = 0:
   the last send) or at the deadline; requests still in flight ``grace_s`` later are cancelled, and
   the client's timeouts (total, TTFT, idle) apply: both to the records after the run
   (``virtual_client.py``; connect timeouts and retries have nothing to act on);
-- window: as bench's, ``[warmup_s, min(warmup_s + duration, end of sending)]`` for duration runs,
-  the default (first sent to last done) for count runs.
+- window: as bench's, the steady-state window of ``tokenpace.runner.steady`` (the same function).
 
 Nothing written reads a clock (the wall time a run took is only returned, to be printed): the same
 configuration gives the same files, byte for byte.
@@ -42,10 +41,11 @@ import orjson
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
-from tokenpace.metrics import parse_slo, summarize
+from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.paths import result_paths
+from tokenpace.runner.steady import steady_window
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
 from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
 from tokenpace.workload import WorkloadSpec, conversations_for, plan_requests
@@ -119,7 +119,7 @@ class SimRunResult:
     result_path: Path
     records_path: Path
     timeline_path: Path
-    window_ns: tuple[int, int] | None = None
+    window_ns: Window | None = None  # the steady-state window; None: the default one
     wall_s: float = 0.0  # how long the simulation took; printed, never saved (it is not deterministic)
     sim: SimResult | None = None
     kind: str = "sim"
@@ -167,7 +167,10 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     limits = ClientLimits.of(c)
     for r in records:
         apply_client_limits(r, limits, cancel_at_ns)
-    window = _window(c, send_end_ns)
+    closed = engine.concurrency is not None
+    window = steady_window(records, closed_loop=closed, concurrency=engine.concurrency if closed else None,
+                           start_ns=0, warmup_s=c.warmup_s, duration_s=c.duration_s,
+                           send_end_ns=send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
     summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window)
     engine_doc = engine_section(sim, timeline_path, result_path)
@@ -236,14 +239,6 @@ def _send_end_ns(engine: SimConfig, sim: SimResult, turns: int | None = None) ->
         return round(stop_s * NS)  # still waiting for a slot under the cap at the deadline
     sends = [r.sent_ns for r in sim.records if r.sent_ns is not None]
     return max(sends) if sends else None
-
-
-def _window(c: BenchConfig, send_end_ns: int | None) -> tuple[int, int] | None:
-    if c.duration_s is None:
-        return None
-    start = round(c.warmup_s * NS)
-    end = min(start + round(c.duration_s * NS), send_end_ns if send_end_ns is not None else start)
-    return (start, end) if end > start else None
 
 
 def target_of(sim: SimResult) -> dict[str, Any]:
