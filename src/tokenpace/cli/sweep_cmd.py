@@ -8,7 +8,10 @@ from tokenpace.cli import options
 from tokenpace.config import APIS, BenchConfig
 from tokenpace.errors import ExitCode, UsageError
 
-DEFAULT_REQUESTS_PER_STEP = 100
+# Steps are bounded by time unless --requests-per-step is given: a steady-state window needs many
+# request latencies of sending (a count-bounded step at a high rate ends before the engine fills).
+DEFAULT_DURATION_PER_STEP_S = 60.0
+DEFAULT_SIM_DURATION_PER_STEP_S = 300.0  # virtual seconds cost little
 
 EPILOG = """\
 examples:
@@ -71,7 +74,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
     from tokenpace.sweep.spec import DEFAULT_CONCURRENCIES, SweepConfig, parse_loads, parse_vary
 
     if args.requests is None and args.duration is None:
-        args.requests = DEFAULT_REQUESTS_PER_STEP
+        args.duration = DEFAULT_SIM_DURATION_PER_STEP_S if args.sim else DEFAULT_DURATION_PER_STEP_S
     conc, rate = args.concurrency_spec, args.rate_spec
     cap = None
     if rate is not None:

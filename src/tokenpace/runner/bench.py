@@ -68,6 +68,7 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
     workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
+    request_count(config, workload)  # and a load the count cannot hold
     result_path, records_path = result_paths(config.out)
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     async with target_for(config, target) as (url, builtin):

@@ -24,6 +24,7 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import TokenpaceError
 from tokenpace.metrics import parse_slo
 from tokenpace.runner.paths import result_paths
+from tokenpace.sweep.achieved import flag_group, flag_shortfall
 from tokenpace.sweep.document import write_sweep
 from tokenpace.sweep.findings import analyse_group, compare_groups
 from tokenpace.sweep.rates import auto_rates, how_chosen, wide_miss
@@ -69,6 +70,7 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
             label = combination_label(combo)
             members = [s for s in result.steps if s["group"] == label]
             if members:
+                flag_group(members, (result.rate_choice.get(label) or {}).get("saturation_rps"))
                 result.analysis[label] = analyse_group(members, axis=config.axis, slo=slo,
                                                        price=config.base.gpu_hour_usd,
                                                        up_to_saturation=config.auto and not any(
@@ -122,6 +124,7 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
         else:
             entry = entry_of_result(run, index=index, role=role, group=group, combo=combo, axis=axis,
                                     value=value, gpus=gpus, sweep_path=result.path)
+            flag_shortfall(entry, (result.rate_choice.get(group) or {}).get("saturation_rps"))
         result.steps.append(entry)
         save()
         if on_step:
