@@ -22,6 +22,7 @@ from typing import Any
 
 from tokenpace.runner.loadcheck import mean_in_flight
 
+AT_SATURATION = 1.01
 SHORTFALL = 0.95  # achieved below this fraction of offered, below saturation: flagged
 STEADY_LATENCIES = 10.0  # a window shorter than this many p50 E2E latencies is mostly ramp-up
 
@@ -60,7 +61,9 @@ def flag_shortfall(entry: dict[str, Any], saturation_rps: float | None) -> None:
         expected, below_saturation = load["offered"], True
     else:
         expected = load.get("scheduled_rps") or load["offered"]
-        below_saturation = saturation_rps is not None and load["offered"] <= saturation_rps
+        # At the saturation rate itself a target still completes what it is offered (the auto
+        # rates are rounded to 4 digits: 1% of slack keeps that step in).
+        below_saturation = saturation_rps is not None and load["offered"] <= AT_SATURATION * saturation_rps
     short = below_saturation and achieved < SHORTFALL * expected
     load["short"] = short
     load["short_reason"] = _why(entry, achieved, expected) if short else None
