@@ -23,9 +23,9 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
                        help="open-loop steps at these request rates, or auto (the default): measure the "
                             "synchronous and saturation rates, then step between them")
         g.add_argument("--requests-per-step", dest="requests", type=int, metavar="N",
-                       help="measured requests per step (default 100)")
+                       help="measured requests per step (default: bounded by --duration-per-step)")
         g.add_argument("--duration-per-step", dest="duration", type=float, metavar="SECONDS",
-                       help="measure each step for this long")
+                       help="measure each step for this long (default 60; 300 virtual seconds with --sim)")
         p.set_defaults(concurrency=None, rate=None)
     else:
         g.add_argument("--concurrency", type=int, metavar="N", help="requests in flight (closed loop), "

@@ -31,6 +31,9 @@ saturation, and stops early once a step misses the SLO by a wide margin (a figur
 limit, or under half the target attainment). Each step is a full run with its own result file in
 <out>.steps/; the sweep file holds every step's summary and the analysis. Failed and invalid steps
 are kept, marked, and left out of the analysis. Ctrl-C keeps the completed steps.
+Steps last --duration-per-step (default 60 s; 300 virtual s with --sim) unless --requests-per-step
+is given; rates count over each step's steady-state window (from the target load reached to the
+end of sending), and a step that achieved under 95% of its offered load below saturation is flagged.
 --vary KEY=V1,V2 (with --sim; repeatable, crossed): policy, quant, kv-dtype, tp, gpu, max-num-seqs
 (or max-batch), max-batched-tokens, prefix-caching (on/off), spec-decode (on/off).
 """
