@@ -91,8 +91,12 @@ class BenchConfig:
         return self.timeout_s if by_count else DEFAULT_GRACE_S
 
     def effective_concurrency(self) -> int | None:
+        """Closed loop: --concurrency, else the default, never above --requests (a default the
+        count cannot hold would label the run with a load it never ran). Open loop: the cap."""
         if self.rate is None:
-            return self.concurrency or DEFAULT_CONCURRENCY
+            if self.concurrency is not None:
+                return self.concurrency
+            return DEFAULT_CONCURRENCY if self.requests is None else min(DEFAULT_CONCURRENCY, self.requests)
         return self.concurrency
 
     def effective_requests(self) -> int | None:

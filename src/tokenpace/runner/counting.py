@@ -21,7 +21,7 @@ def request_count(config: BenchConfig, workload: WorkloadSpec) -> int | None:
         raise UsageError(f"the workload holds {finite} requests: nothing left to measure after "
                          f"--warmup {config.warmup_requests}")
     closed = not workload.open_loop and workload.conversations is None
-    check_holdable(config.effective_concurrency() if closed else None, wanted)
+    check_holdable(config.concurrency if closed else None, wanted)  # the default one adapts (config.py)
     return wanted
 
 
