@@ -37,6 +37,7 @@ class BenchConfig:
     duration_s: float | None = None  # measured seconds (warmup excluded)
     warmup_requests: int = 0
     warmup_s: float = 0.0
+    ramp_s: float = 0.0  # the load rises linearly to its target over this long (tokenpace.workload.ramp)
     # In-flight requests may finish for this long after the run ends: after --duration or a signal,
     # default 10 s; after a count-bounded run has sent its last request, default --timeout (so the
     # count completes unless a request is truly stuck). See end_grace_s().
@@ -127,6 +128,7 @@ class BenchConfig:
                                                    and self.gpu_hour_usd >= 0):
             raise UsageError(f"--gpu-hour-usd must be a finite number >= 0, not {self.gpu_hour_usd}")
         for name, value in (("--warmup", self.warmup_s), ("--warmup", self.warmup_requests),
+                            ("--ramp", self.ramp_s),
                             ("--grace", 0.0 if self.grace_s is None else self.grace_s),
                             ("--retries", self.retries),
                             ("--retry-backoff", self.retry_backoff_s)):
@@ -134,6 +136,8 @@ class BenchConfig:
                 raise UsageError(f"{name} must be a finite number >= 0, not {value}")
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
+        if self.ramp_s and (self.trace or self.conversations):
+            raise UsageError("--ramp shapes a rate or a concurrency: a --trace or --conversations run has its own arrivals")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise UsageError(f"--url must start with http:// or https://, not {self.url!r}")
         if self.metrics_url is not None and not self.metrics_url.startswith(("http://", "https://")):

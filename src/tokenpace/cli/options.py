@@ -33,6 +33,9 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
         g.add_argument("--rate", type=float, metavar="RPS", help="open loop: requests per second")
         g.add_argument("--requests", type=int, metavar="N", help="measured requests to send")
         g.add_argument("--duration", type=float, metavar="SECONDS", help="measure for this long")
+    g.add_argument("--ramp", type=float, default=0.0, metavar="SECONDS",
+                   help="raise the rate or concurrency linearly to its target over this long; rates "
+                        "count from its end (with --duration: the duration follows it)")
     g.add_argument("--arrival", choices=ARRIVALS, default="poisson", help="open-loop arrivals")
     g.add_argument("--burstiness", type=float, default=1.0, metavar="SHAPE",
                    help="gamma shape (1 = Poisson, <1 burstier)")
@@ -116,7 +119,7 @@ def load_workload_slo_values(args: argparse.Namespace) -> dict[str, Any]:
     return dict(
         concurrency=args.concurrency, rate=args.rate, arrival=args.arrival,
         burstiness=args.burstiness, requests=args.requests, duration_s=args.duration,
-        warmup_requests=warmup_requests, warmup_s=warmup_s, grace_s=args.grace,
+        warmup_requests=warmup_requests, warmup_s=warmup_s, ramp_s=args.ramp, grace_s=args.grace,
         timeout_s=args.timeout, connect_timeout_s=args.connect_timeout,
         ttft_timeout_s=args.ttft_timeout, idle_timeout_s=args.idle_timeout,
         retries=args.retries, retry_backoff_s=args.retry_backoff,

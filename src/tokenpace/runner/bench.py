@@ -159,8 +159,8 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     settings = LoadSettings(
         concurrency=config.concurrency if workload.open_loop else config.effective_concurrency(),
         open_loop=workload.open_loop, total_requests=total,
-        end_after_s=None if config.duration_s is None else config.warmup_s + config.duration_s,
-        warmup_requests=warmup_n, warmup_s=config.warmup_s,
+        end_after_s=None if config.duration_s is None else config.warmup_s + config.ramp_s + config.duration_s,
+        warmup_requests=warmup_n, warmup_s=config.warmup_s, ramp_s=config.ramp_s,
         grace_s=config.end_grace_s(by_count=False), end_grace_s=config.end_grace_s(by_count=True),
         retries=config.retries, retry_backoff_s=config.retry_backoff_s)
     conversations = conversations_for(workload) if workload.conversations is not None else None
@@ -200,7 +200,7 @@ def _window(config: BenchConfig, loadgen: LoadGenerator, workload: WorkloadSpec,
     closed = load_mode(workload) == "closed"
     return steady_window(records, closed_loop=closed,
                          concurrency=config.effective_concurrency() if closed else None,
-                         start_ns=loadgen.start_ns, warmup_s=config.warmup_s,
+                         start_ns=loadgen.start_ns, warmup_s=config.warmup_s, ramp_s=config.ramp_s,
                          duration_s=config.duration_s, send_end_ns=loadgen.send_end_ns)
 
 

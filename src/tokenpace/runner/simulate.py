@@ -51,6 +51,7 @@ from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConf
 from tokenpace.workload import WorkloadSpec, conversations_for, plan_requests
 from tokenpace.workload.build import workload_from_config
 from tokenpace.workload.plan import engine_block_hashes
+from tokenpace.workload.ramp import ramped_offset_s
 
 NS = 1_000_000_000
 # BenchConfig fields that describe a measured target; a simulation has none.
@@ -97,9 +98,11 @@ class SimRunConfig:
             load = dict(concurrency=None, max_in_flight=c.concurrency)
         else:
             load = dict(concurrency=c.effective_concurrency(), max_in_flight=None)
-        stop = None if c.duration_s is None else c.warmup_s + c.duration_s
+        stop = None if c.duration_s is None else c.warmup_s + c.ramp_s + c.duration_s
+        ramp = c.ramp_s if load["concurrency"] is not None else 0.0  # an open loop's ramp is in its arrivals
         try:
-            return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, seed=c.seed, timeline=True)
+            return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, ramp_s=ramp, seed=c.seed,
+                                       timeline=True)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
@@ -144,7 +147,7 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
         measured = _conversation_count(c, workload.conversations.total_requests)
         max_requests = None if measured is None else measured + c.warmup_requests
     else:
-        requests = _sim_requests(workload, engine.block_size)
+        requests = _sim_requests(workload, engine.block_size, c.ramp_s)
         measured = request_count(c, workload)  # the same rule as bench: a trace or dataset is sent whole
         if measured is not None:  # bounded by count (or by a finite plan); otherwise drawn until the stop time
             requests = list(islice(requests, measured + c.warmup_requests))
@@ -169,7 +172,7 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
         apply_client_limits(r, limits, cancel_at_ns)
     closed = engine.concurrency is not None
     window = steady_window(records, closed_loop=closed, concurrency=engine.concurrency if closed else None,
-                           start_ns=0, warmup_s=c.warmup_s, duration_s=c.duration_s,
+                           start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
                            send_end_ns=send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
     summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window)
@@ -188,11 +191,12 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     return result
 
 
-def _sim_requests(workload: WorkloadSpec, block_size: int) -> Iterator[SimRequest]:
-    """The plan's requests as the engine sees them: lengths, arrival (open loop), shared prefix."""
+def _sim_requests(workload: WorkloadSpec, block_size: int, ramp_s: float = 0.0) -> Iterator[SimRequest]:
+    """The plan's requests as the engine sees them: lengths, arrival (open loop, ramped as bench
+    ramps it), shared prefix."""
     for p in plan_requests(workload):
         yield SimRequest(prompt_tokens=p.input_tokens, output_tokens=p.output_tokens,
-                         arrival_s=p.offset_s if workload.open_loop else None,
+                         arrival_s=ramped_offset_s(p.offset_s, ramp_s) if workload.open_loop else None,
                          prefix_group=p.prefix_group, prefix_tokens=p.prefix_tokens,
                          prompt_block_hashes=engine_block_hashes(p, block_size))
 

@@ -27,7 +27,7 @@ from tokenpace.record import RequestRecord
 NS = 1_000_000_000
 STEADY_PREFIX = "Steady-state window"  # every rule below starts so (a saved summary is recognised by it)
 
-CLOSED_RULE = ("Steady-state window (closed loop at concurrency {c}): from when the {c}th request was sent "
+CLOSED_RULE = ("Steady-state window (closed loop at concurrency {c}): from when request number {c} was sent "
                "(the target concurrency reached){after} to when the first request of the cooldown would "
                "have been sent (the first completion after the last send){deadline}, both ends inclusive; "
                "the ramp-up and the drain are outside it.")

@@ -38,6 +38,7 @@ class SimConfig:
     max_in_flight: int | None = None  # open loop only: cap on requests in flight (bench's --concurrency with --rate)
     stop_issuing_s: float | None = None  # no request is issued at or after this virtual time
     turnaround_s: float = 0.0  # closed loop: a client sends its next request this long after one ends
+    ramp_s: float = 0.0  # closed loop: client k of C starts at k * ramp_s / C (tokenpace.workload.ramp)
     seed: int = 0
 
     # The simulator itself.
@@ -57,6 +58,8 @@ class SimConfig:
             raise ValueError("max_in_flight must be >= 1, and is for an open loop (concurrency None)")
         if self.stop_issuing_s is not None and not self.stop_issuing_s > 0:
             raise ValueError("stop_issuing_s must be > 0")
+        if not self.ramp_s >= 0:
+            raise ValueError("ramp_s must be >= 0")
         if not 0 <= self.turnaround_s < 60:
             raise ValueError("turnaround_s must lie in [0, 60) seconds")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
@@ -78,6 +81,6 @@ class SimConfig:
             "waiting_served_ratio": self.waiting_served_ratio,
             "max_waiting_steps": self.max_waiting_steps, "concurrency": self.concurrency,
             "max_in_flight": self.max_in_flight, "stop_issuing_s": self.stop_issuing_s,
-            "turnaround_s": self.turnaround_s,
+            "turnaround_s": self.turnaround_s, "ramp_s": self.ramp_s,
             "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
         }
