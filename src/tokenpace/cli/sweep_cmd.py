@@ -26,9 +26,10 @@ examples:
 
 Without --url and --sim, the steps run against the built-in simulated server (started once).
 --rate auto (the default) first measures the synchronous rate (concurrency 1) and the saturation
-rate (closed loop at --saturation-concurrency), then runs --steps rates between them, denser near
-saturation, and stops early once a step misses the SLO by a wide margin (a figure over 2x its
-limit, or under half the target attainment). Each step is a full run with its own result file in
+rate (closed loops at concurrency 4, 16, 64, ... up to --saturation-concurrency, until throughput
+stops growing), then runs --steps rates: up to saturation, denser near it, then 115% and 135% of
+it (overload); it stops early once a step misses the SLO by a wide margin (a figure over 2x its
+limit, or under half the target attainment), after one rate past saturation. Each step is a full run with its own result file in
 <out>.steps/; the sweep file holds every step's summary and the analysis. Failed and invalid steps
 are kept, marked, and left out of the analysis. Ctrl-C keeps the completed steps.
 Steps last --duration-per-step (default 60 s; 300 virtual s with --sim) unless --requests-per-step
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("sweep")
     g.add_argument("--steps", type=int, default=8, metavar="N", help="--rate auto: rates to try (default 8)")
     g.add_argument("--saturation-concurrency", type=int, default=256, metavar="N",
-                   help="--rate auto: concurrency of the saturation probe (default 256)")
+                   help="--rate auto: the highest concurrency the saturation probes try (default 256)")
     g.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
                    help="with --sim: cross engine parameters; one sweep per combination")
     g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
