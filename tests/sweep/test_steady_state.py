@@ -109,3 +109,14 @@ def test_a_closed_loop_its_count_cannot_hold_is_refused(tmp_path):
     with pytest.raises(UsageError, match="--concurrency 64 cannot be held with --requests 40"):
         run_sim(SimRunConfig(load=BenchConfig(concurrency=64, requests=40, out=str(tmp_path / "x.json")),
                              engine=ENGINE))
+
+
+def test_the_overload_region_is_seen(default_sweep, capacity_rps):
+    # --rate auto runs past the saturation rate: there the engine completes its capacity, not the load.
+    sat = default_sweep.rate_choice[""]["saturation_rps"]
+    past = [s for s in default_sweep.steps if s["role"] == "step" and s["status"] == "ok"
+            and s["load"]["offered"] > 1.01 * sat]
+    assert past
+    for s in past:
+        assert s["load"]["achieved"] < 0.95 * s["load"]["offered"] and s["load"]["short"] is False
+        assert s["load"]["achieved"] == pytest.approx(capacity_rps, rel=0.03)
