@@ -120,3 +120,17 @@ def test_the_overload_region_is_seen(default_sweep, capacity_rps):
     for s in past:
         assert s["load"]["achieved"] < 0.95 * s["load"]["offered"] and s["load"]["short"] is False
         assert s["load"]["achieved"] == pytest.approx(capacity_rps, rel=0.03)
+
+
+def test_steps_are_bounded_by_time_unless_a_count_is_given():
+    from tokenpace.cli.main import build_parser
+    from tokenpace.cli.sweep_cmd import config_from_args
+
+    def config(*argv):
+        return config_from_args(build_parser().parse_args(["sweep", *argv]))
+
+    measured = config("--url", "http://127.0.0.1:9/v1", "--rate", "1,2")
+    assert measured.base.duration_s == 60 and measured.base.requests is None
+    assert config("--sim", "--rate", "auto").base.duration_s == 300
+    counted = config("--sim", "--concurrency", "1,8", "--requests-per-step", "50")
+    assert counted.base.requests == 50 and counted.base.duration_s is None
