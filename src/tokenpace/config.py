@@ -38,6 +38,7 @@ class BenchConfig:
     duration_s: float | None = None  # measured seconds (warmup excluded)
     warmup_requests: int = 0
     warmup_s: float = 0.0
+    ramp_s: float = 0.0  # the load rises linearly to its target over this long (tokenpace.workload.ramp)
     # In-flight requests may finish for this long after the run ends: after --duration or a signal,
     # default 10 s; after a count-bounded run has sent its last request, default --timeout (so the
     # count completes unless a request is truly stuck). See end_grace_s().
@@ -92,8 +93,12 @@ class BenchConfig:
         return self.timeout_s if by_count else DEFAULT_GRACE_S  # None: wait for every request
 
     def effective_concurrency(self) -> int | None:
+        """Closed loop: --concurrency, else the default, never above --requests (a default the
+        count cannot hold would label the run with a load it never ran). Open loop: the cap."""
         if self.rate is None:
-            return self.concurrency or DEFAULT_CONCURRENCY
+            if self.concurrency is not None:
+                return self.concurrency
+            return DEFAULT_CONCURRENCY if self.requests is None else min(DEFAULT_CONCURRENCY, self.requests)
         return self.concurrency
 
     def effective_requests(self) -> int | None:
@@ -124,6 +129,7 @@ class BenchConfig:
                                                    and self.gpu_hour_usd >= 0):
             raise UsageError(f"--gpu-hour-usd must be a finite number >= 0, not {self.gpu_hour_usd}")
         for name, value in (("--warmup", self.warmup_s), ("--warmup", self.warmup_requests),
+                            ("--ramp", self.ramp_s),
                             ("--grace", 0.0 if self.grace_s is None else self.grace_s),
                             ("--retries", self.retries),
                             ("--retry-backoff", self.retry_backoff_s)):
@@ -131,6 +137,8 @@ class BenchConfig:
                 raise UsageError(f"{name} must be a finite number >= 0, not {value}")
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
+        if self.ramp_s and (self.trace or self.conversations):
+            raise UsageError("--ramp shapes a rate or a concurrency: a --trace or --conversations run has its own arrivals")
         _check_url("--url", self.url)
         _check_url("--scrape-metrics URL", self.metrics_url)
         if not (math.isfinite(self.scrape_interval_s) and self.scrape_interval_s >= MIN_SCRAPE_INTERVAL_S):

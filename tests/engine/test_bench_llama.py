@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tokenpace.config import BenchConfig
+from tokenpace.metrics import summarize
 from tokenpace.runner.bench import run_bench
 
 pytestmark = pytest.mark.engine
@@ -39,7 +40,10 @@ def _check_run(result, *, stream: bool) -> None:
     tokens = result.summary["tokens"]
     assert tokens["output_sources"] == {"usage": REQUESTS}
     assert tokens["prompt_sources"] == {"usage": REQUESTS}
-    assert result.summary["throughput"]["output_tokens"] == REQUESTS * OUTPUT_TOKENS
+    # Rates count over the steady-state window (the cooldown's drain is outside it); over the
+    # whole run every token the server reported is there.
+    assert summarize(result.records)["throughput"]["output_tokens"] == REQUESTS * OUTPUT_TOKENS
+    assert 0 < result.summary["throughput"]["output_tokens"] <= REQUESTS * OUTPUT_TOKENS
     ttft = result.summary["latency_ms"]["ttft"]
     assert ttft["count"] == REQUESTS and ttft["p50"] > 0
     if stream:
@@ -74,6 +78,6 @@ def test_bench_cli(llama_url, tmp_path):
     counts = doc["summary"]["counts"]
     assert counts["sent"] == counts["ok"] == REQUESTS, failed
     assert doc["summary"]["tokens"]["output_sources"] == {"usage": REQUESTS}
-    assert doc["summary"]["throughput"]["output_tokens"] == REQUESTS * OUTPUT_TOKENS
+    assert 0 < doc["summary"]["throughput"]["output_tokens"] <= REQUESTS * OUTPUT_TOKENS  # in its window
     assert len(records) == REQUESTS
     assert all(r["status"] == "ok" and r["output_tokens"] == OUTPUT_TOKENS for r in records)

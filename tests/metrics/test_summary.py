@@ -43,7 +43,8 @@ def test_shape_follows_the_contract():
         assert set(stats) == STATS_KEYS
     assert {"sent", "ok", "error", "timeout", "cancelled", "warmup_excluded",
             "errors_by_kind"} <= set(summary["counts"])
-    assert set(summary["window"]) == {"start_ns", "end_ns", "duration_s", "definition"}
+    assert set(summary["window"]) == {"start_ns", "end_ns", "duration_s", "definition",
+                                      "requests_sent", "requests_completed"}
     assert {"output_tokens_s", "input_tokens_s", "total_tokens_s", "requests_s",
             "cached_prompt_tokens_s", "output_tokens", "input_tokens", "cached_prompt_tokens",
             "uncached_input_tokens_s"} <= set(summary["throughput"])

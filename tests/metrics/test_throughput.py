@@ -52,11 +52,14 @@ def test_default_window_counts_delivered_tail_tokens_not_the_requests():
 
 def test_only_chunks_inside_an_explicit_window_count():
     # Cut the window at 150 ms: only the first 10-token chunk (100 ms) is inside, and no request
-    # completed inside it.
+    # completed inside it: the first request counts for the half of its tokens done inside (and
+    # half its 100-token prompt), the second for nothing.
     t = summarize(two_requests(), window=(0, ns(150)))["throughput"]
     assert t["output_tokens"] == 10
     assert t["output_tokens_s"] == pytest.approx(10 / 0.15)
-    assert t["requests_s"] == 0.0 and t["input_tokens"] == 0
+    assert t["requests"] == 0.5 and t["requests_s"] == pytest.approx(0.5 / 0.15)
+    assert t["input_tokens"] == 50
+    assert summarize(two_requests(), window=(0, ns(150)))["window"]["requests_completed"] == 0
 
 
 def test_warmup_excluded_from_window_and_counts():

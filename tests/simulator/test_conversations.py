@@ -98,7 +98,7 @@ def test_a_duration_run_sends_no_turn_due_after_the_deadline(tmp_path):
               input_tokens="200", output_tokens="30", grace_s=1.0)
     assert 0 < len(res.records) < 200
     assert max(r.sent_ns for r in res.records) < 10 * NS
-    assert res.window_ns == (0, 10 * NS)
+    assert (res.window_ns.start_ns, res.window_ns.end_ns) == (0, 10 * NS)
 
 
 def test_warmup_turns_come_first(tmp_path):

@@ -30,7 +30,7 @@ def test_warmup_requests_are_sent_in_addition_and_excluded(tmp_path):
 def test_duration_run_measures_its_window_and_cancels_after_the_grace(tmp_path):
     res = run(tmp_path, concurrency=8, duration_s=4.0, warmup_s=1.0, grace_s=0.5,
               input_tokens="512", output_tokens="2000")
-    assert res.window_ns == (1 * NS, 5 * NS)
+    assert (res.window_ns.start_ns, res.window_ns.end_ns) == (1 * NS, 5 * NS)
     assert res.summary["window"]["duration_s"] == pytest.approx(4.0)
     sent = [r.sent_ns for r in res.records]
     assert max(sent) < 5 * NS
@@ -67,7 +67,8 @@ def test_files_round_trip_through_summarize(tmp_path):
     assert doc["summary"]["cost"]["gpus"] == 2  # one engine of --tp GPUs unless --gpus says otherwise
     records = read_records(tmp_path / doc["records_path"])
     assert records == res.records
-    assert json.loads(json.dumps(summarize(records, slo="chat", gpu_hour_usd=2.0, gpus=2))) == doc["summary"]
+    assert json.loads(json.dumps(summarize(records, slo="chat", gpu_hour_usd=2.0, gpus=2,
+                                                window=res.window_ns))) == doc["summary"]
     timeline = (tmp_path / doc["engine"]["timeline_path"]).read_text().splitlines()
     assert len(timeline) == doc["engine"]["stats"]["batches"]
     assert doc["engine"]["memory"]["kv_capacity_tokens"] > 0

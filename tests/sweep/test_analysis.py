@@ -99,12 +99,22 @@ def test_quadrants_name_the_one_to_avoid():
     assert thresholds["high_latency_above_ms"] == 200 and quads[1] == "efficient"
 
 
-def test_auto_rates_run_from_sync_to_saturation_denser_near_saturation():
+def test_auto_rates_run_from_sync_to_past_saturation_denser_near_saturation():
     rates = auto_rates(1.0, 43.0, 8)
-    assert rates[0] == 1.0 and rates[-1] == 43.0 and len(rates) == 8
-    gaps = [b - a for a, b in zip(rates, rates[1:])]
+    assert rates[0] == 1.0 and len(rates) == 8
+    below, past = rates[:6], rates[6:]
+    assert below[-1] == 43.0 and past == [pytest.approx(43.0 * 1.15, rel=1e-3), pytest.approx(43.0 * 1.35, rel=1e-3)]
+    gaps = [b - a for a, b in zip(below, below[1:])]
     assert all(g2 < g1 for g1, g2 in zip(gaps, gaps[1:]))  # steps shrink toward saturation
-    assert auto_rates(5.0, 5.1, 8) == [5.0]  # a target that does not batch: one rate
+    assert auto_rates(5.0, 5.1, 8) == [5.0, 5.865, 6.885]  # a target that does not batch: its rate, then past it
+
+
+def test_the_saturation_ladder_rises_to_its_cap_and_stops_when_throughput_does():
+    from tokenpace.sweep.rates import saturation_ladder, still_growing
+
+    assert saturation_ladder(256) == [4, 16, 64, 256] and saturation_ladder(100) == [4, 16, 64, 100]
+    assert saturation_ladder(2) == [2]
+    assert still_growing(None, 1.0) and still_growing(10.0, 10.6) and not still_growing(10.0, 10.4)
     with pytest.raises(ValueError):
         auto_rates(0.0, 10.0)
 

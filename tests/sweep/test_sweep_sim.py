@@ -98,8 +98,13 @@ def test_auto_rates_start_with_two_probes_and_say_how_they_chose(tmp_path):
     rates = [s["load"]["value"] for s in result.steps if s["role"] == "step"]
     assert rates == choice["rates"] and len(rates) == 4
     assert rates[0] == pytest.approx(choice["sync_rps"], rel=1e-3)
-    assert rates[-1] == pytest.approx(choice["saturation_rps"], rel=1e-3)
-    assert "denser near saturation" in choice["how"]
+    assert rates[1] == pytest.approx(choice["saturation_rps"], rel=1e-3)
+    assert rates[2:] == [pytest.approx(f * choice["saturation_rps"], rel=1e-3) for f in (1.15, 1.35)]
+    assert "denser near saturation" in choice["how"] and "overload" in choice["how"]
+    # The saturation probes climbed in concurrency while throughput grew, and it is their best.
+    probes = [s for s in result.steps if s["role"] == "saturation"]
+    assert [p["load"]["value"] for p in probes] == [4, 16, 64, 256][:len(probes)]
+    assert choice["saturation_rps"] == max(p["summary"]["throughput"]["requests_s"] for p in probes)
 
 
 def test_auto_stops_early_when_the_slo_is_missed_by_a_wide_margin(tmp_path):

@@ -26,9 +26,9 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
                        help="open-loop steps at these request rates, or auto (the default): measure the "
                             "synchronous and saturation rates, then step between them")
         g.add_argument("--requests-per-step", dest="requests", type=int, metavar="N",
-                       help="measured requests per step (default 100)")
+                       help="measured requests per step (default: bounded by --duration-per-step)")
         g.add_argument("--duration-per-step", dest="duration", type=float, metavar="SECONDS",
-                       help="measure each step for this long")
+                       help="measure each step for this long (default 60; 300 virtual seconds with --sim)")
         p.set_defaults(concurrency=None, rate=None)
     else:
         g.add_argument("--concurrency", type=int, metavar="N", help="requests in flight (closed loop), "
@@ -36,6 +36,9 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
         g.add_argument("--rate", type=float, metavar="RPS", help="open loop: requests per second")
         g.add_argument("--requests", type=int, metavar="N", help="measured requests to send")
         g.add_argument("--duration", type=float, metavar="SECONDS", help="measure for this long")
+    g.add_argument("--ramp", type=float, default=0.0, metavar="SECONDS",
+                   help="raise the rate or concurrency linearly to its target over this long; rates "
+                        "count from its end (with --duration: the duration follows it)")
     g.add_argument("--arrival", choices=ARRIVALS, default="poisson", help="open-loop arrivals")
     g.add_argument("--burstiness", type=float, default=1.0, metavar="SHAPE",
                    help="gamma shape (1 = Poisson, <1 burstier)")
@@ -121,7 +124,7 @@ def load_workload_slo_values(args: argparse.Namespace, *, simulated: bool = Fals
     return dict(
         concurrency=args.concurrency, rate=args.rate, arrival=args.arrival,
         burstiness=args.burstiness, requests=args.requests, duration_s=args.duration,
-        warmup_requests=warmup_requests, warmup_s=warmup_s, grace_s=args.grace,
+        warmup_requests=warmup_requests, warmup_s=warmup_s, ramp_s=args.ramp, grace_s=args.grace,
         timeout_s=args.timeout if args.timeout is not None else (None if simulated else DEFAULT_TIMEOUT_S),
         connect_timeout_s=args.connect_timeout,
         ttft_timeout_s=args.ttft_timeout, idle_timeout_s=args.idle_timeout,

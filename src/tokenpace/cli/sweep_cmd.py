@@ -8,7 +8,10 @@ from tokenpace.cli import options
 from tokenpace.config import APIS, BenchConfig
 from tokenpace.errors import ExitCode, UsageError
 
-DEFAULT_REQUESTS_PER_STEP = 100
+# Steps are bounded by time unless --requests-per-step is given: a steady-state window needs many
+# request latencies of sending (a count-bounded step at a high rate ends before the engine fills).
+DEFAULT_DURATION_PER_STEP_S = 60.0
+DEFAULT_SIM_DURATION_PER_STEP_S = 300.0  # virtual seconds cost little
 
 EPILOG = """\
 examples:
@@ -23,11 +26,15 @@ examples:
 
 Without --url and --sim, the steps run against the built-in simulated server (started once).
 --rate auto (the default) first measures the synchronous rate (concurrency 1) and the saturation
-rate (closed loop at --saturation-concurrency), then runs --steps rates between them, denser near
-saturation, and stops early once a step misses the SLO by a wide margin (a figure over 2x its
-limit, or under half the target attainment). Each step is a full run with its own result file in
+rate (closed loops at concurrency 4, 16, 64, ... up to --saturation-concurrency, until throughput
+stops growing), then runs --steps rates: up to saturation, denser near it, then 115% and 135% of
+it (overload); it stops early once a step misses the SLO by a wide margin (a figure over 2x its
+limit, or under half the target attainment), after one rate past saturation. Each step is a full run with its own result file in
 <out>.steps/; the sweep file holds every step's summary and the analysis. Failed and invalid steps
 are kept, marked, and left out of the analysis. Ctrl-C keeps the completed steps.
+Steps last --duration-per-step (default 60 s; 300 virtual s with --sim) unless --requests-per-step
+is given; rates count over each step's steady-state window (from the target load reached to the
+end of sending), and a step that achieved under 95% of its offered load below saturation is flagged.
 --vary KEY=V1,V2 (with --sim; repeatable, crossed): policy, quant, kv-dtype, tp, gpu, max-num-seqs
 (or max-batch), max-batched-tokens, prefix-caching (on/off), spec-decode (on/off).
 """
@@ -54,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("sweep")
     g.add_argument("--steps", type=int, default=8, metavar="N", help="--rate auto: rates to try (default 8)")
     g.add_argument("--saturation-concurrency", type=int, default=256, metavar="N",
-                   help="--rate auto: concurrency of the saturation probe (default 256)")
+                   help="--rate auto: the highest concurrency the saturation probes try (default 256)")
     g.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
                    help="with --sim: cross engine parameters; one sweep per combination")
     g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
@@ -71,7 +78,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
     from tokenpace.sweep.spec import DEFAULT_CONCURRENCIES, SweepConfig, parse_loads, parse_vary
 
     if args.requests is None and args.duration is None:
-        args.requests = DEFAULT_REQUESTS_PER_STEP
+        args.duration = DEFAULT_SIM_DURATION_PER_STEP_S if args.sim else DEFAULT_DURATION_PER_STEP_S
     conc, rate = args.concurrency_spec, args.rate_spec
     cap = None
     if rate is not None:

@@ -25,6 +25,7 @@ class Columns:
     stream: np.ndarray  # bool
     completion_ns: np.ndarray  # int64: done_ns, else last_token_ns, else sent_ns (0 if none)
     has_completion: np.ndarray  # bool: completion_ns is real
+    sent_ns: np.ndarray  # int64: sent_ns (-1 if never sent)
     prompt_tokens: np.ndarray  # int64, missing or negative -> 0
     cached_prompt_tokens: np.ndarray  # int64, missing or negative -> 0
     values_ms: dict[str, np.ndarray]  # PER_REQUEST name -> float64, NaN where undefined
@@ -43,6 +44,7 @@ def columns(records: Sequence[RequestRecord]) -> Columns:
         stream=np.fromiter((bool(r.stream) for r in records), dtype=bool, count=n),
         completion_ns=np.fromiter((c or 0 for c in completions), dtype=np.int64, count=n),
         has_completion=np.fromiter((c is not None for c in completions), dtype=bool, count=n),
+        sent_ns=np.fromiter((-1 if r.sent_ns is None else r.sent_ns for r in records), dtype=np.int64, count=n),
         prompt_tokens=_counts(r.prompt_tokens for r in records),
         cached_prompt_tokens=_counts(r.cached_prompt_tokens for r in records),
         values_ms={name: np.array([metric(r) for r in records], dtype=np.float64)

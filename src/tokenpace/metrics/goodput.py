@@ -3,9 +3,9 @@
 - ``good_requests``: measured requests with status ok that meet every limit (``SLO.good_mask``).
   Errors, timeouts and cancellations are misses.
 - ``fraction`` = good_requests / all measured requests (None when there are none).
-- ``requests_s`` / ``output_tokens_s``: good requests completed inside the window, and output
-  tokens of good requests whose chunks arrived inside the window, per second of the window (the
-  same counting rules as throughput). ``output_tokens`` is that token count.
+- ``requests_s`` / ``output_tokens_s``: good requests by their progress inside the window, and
+  output tokens of good requests whose chunks arrived inside the window, per second of the window
+  (the same counting rules as throughput). ``output_tokens`` is that token count.
 - ``verdict``: per limit, ``value_ms`` is the metric at the attainment percentile (p90 for the
   default 0.90) over ok requests where it is defined, linear interpolation as in ``describe``;
   ``met`` is ``value_ms <= threshold_ms``, or None when no request had a value to judge. The
@@ -20,7 +20,7 @@ import numpy as np
 from tokenpace.metrics.columns import Columns
 from tokenpace.metrics.slo import SLO
 from tokenpace.metrics.stats import sorted_quantile
-from tokenpace.metrics.throughput import completed_ok, output_tokens_in_window
+from tokenpace.metrics.throughput import output_tokens_in_window, progress_in_window
 from tokenpace.metrics.window import Window
 
 
@@ -33,7 +33,7 @@ def goodput(cols: Columns, slo: SLO, window: Window) -> dict:
     return {
         "slo": slo.to_dict(),
         "good_requests": good_requests,
-        "requests_s": window.rate(int((good & completed_ok(cols, window)).sum())),
+        "requests_s": window.rate(float(progress_in_window(cols, window, good).sum())),
         "output_tokens_s": window.rate(good_tokens),
         "output_tokens": good_tokens,
         "fraction": fraction,

@@ -13,8 +13,8 @@ from tokenpace.metrics.latency import pooled_itl_and_chunk_gaps_ms
 from tokenpace.metrics.ratings import ratings
 from tokenpace.metrics.slo import SLO, parse_slo
 from tokenpace.metrics.stats import describe
-from tokenpace.metrics.throughput import throughput
-from tokenpace.metrics.window import measurement_window
+from tokenpace.metrics.throughput import completed_ok, throughput
+from tokenpace.metrics.window import Window, measurement_window
 from tokenpace.record import STATUSES, RequestRecord
 
 # The order of the latency_ms section (and of reports that follow it).
@@ -25,7 +25,7 @@ _SERVER_SOURCES = frozenset({"usage", "chunk_usage"})
 
 def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
               gpu_hour_usd: float | None = None, gpus: int = 1,
-              window: tuple[int, int] | None = None) -> dict:
+              window: tuple[int, int] | Window | None = None) -> dict:
     """The JSON-ready summary of a run (shape in docs/CONTRACTS.md).
 
     Only measured records count (not warmup, actually sent). Latency statistics come from ``ok``
@@ -54,7 +54,7 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
     good = goodput(cols, slo, span) if slo is not None else None
     return {
         "counts": counts(records, measured),
-        "window": span.to_dict(),
+        "window": {**span.to_dict(), **inside(cols, span)},
         "latency_ms": latency,
         "ratings": ratings(latency),
         "throughput": rates,
@@ -67,8 +67,14 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
     }
 
 
+def inside(cols, span: Window) -> dict:
+    """How many measured requests fell inside the window: sent in it, and completed ok in it."""
+    return {"requests_sent": int(span.contains_all(cols.sent_ns).sum()),
+            "requests_completed": int(completed_ok(cols, span).sum())}
+
+
 def judge_goodput(records: Iterable[RequestRecord], slo: SLO | str,
-                  window: tuple[int, int] | None = None) -> dict:
+                  window: tuple[int, int] | Window | None = None) -> dict:
     """The summary's ``goodput`` section alone (the same numbers ``summarize`` gives for this SLO):
     cheap enough to judge one run against several SLOs."""
     measured = [r for r in records if r.measured]

@@ -1,8 +1,17 @@
 """Throughput over the measurement window: output, input and total tokens/s and requests/s.
 
 The counting rules are stated in ``Window.definition`` (and so in every summary): output tokens
-by chunk arrival inside the window, whatever became of the request; requests and input tokens by
-ok completion inside the window.
+by chunk arrival inside the window, whatever became of the request; requests (and their input
+tokens) by progress inside the window: an ok request counts as the fraction of its output tokens
+that arrived inside the window (one without output tokens counts whole when it completed inside).
+
+Why progress and not completions: a window that cuts off the ramp-up and the drain starts with
+requests in flight and ends with others in flight. Counting only completions misses the first
+latency's worth of the window (nothing completes yet) and makes requests/s of a steady-state
+window fall short whenever a request takes a sizeable part of it (at saturation, 14 s requests in a
+28 s window count as half the true rate). Counted by progress, a steady run gives the same rate
+over any window, and over the default window (every request's tokens inside) it is the
+completion count.
 """
 
 from __future__ import annotations
@@ -25,17 +34,33 @@ def completed_ok(cols: Columns, window: Window) -> np.ndarray:
     return cols.ok & cols.has_completion & window.contains_all(cols.completion_ns)
 
 
+def progress_in_window(cols: Columns, window: Window, mask: np.ndarray | None = None) -> np.ndarray:
+    """Per record, the part of it done inside ``window`` (module docstring): its output tokens
+    that arrived inside over all its output tokens; for an ok record without output tokens, 1
+    when it completed inside. 0 for records that are not ok (or not in ``mask``)."""
+    n = len(cols)
+    table = cols.chunks
+    inside = window.contains_all(table.ns)
+    total = np.bincount(table.record, weights=table.tokens, minlength=n)
+    done = np.bincount(table.record[inside], weights=table.tokens[inside], minlength=n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        part = np.where(total > 0, done / np.where(total > 0, total, 1), 0.0)
+    whole = completed_ok(cols, window) & (total <= 0)
+    part = np.where(whole, 1.0, part)
+    keep = cols.ok if mask is None else cols.ok & mask
+    return np.where(keep, part, 0.0)
+
+
 def throughput(cols: Columns, window: Window) -> dict:
     """The summary's ``throughput`` section."""
-    completed = completed_ok(cols, window)
+    part = progress_in_window(cols, window)
     output_tokens = output_tokens_in_window(cols.chunks, window)
-    prompt = cols.prompt_tokens[completed]
-    cached = cols.cached_prompt_tokens[completed]
-    input_tokens = int(prompt.sum())
-    cached_tokens = int(cached.sum())
+    prompt, cached = cols.prompt_tokens, cols.cached_prompt_tokens
+    input_tokens = _whole(part @ prompt)
+    cached_tokens = _whole(part @ cached)
     # Per request, so that a record claiming more cached than prompt tokens cannot go negative.
-    uncached_tokens = int(np.maximum(prompt - cached, 0).sum())
-    requests = int(completed.sum())
+    uncached_tokens = _whole(part @ np.maximum(prompt - cached, 0))
+    requests = _whole(part.sum(), 3)
     return {
         "output_tokens_s": window.rate(output_tokens),
         "input_tokens_s": window.rate(input_tokens),
@@ -48,3 +73,10 @@ def throughput(cols: Columns, window: Window) -> dict:
         "cached_prompt_tokens": cached_tokens,
         "requests": requests,
     }
+
+
+def _whole(value: float, digits: int = 0) -> int | float:
+    """A weighted count, rounded: tokens to whole ones, requests to 3 decimals (exact when every
+    request is wholly inside the window)."""
+    rounded = round(float(value), digits)
+    return int(rounded) if digits == 0 or rounded == int(rounded) else rounded

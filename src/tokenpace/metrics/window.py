@@ -2,8 +2,9 @@
 
 Default: from the earliest ``sent_ns`` of a measured record to the latest ``done_ns`` of a
 measured record (a record without ``done_ns`` ends at its ``last_token_ns``, else its ``sent_ns``).
-Or an explicit ``(start_ns, end_ns)``, e.g. to cut off ramp-up or a cancelled tail. Both ends are
-inclusive. A window of zero length (or no measured records) has no rates: they are None.
+Or an explicit ``(start_ns, end_ns)``, e.g. to cut off ramp-up or a cancelled tail, or a ``Window``
+whose ``rule`` says in words how its ends were chosen (the runner's steady-state window,
+``tokenpace.runner.steady``). Both ends are inclusive. A window of zero length (or no measured records) has no rates: they are None.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from tokenpace.record import RequestRecord
 
 _COUNTING = (
     " Output tokens count only chunks that arrived inside the window, so cancelled or timed-out"
-    " tails neither dilute nor inflate them; requests/s and input tokens count ok requests that"
-    " completed (done_ns) inside the window. Input tokens include cached prompt tokens, which are"
+    " tails neither dilute nor inflate them; requests/s and input tokens count ok requests by their"
+    " progress inside the window (the fraction of a request's output tokens that arrived inside it;"
+    " a request without output tokens counts whole if it completed inside), so requests in flight"
+    " at either end count for the part done inside. Input tokens include cached prompt tokens, which are"
     " also reported apart (cached_prompt_tokens_s, uncached_input_tokens_s);"
     " total_tokens_s = (input + output tokens) / duration."
 )
@@ -38,6 +41,7 @@ class Window:
     start_ns: int | None
     end_ns: int | None
     explicit: bool = False
+    rule: str | None = None  # how an explicit window's ends were chosen, in words
 
     @property
     def duration_s(self) -> float:
@@ -63,7 +67,9 @@ class Window:
 
     @property
     def definition(self) -> str:
-        if self.explicit:
+        if self.rule:
+            bounds = self.rule
+        elif self.explicit:
             bounds = "Window given explicitly as [start_ns, end_ns], both ends inclusive."
         else:
             bounds = ("Window from the earliest sent_ns to the latest done_ns of measured"
@@ -76,8 +82,13 @@ class Window:
 
 
 def measurement_window(measured: Sequence[RequestRecord],
-                       window: tuple[int, int] | None = None) -> Window:
+                       window: tuple[int, int] | Window | None = None) -> Window:
     """The window for ``measured`` records, or the explicit ``window`` after checking it."""
+    if isinstance(window, Window):
+        if window.start_ns is None or window.end_ns is None:
+            return measurement_window(measured)
+        checked = measurement_window(measured, (window.start_ns, window.end_ns))
+        return Window(checked.start_ns, checked.end_ns, explicit=True, rule=window.rule)
     if window is not None:
         try:
             start_ns, end_ns = (int(bound) for bound in window)

@@ -112,7 +112,10 @@ def _lines(doc: dict[str, Any]) -> list[str]:
                f" + cancelled {c['cancelled']}" + (f"  ({errors})" if errors else "")
                + (f"  · warmup excluded: {c['warmup_excluded']}" if c.get("warmup_excluded") else ""))
     tp, w = s.get("throughput") or {}, s.get("window") or {}
-    out.append(f"Throughput over {w.get('duration_s', 0):.2f} s: {_n(tp.get('output_tokens_s'))} output tok/s · "
+    steady = str(w.get("definition", "")).startswith("Steady-state")
+    inside = (f" ({'steady state' if steady else 'first sent to last done'}; {w['requests_sent']} requests "
+              f"sent, {w['requests_completed']} completed inside)" if "requests_sent" in w else "")
+    out.append(f"Throughput over {w.get('duration_s', 0):.2f} s{inside}: {_n(tp.get('output_tokens_s'))} output tok/s · "
                f"{_n(tp.get('total_tokens_s'))} total tok/s · {_n(tp.get('requests_s'), 2)} req/s · "
                f"cached prompt tokens {tp.get('cached_prompt_tokens', 0)} (reported apart)")
     g = s.get("goodput")

@@ -13,7 +13,7 @@ from tokenpace.sweep.findings import dig
 
 _STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "interrupted": "red", "skipped": "dim"}
 # (header, width) of each column; the load column's header depends on the axis.
-_COLUMNS = (("#", 3), ("role", 10), ("load", 9), ("status", 11), ("req/s", 7), ("out tok/s", 9),
+_COLUMNS = (("#", 3), ("role", 10), ("load", 9), ("achieved", 8), ("status", 11), ("req/s", 7), ("out tok/s", 9),
             ("TTFT p50", 8), ("TTFT p99", 8), ("TPOT p50", 8), ("TPOT p99", 8), ("goodput", 13), ("$/1M out", 8))
 
 
@@ -32,7 +32,9 @@ def step_row(e: dict[str, Any]) -> str:
     goodput = "—" if not good else f"{_num(good.get('requests_s'), 2)} ({(good.get('fraction') or 0):.0%})"
     cost = dig(s, "cost", "usd_per_1m_output_tokens")
     role = {"sync": "sync probe", "saturation": "saturate", "step": ""}[e["role"]]
-    cells = [str(e["index"]), role, f"{e['load']['value']:g}", e["status"], _num(dig(s, "throughput", "requests_s"), 2),
+    achieved = (e.get("load") or {}).get("achieved")
+    mark = "!" if (e.get("load") or {}).get("short") else ""
+    cells = [str(e["index"]), role, f"{e['load']['value']:g}", _num(achieved, 2) + mark, e["status"], _num(dig(s, "throughput", "requests_s"), 2),
              _num(dig(s, "throughput", "output_tokens_s")), _num(dig(s, "latency_ms", "ttft", "p50")),
              _num(dig(s, "latency_ms", "ttft", "p99")), _num(dig(s, "latency_ms", "tpot", "p50"), 1),
              _num(dig(s, "latency_ms", "tpot", "p99"), 1), goodput, _num(cost, 3)]
@@ -41,6 +43,8 @@ def step_row(e: dict[str, Any]) -> str:
     line = text.replace(f"{e['status']:>11}", f"[{style}]{e['status']:>11}[/]", 1) if style else text
     if e.get("reason") and e["status"] != "ok":
         line += f"\n     [dim]{escape(e['reason'])}[/]"
+    if (e.get("load") or {}).get("short"):
+        line += f"\n     [yellow]{escape(e['load']['short_reason'])}[/]"
     findings = (e.get("engine_metrics") or {}).get("diagnosis") or []
     if findings:  # --scrape-metrics: the engine's own view of this step, its first finding
         line += f"\n     [dim]engine: {escape(findings[0]['message'])}[/]"

@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
-from tokenpace.metrics import parse_slo, summarize
+from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.loadcheck import load_report
@@ -31,6 +31,7 @@ from tokenpace.runner.paths import result_paths
 from tokenpace.runner.preflight import preflight
 from tokenpace.runner.progress import LiveProgress
 from tokenpace.runner.sink import RecordSink
+from tokenpace.runner.steady import steady_window
 from tokenpace.workload import (PlannedRequest, WorkloadSpec, conversations_for, plan_requests,
                                 workload_from_config, workload_summary)
 
@@ -49,7 +50,7 @@ class BenchResult:
     result_path: Path
     records_path: Path
     interrupted: bool = False
-    window_ns: tuple[int, int] | None = None
+    window_ns: Window | None = None  # the steady-state window; None: the default one
     started_utc: str | None = None
     preflight: dict[str, Any] | None = None  # the preflight request, reported apart
     workload_info: dict[str, Any] | None = None  # what the workload was (workload_summary)
@@ -67,6 +68,7 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
     workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
+    request_count(config, workload)  # and a load the count cannot hold
     result_path, records_path = result_paths(config.out)
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     async with target_for(config, target) as (url, builtin):
@@ -87,7 +89,7 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
                 records, loadgen = await _drive(client, config, workload, records_path)
         finally:
             await client.close()
-    window = _window(config, loadgen)
+    window = _window(config, loadgen, workload, records)
     summary = summarize(records, slo=slo, gpu_hour_usd=config.gpu_hour_usd, gpus=config.gpus,
                         window=window)
     load = load_report(records, config=config, mode=load_mode(workload), cpu_s=loadgen.cpu_s,
@@ -157,8 +159,8 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     settings = LoadSettings(
         concurrency=config.concurrency if workload.open_loop else config.effective_concurrency(),
         open_loop=workload.open_loop, total_requests=total,
-        end_after_s=None if config.duration_s is None else config.warmup_s + config.duration_s,
-        warmup_requests=warmup_n, warmup_s=config.warmup_s,
+        end_after_s=None if config.duration_s is None else config.warmup_s + config.ramp_s + config.duration_s,
+        warmup_requests=warmup_n, warmup_s=config.warmup_s, ramp_s=config.ramp_s,
         grace_s=config.end_grace_s(by_count=False), end_grace_s=config.end_grace_s(by_count=True),
         retries=config.retries, retry_backoff_s=config.retry_backoff_s)
     conversations = conversations_for(workload) if workload.conversations is not None else None
@@ -190,13 +192,16 @@ async def _plan(workload: WorkloadSpec, total: int | None) -> Iterator[PlannedRe
     return plan
 
 
-def _window(config: BenchConfig, loadgen: LoadGenerator) -> tuple[int, int] | None:
-    """Duration runs measure over [end of warmup, end of sending]; count runs use the default."""
-    if config.duration_s is None or loadgen.start_ns is None:
+def _window(config: BenchConfig, loadgen: LoadGenerator, workload: WorkloadSpec,
+            records: list[RequestRecord]) -> Window | None:
+    """The steady-state window (``runner.steady``); None: the default window."""
+    if loadgen.start_ns is None:
         return None
-    start = loadgen.start_ns + int(config.warmup_s * NS)
-    end = min(start + int(config.duration_s * NS), loadgen.send_end_ns or start)
-    return (start, end) if end > start else None
+    closed = load_mode(workload) == "closed"
+    return steady_window(records, closed_loop=closed,
+                         concurrency=config.effective_concurrency() if closed else None,
+                         start_ns=loadgen.start_ns, warmup_s=config.warmup_s, ramp_s=config.ramp_s,
+                         duration_s=config.duration_s, send_end_ns=loadgen.send_end_ns)
 
 
 @contextlib.contextmanager

@@ -11,17 +11,20 @@ from typing import Any
 import numpy as np
 
 from tokenpace.config import BenchConfig
+from tokenpace.metrics import Window
 from tokenpace.record import RequestRecord
 
 LAG_P99_LIMIT_MS = 10.0  # schedule lag p99 above this: the client could not keep its schedule
 CPU_LIMIT = 0.90  # client CPU use above this fraction of one core: the client was saturated
 
 
-def mean_in_flight(records: list[RequestRecord], window: tuple[int, int] | None = None) -> float | None:
+def mean_in_flight(records: list[RequestRecord], window: tuple[int, int] | Window | None = None) -> float | None:
     """Time-averaged number of requests in flight (sent → done) over the window."""
     spans = [(r.sent_ns, r.done_ns) for r in records if r.sent_ns is not None and r.done_ns]
     if not spans:
         return None
+    if isinstance(window, Window):
+        window = (window.start_ns, window.end_ns)
     lo = window[0] if window else min(s for s, _ in spans)
     hi = window[1] if window else max(d for _, d in spans)
     if hi <= lo:
@@ -31,7 +34,7 @@ def mean_in_flight(records: list[RequestRecord], window: tuple[int, int] | None 
 
 
 def load_report(records: list[RequestRecord], *, config: BenchConfig, mode: str, cpu_s: float,
-                wall_s: float, window: tuple[int, int] | None = None) -> dict[str, Any]:
+                wall_s: float, window: tuple[int, int] | Window | None = None) -> dict[str, Any]:
     """mode: "closed", "open", "trace" or "conversations"."""
     sent = [r for r in records if r.sent_ns is not None]
     measured = [r for r in sent if not r.warmup]

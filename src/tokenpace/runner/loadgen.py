@@ -23,6 +23,7 @@ from tokenpace.record import RequestRecord
 from tokenpace.runner.retry import retry_delay_s, should_retry
 from tokenpace.workload import Conversation, PlannedRequest
 from tokenpace.workload.plan import Prompt
+from tokenpace.workload.ramp import client_start_s, ramped_offset_s
 
 NS = 1_000_000_000
 # Open-loop sends wake this early and then yield to the loop until the exact time: the event loop's
@@ -38,6 +39,7 @@ class LoadSettings:
     end_after_s: float | None  # from start, warmup included; None: bounded by count only
     warmup_requests: int = 0
     warmup_s: float = 0.0
+    ramp_s: float = 0.0  # the load rises to its target over this long (tokenpace.workload.ramp)
     grace_s: float = 10.0  # after the duration or a stop() (signal)
     end_grace_s: float = 600.0  # after a count-bounded run has sent its last request
     retries: int = 0
@@ -96,8 +98,9 @@ class LoadGenerator:
             elif self._s.open_loop:
                 await self._open_loop()
             else:
+                workers = self._s.concurrency or 1
                 await self._until_stopped(asyncio.gather(
-                    *(self._worker() for _ in range(self._s.concurrency or 1))))
+                    *(self._worker(client_start_s(k, workers, self._s.ramp_s)) for k in range(workers))))
         finally:
             if deadline is not None:
                 deadline.cancel()
@@ -124,7 +127,9 @@ class LoadGenerator:
             except asyncio.CancelledError:
                 pass
 
-    async def _worker(self) -> None:
+    async def _worker(self, start_after_s: float = 0.0) -> None:
+        if start_after_s > 0:  # --ramp: this client joins later
+            await self._sleep_until(asyncio.get_running_loop(), self.start_ns / NS + start_after_s)
         while not self._stopping.is_set():
             planned = self._next()
             if planned is None:
@@ -141,8 +146,9 @@ class LoadGenerator:
             planned = self._next()
             if planned is None:
                 break
-            target_s = start_s + planned.offset_s
-            if self._s.end_after_s is not None and planned.offset_s >= self._s.end_after_s:
+            offset_s = ramped_offset_s(planned.offset_s, self._s.ramp_s)
+            target_s = start_s + offset_s
+            if self._s.end_after_s is not None and offset_s >= self._s.end_after_s:
                 break
             await self._sleep_until(loop, target_s)
             if self._stopping.is_set():

@@ -23,8 +23,7 @@ mirrored in virtual time, from t = 0:
   virtual time: the engine cancels the request at that moment and frees its KV cache, so the
   others get its place; the idle timeout and the grace cut apply to the records after the run
   (``virtual_client.py``; connect timeouts and retries have nothing to act on);
-- window: as bench's, ``[warmup_s, min(warmup_s + duration, end of sending)]`` for duration runs,
-  the default (first sent to last done) for count runs.
+- window: as bench's, the steady-state window of ``tokenpace.runner.steady`` (the same function).
 
 Nothing written reads a clock (the wall time a run took is only returned, to be printed): the same
 configuration gives the same files, byte for byte.
@@ -45,15 +44,17 @@ import orjson
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
-from tokenpace.metrics import parse_slo, summarize
+from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.paths import result_paths
+from tokenpace.runner.steady import steady_window
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
 from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
 from tokenpace.workload import WorkloadSpec, conversations_for, plan_requests
 from tokenpace.workload.build import workload_from_config
 from tokenpace.workload.plan import engine_block_hashes
+from tokenpace.workload.ramp import ramped_offset_s
 
 NS = 1_000_000_000
 # BenchConfig fields that describe a measured target; a simulation has none.
@@ -100,10 +101,11 @@ class SimRunConfig:
             load = dict(concurrency=None, max_in_flight=c.concurrency)
         else:
             load = dict(concurrency=c.effective_concurrency(), max_in_flight=None)
-        stop = None if c.duration_s is None else c.warmup_s + c.duration_s
+        stop = None if c.duration_s is None else c.warmup_s + c.ramp_s + c.duration_s
+        ramp = c.ramp_s if load["concurrency"] is not None else 0.0  # an open loop's ramp is in its arrivals
         try:
-            return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, seed=c.seed, timeline=True,
-                                       timeout_s=c.timeout_s, ttft_timeout_s=c.ttft_timeout_s)
+            return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, ramp_s=ramp, seed=c.seed,
+                                       timeline=True, timeout_s=c.timeout_s, ttft_timeout_s=c.ttft_timeout_s)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
 
@@ -123,7 +125,7 @@ class SimRunResult:
     result_path: Path
     records_path: Path
     timeline_path: Path
-    window_ns: tuple[int, int] | None = None
+    window_ns: Window | None = None  # the steady-state window; None: the default one
     wall_s: float = 0.0  # how long the simulation took; printed, never saved (it is not deterministic)
     sim: SimResult | None = None
     kind: str = "sim"
@@ -148,7 +150,7 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
         measured = _conversation_count(c, workload.conversations.total_requests)
         max_requests = None if measured is None else measured + c.warmup_requests
     else:
-        requests = _sim_requests(workload, engine.block_size)
+        requests = _sim_requests(workload, engine.block_size, c.ramp_s)
         measured = request_count(c, workload)  # the same rule as bench: a trace or dataset is sent whole
         if measured is not None:  # bounded by count (or by a finite plan); otherwise drawn until the stop time
             requests = list(islice(requests, measured + c.warmup_requests))
@@ -171,7 +173,10 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     limits = ClientLimits.of(c)
     for r in records:
         apply_client_limits(r, limits, cancel_at_ns)
-    window = _window(c, send_end_ns)
+    closed = engine.concurrency is not None
+    window = steady_window(records, closed_loop=closed, concurrency=engine.concurrency if closed else None,
+                           start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
+                           send_end_ns=send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
     summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window)
     engine_doc = engine_section(sim, timeline_path, result_path)
@@ -189,11 +194,12 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
     return result
 
 
-def _sim_requests(workload: WorkloadSpec, block_size: int) -> Iterator[SimRequest]:
-    """The plan's requests as the engine sees them: lengths, arrival (open loop), shared prefix."""
+def _sim_requests(workload: WorkloadSpec, block_size: int, ramp_s: float = 0.0) -> Iterator[SimRequest]:
+    """The plan's requests as the engine sees them: lengths, arrival (open loop, ramped as bench
+    ramps it), shared prefix."""
     for p in plan_requests(workload, text=False):
         yield SimRequest(prompt_tokens=p.input_tokens, output_tokens=p.output_tokens,
-                         arrival_s=p.offset_s if workload.open_loop else None,
+                         arrival_s=ramped_offset_s(p.offset_s, ramp_s) if workload.open_loop else None,
                          prefix_group=p.prefix_group, prefix_tokens=p.prefix_tokens,
                          prompt_block_hashes=engine_block_hashes(p, block_size))
 
@@ -240,14 +246,6 @@ def _send_end_ns(engine: SimConfig, sim: SimResult, turns: int | None = None) ->
         return round(stop_s * NS)  # still waiting for a slot under the cap at the deadline
     sends = [r.sent_ns for r in sim.records if r.sent_ns is not None]
     return max(sends) if sends else None
-
-
-def _window(c: BenchConfig, send_end_ns: int | None) -> tuple[int, int] | None:
-    if c.duration_s is None:
-        return None
-    start = round(c.warmup_s * NS)
-    end = min(start + round(c.duration_s * NS), send_end_ns if send_end_ns is not None else start)
-    return (start, end) if end > start else None
 
 
 def target_of(sim: SimResult) -> dict[str, Any]:

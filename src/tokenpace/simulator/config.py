@@ -56,6 +56,7 @@ class SimConfig:
     # ttft_timeout_s) the client gives up and the engine cancels the request, freeing its KV.
     timeout_s: float | None = None
     ttft_timeout_s: float | None = None
+    ramp_s: float = 0.0  # closed loop: client k of C starts at k * ramp_s / C (tokenpace.workload.ramp)
     seed: int = 0
 
     # The simulator itself.
@@ -87,6 +88,8 @@ class SimConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"{name} must be > 0")
+        if not self.ramp_s >= 0:
+            raise ValueError("ramp_s must be >= 0")
         if not 0 <= self.turnaround_s < 60:
             raise ValueError("turnaround_s must lie in [0, 60) seconds")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
@@ -112,6 +115,7 @@ class SimConfig:
             "max_waiting_steps": self.max_waiting_steps, "concurrency": self.concurrency,
             "max_in_flight": self.max_in_flight, "stop_issuing_s": self.stop_issuing_s,
             "turnaround_s": self.turnaround_s, "timeout_s": self.timeout_s, "ttft_timeout_s": self.ttft_timeout_s,
+            "ramp_s": self.ramp_s,
             "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
             "engine": None if self.engine is None else {"preset": self.engine, "set": dict(self.engine_set)},
         }

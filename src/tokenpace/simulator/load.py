@@ -119,7 +119,7 @@ class ClosedLoop:
     millisecond or so, and the engine's next step has begun without it)."""
 
     def __init__(self, requests: Requests, concurrency: int, stop_ns: int | None = None,
-                 turnaround_ns: int = 0) -> None:
+                 turnaround_ns: int = 0, ramp_ns: int = 0) -> None:
         if not requests.bounded and stop_ns is None:
             raise UsageError("closed loop: an endless request stream needs a stop time")
         if requests.bounded and any(requests[i].arrival_s is not None for i in range(len(requests))):
@@ -128,6 +128,7 @@ class ClosedLoop:
         self._concurrency = concurrency
         self._stop_ns = stop_ns
         self._turnaround_ns = turnaround_ns
+        self._ramp_ns = ramp_ns
         self._next = 0
 
     @property
@@ -135,7 +136,12 @@ class ClosedLoop:
         return self._next
 
     def initial(self) -> list[tuple[int, int]]:
-        return self._issue(0, self._concurrency)
+        if not self._ramp_ns:
+            return self._issue(0, self._concurrency)
+        out = []  # a ramp: client k starts at k * ramp / C (tokenpace.workload.ramp)
+        for k in range(self._concurrency):
+            out += self._issue(round(k * self._ramp_ns / self._concurrency), 1)
+        return out
 
     def admit(self, index: int, t_ns: int) -> bool:
         return True

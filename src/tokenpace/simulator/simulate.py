@@ -102,7 +102,8 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
             raise ValueError("conversations are not capped: concurrency and max_in_flight must be None")
         load = SessionLoop(reqs, stop_ns, max_requests)
     else:
-        load = (ClosedLoop(reqs, config.concurrency, stop_ns, to_ns(config.turnaround_s)) if config.concurrency
+        load = (ClosedLoop(reqs, config.concurrency, stop_ns, to_ns(config.turnaround_s), to_ns(config.ramp_s))
+                if config.concurrency
                 else OpenLoop(reqs, config.max_in_flight, stop_ns))
     world = World(reqs, engine, load,
                   timeout_ns=None if config.timeout_s is None else to_ns(config.timeout_s),

@@ -88,7 +88,11 @@ def analyse_group(entries: list[dict[str, Any]], *, axis: str, slo: SLO | None, 
            "quadrants": {"thresholds": thresholds,
                          "steps": {str(e["index"]): q for e, q in zip(steps, quads)}},
            "recommendations": recs}
-    out["sentences"] = _sentences(out, steps, quads, unit, slo, held)
+    short = [e for e in entries if (e.get("load") or {}).get("short")]
+    out["short_steps"] = [e["index"] for e in short]
+    out["sentences"] = _sentences(out, steps, quads, unit, slo, held) + [
+        f"Step {e['index']} ({e['load']['value']:g} {'concurrency' if e['load'].get('unit') == 'concurrency' else 'req/s'}) "
+        f"{e['load']['short_reason']}." for e in short]
     return out
 
 

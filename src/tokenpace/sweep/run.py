@@ -24,9 +24,10 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import TokenpaceError
 from tokenpace.metrics import parse_slo
 from tokenpace.runner.paths import result_paths
+from tokenpace.sweep.achieved import AT_SATURATION, flag_group, flag_shortfall
 from tokenpace.sweep.document import write_sweep
 from tokenpace.sweep.findings import analyse_group, compare_groups
-from tokenpace.sweep.rates import auto_rates, how_chosen, wide_miss
+from tokenpace.sweep.rates import auto_rates, how_chosen, saturation_ladder, still_growing, wide_miss
 from tokenpace.sweep.spec import (SYNC_PROBE_MAX_REQUESTS, SweepConfig, apply_combination, combination_label,
                                   combinations)
 from tokenpace.sweep.steps import entry_of_result, entry_without_run
@@ -69,6 +70,7 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
             label = combination_label(combo)
             members = [s for s in result.steps if s["group"] == label]
             if members:
+                flag_group(members, (result.rate_choice.get(label) or {}).get("saturation_rps"))
                 result.analysis[label] = analyse_group(members, axis=config.axis, slo=slo,
                                                        price=config.base.gpu_hour_usd,
                                                        up_to_saturation=config.auto and not any(
@@ -122,6 +124,7 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
         else:
             entry = entry_of_result(run, index=index, role=role, group=group, combo=combo, axis=axis,
                                     value=value, gpus=gpus, sweep_path=result.path)
+            flag_shortfall(entry, (result.rate_choice.get(group) or {}).get("saturation_rps"))
         result.steps.append(entry)
         save()
         if on_step:
@@ -142,34 +145,49 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
         rates = list(config.loads)
     else:
         sync_n = None if base.requests is None else min(base.requests, SYNC_PROBE_MAX_REQUESTS)
-        sat_c = config.saturation_concurrency
-        sat_n = None if base.requests is None else max(base.requests, 2 * sat_c)
         sync = step("sync", concurrency=1, requests=sync_n)
         if result.interrupted:
             return
-        sat = step("saturation", concurrency=sat_c, requests=sat_n)
-        if result.interrupted:
-            return
-        sync_rps, sat_rps = (_rps(e) for e in (sync, sat))
+        sat_rps, sat_c, tried = None, None, []
+        for c in saturation_ladder(config.saturation_concurrency):
+            sat_n = None if base.requests is None else max(base.requests, 2 * c)
+            rps = _rps(step("saturation", concurrency=c, requests=sat_n))
+            if result.interrupted:
+                return
+            tried.append(f"{c}: {rps:.4g} req/s" if rps else f"{c}: failed")
+            if not still_growing(sat_rps, rps):
+                break  # throughput stopped growing: saturated
+            sat_rps, sat_c = rps, c
+        sync_rps = _rps(sync)
         if not (sync_rps and sat_rps):
             result.rate_choice[group] = {"rates": [], "how": "a probe failed: no rate to choose"}
             return
         rates = auto_rates(sync_rps, sat_rps, config.auto_steps)
-        result.rate_choice[group] = {"sync_rps": sync_rps, "saturation_rps": sat_rps, "rates": rates,
-                                     "how": how_chosen(sync_rps, sat_rps, sat_c, config.auto_steps)}
-    for i, r in enumerate(rates):
+        result.rate_choice[group] = {"sync_rps": sync_rps, "saturation_rps": sat_rps, "saturation_concurrency": sat_c,
+                                     "rates": rates,
+                                     "how": how_chosen(sync_rps, sat_rps, sat_c, config.auto_steps,
+                                                       "concurrency " + ", ".join(tried))}
+    sat_rps = (result.rate_choice.get(group) or {}).get("saturation_rps") if config.auto else None
+    met_once, skip_reason, overload_rate = False, None, None
+    for r in rates:
+        if skip_reason is not None and r != overload_rate:
+            result.steps.append(entry_without_run(
+                index=len(result.steps), role="step", group=group, combo=combo, axis="rate",
+                value=r, status="skipped", reason=skip_reason))
+            if on_step:
+                on_step(result.steps[-1])
+            continue
         entry = step("step", concurrency=cap, rate=r)
         if result.interrupted:
             return
-        why = wide_miss((entry.get("summary") or {}).get("goodput")) if config.auto else None
-        if why and i + 1 < len(rates):
-            for later in rates[i + 1:]:
-                result.steps.append(entry_without_run(
-                    index=len(result.steps), role="step", group=group, combo=combo, axis="rate",
-                    value=later, status="skipped", reason=f"skipped: at {r:g} req/s {why}"))
-                if on_step:
-                    on_step(result.steps[-1])
-            return
+        goodput = (entry.get("summary") or {}).get("goodput") or {}
+        met_once = met_once or bool((goodput.get("verdict") or {}).get("met"))
+        why = wide_miss(goodput) if config.auto and skip_reason is None else None
+        if why:
+            skip_reason = f"skipped: at {r:g} req/s {why}"
+            # Past saturation once all the same, when the SLO held somewhere: the overload region.
+            past = [x for x in rates if sat_rps and x > AT_SATURATION * sat_rps and x > r]
+            overload_rate = past[0] if met_once and past and sat_rps and r <= sat_rps else None
 
 
 def _rps(entry: dict[str, Any]) -> float | None:

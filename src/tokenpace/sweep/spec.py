@@ -11,6 +11,7 @@ from typing import Any
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
+from tokenpace.runner.counting import check_holdable
 from tokenpace.simulator.config import SimConfig
 from tokenpace.sweep.rates import DEFAULT_AUTO_STEPS
 
@@ -175,6 +176,8 @@ class SweepConfig:
             raise UsageError("give --requests-per-step or --duration-per-step")
         if self.axis == "concurrency" and b.concurrency is not None:
             raise UsageError("--concurrency is the swept axis here; it cannot also be a cap")
+        if self.axis == "concurrency":  # refused before any step runs, not found out at the step
+            check_holdable(int(max(self.loads or [0])), b.requests, flag="--requests-per-step")
         for combo in combinations(self.vary):  # a typo in the grid fails before any step runs
             if self.sim is not None:
                 apply_combination(self.sim, combo)

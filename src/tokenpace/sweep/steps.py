@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.metrics import SLO_PRESETS, judge_goodput
+from tokenpace.sweep.achieved import load_figures
 
 # The presets a sweep recommends an operating point for (REFERENCE section 2).
 RECOMMEND_PRESETS = ("chat", "code", "summarization", "batch")
@@ -47,7 +48,8 @@ def entry_of_result(result: Any, *, index: int, role: str, group: str, combo: di
     good = summary.get("goodput") or {}
     return {
         "index": index, "role": role, "group": group, "vary": combo,
-        "load": {"axis": axis, "value": value, **_shape(result)},
+        "load": {"axis": axis, "value": value, **_shape(result),
+                 **load_figures(result, concurrency_axis=axis == "concurrency", offered=value)},
         "status": status, "reason": reason,
         "result_path": os.path.relpath(result.result_path, sweep_path.parent),
         "target": result.target,

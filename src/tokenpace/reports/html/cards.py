@@ -47,7 +47,9 @@ def rate_cards(summary: dict[str, Any]) -> str:
               [f"{num(tp.get('output_tokens_s'))} output tok/s", f"{num(tp.get('total_tokens_s'))} total tok/s",
                f"{num(tp.get('requests_s'), 2)} req/s",
                f"cached prompt tokens {tp.get('cached_prompt_tokens', 0)} (reported apart)",
-               f"window {num(window.get('duration_s'), 2)} s"])]
+               f"window {num(window.get('duration_s'), 2)} s"
+               + (f" ({'steady state, ' if str(window.get('definition', '')).startswith('Steady-state') else ''}"
+                  f"{window['requests_sent']} requests sent inside)" if "requests_sent" in window else "")])]
     g = summary.get("goodput")
     if g:
         met = g["verdict"]["met"]

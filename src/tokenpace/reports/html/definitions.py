@@ -14,8 +14,10 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
             "sample per token (token-weighted)."),
     ("chunk gap", "raw gap between consecutive token-carrying chunks."),
     ("E2E", "last_token − sent (E2E sched: last_token − scheduled)."),
-    ("throughput", "output, total tokens/s and requests/s over the stated measurement window; cached prompt "
-                   "tokens reported apart."),
+    ("throughput", "output, total tokens/s and requests/s over the stated measurement window (the steady "
+                   "state: from the target load reached to the end of sending); output tokens by chunk "
+                   "arrival inside it, requests by the part of their tokens that arrived inside it; cached "
+                   "prompt tokens reported apart."),
     ("goodput", "requests/s (and output tokens/s) of requests that were ok and met every SLO limit; errors, "
                 "timeouts and cancellations are misses."),
     ("cost per 1M output tokens", "GPU $/hour × GPUs / (output tokens/s × 3600) × 1e6; also per 1M good tokens."),
