@@ -141,7 +141,7 @@ def test_conversations_run_turn_by_turn_and_repeat_byte_for_byte(tmp_path):
 def test_long_prompts_at_saturation_do_not_thrash(tmp_path, engine):
     # The case, scaled down: 20,000 in / 2,000 out, every request queued at once, FP8 weights.
     proc, doc = sim(tmp_path, "--engine", engine, "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quant", "fp8",
-                    "--concurrency", "2048", "--requests", "60", "--input-tokens", "20000",
+                    "--concurrency", "60", "--requests", "60", "--input-tokens", "20000",
                     "--output-tokens", "2000")
     assert f"engine {engine}" in proc.stdout and "KV fp8 (implied" in proc.stdout
     assert doc["summary"]["counts"]["ok"] == 60  # no client timeout cut the long run short
