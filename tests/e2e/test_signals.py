@@ -80,3 +80,30 @@ def test_after_sigkill_the_jsonl_holds_every_completed_request_and_report_reads_
     report = run_cli("report", str(records_path))
     assert report.returncode == 0, report.stderr
     assert f"sent {len(records)} = ok" in report.stdout
+
+
+@pytest.mark.parametrize("load", [("--rate", "20"), ("--concurrency", "4")], ids=["open", "closed"])
+def test_signal_after_the_last_request_is_sent_cuts_the_wait_to_the_grace(tmp_path, load):
+    # Two 20,000-token streams (~200 s each) and a 600 s --timeout: once both are sent, a
+    # count-bounded run would wait for them up to --timeout. A signal must shorten that wait to the
+    # grace (10 s by default) and cancel them, wherever the runner is.
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", *load, "--requests", "2",
+                             "--builtin-timing", "parametric", "--output-tokens", "20000",
+                             "--timeout", "600", "--no-progress", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_records(tmp_path / "run.records.jsonl", 0)
+    time.sleep(2.0)  # both requests sent (20 per second) and streaming
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, stderr = proc.communicate(timeout=120)  # far below the 600 s timeout
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the run waited for --timeout after the signal") from None
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    records = read_records(out.parent / doc["records_path"])
+    assert [r.status for r in records] == ["cancelled", "cancelled"]
+    assert all(r.output_tokens for r in records)  # partial tokens kept
