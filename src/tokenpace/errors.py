@@ -36,6 +36,12 @@ class TargetError(TokenpaceError):
 
 
 class RunInterrupted(TokenpaceError):
-    """The run was stopped by a signal; partial results were written."""
+    """A signal ended the run where no summary could be shown: before its first request (nothing
+    to save), or after the load while the result was written (it is written whole first, and is
+    ``result``)."""
 
     exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result

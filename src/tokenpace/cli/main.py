@@ -4,6 +4,7 @@ the README); `--traceback` shows the trace."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 
@@ -11,7 +12,7 @@ from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
 from tokenpace.cli import compare_cmd, export_cmd, sweep_cmd
 from tokenpace.cli import calibrate_cmd
-from tokenpace.errors import ExitCode, TokenpaceError
+from tokenpace.errors import ExitCode, RunInterrupted, TokenpaceError
 
 EPILOG = """\
 examples:
@@ -57,8 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return ExitCode.USAGE
+    _sigterm_as_interrupt()
     try:
         return int(args.func(args) or 0)
+    except RunInterrupted as exc:
+        print(f"tokenpace: {exc}", file=sys.stderr)
+        return exc.exit_code
     except TokenpaceError as exc:
         if args.traceback:
             traceback.print_exc()
@@ -73,3 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tokenpace: internal error: {type(exc).__name__}: {exc} (rerun with --traceback)",
               file=sys.stderr)
         return ExitCode.INTERNAL
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends any command as Ctrl-C does: one line, exit 130 (not a silent 143). Commands
+    that handle signals themselves (a run, a sweep, the server) replace this while they do."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (main() called from a thread)
+        pass

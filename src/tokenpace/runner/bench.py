@@ -3,7 +3,8 @@
 Order of work: resolve the target (the built-in server in its own process when no URL is given),
 check it with one preflight call, drive the load, append each record to the JSONL as it completes,
 then summarize the records and write the result file. Ctrl-C or SIGTERM stops sending; requests in
-flight get the grace period; a second signal cancels them at once. Partial results are always saved.
+flight get the grace period; a second signal cancels them at once. Partial results are always saved
+(interrupts.py: what a signal does before and after the load).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -22,9 +22,11 @@ from typing import Any
 
 from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
+from tokenpace.errors import RunInterrupted
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
+from tokenpace.runner.interrupts import Interrupts
 from tokenpace.runner.loadcheck import load_report
 from tokenpace.runner.loadgen import NS, LoadGenerator, LoadSettings
 from tokenpace.runner.paths import result_paths
@@ -63,7 +65,25 @@ def run_bench(config: BenchConfig) -> BenchResult:
 
 async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | None = None) -> BenchResult:
     """``target``: an already started (url, builtin) to use instead of ``config.url`` (a sweep
-    starts the built-in server once for all its steps)."""
+    starts the built-in server once for all its steps). A signal before any request was sent, or
+    after the load but before the result was on disk, raises RunInterrupted (see interrupts.py)."""
+    with Interrupts() as interrupts:
+        try:
+            result = await _bench(config, target, interrupts)
+        except asyncio.CancelledError:
+            if not interrupts.cancelled:
+                raise
+            asyncio.current_task().uncancel()
+            raise RunInterrupted("interrupted before the first request was sent; "
+                                 "no result was written") from None
+        if interrupts.after_load:
+            raise RunInterrupted(f"interrupted after the run ended; the result was saved whole: "
+                                 f"{result.result_path}", result=result)
+        return result
+
+
+async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
+                 interrupts: Interrupts) -> BenchResult:
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
     workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
@@ -84,7 +104,7 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
                 api_key_set=bool(os.environ.get(config.api_key_env)))
             watch = _engine_watch(config, url)
             async with watch or contextlib.nullcontext():
-                records, loadgen = await _drive(client, config, workload, records_path)
+                records, loadgen = await _drive(client, config, workload, records_path, interrupts)
         finally:
             await client.close()
     window = _window(config, loadgen)
@@ -122,10 +142,17 @@ async def target_for(config: BenchConfig, given: tuple[str, bool] | None = None
     # --builtin-timing parametric keeps the earlier simple model (one fixed step time per request).
     sim = None if config.builtin_timing == "parametric" else SimConfig(
         model=DEFAULT_SIM_MODEL, gpu=DEFAULT_SIM_GPU)
-    server = await asyncio.to_thread(start_server_process, BuiltinServerConfig(
+    starting = asyncio.ensure_future(asyncio.to_thread(start_server_process, BuiltinServerConfig(
         model=DEFAULT_SIM_MODEL if sim else "tokenpace-sim", sim=sim,
         tokens_per_chunk=config.server_tokens_per_chunk, seed=config.seed,
-        timings=config.scrape_metrics))  # llama.cpp-style per-request timings, to compare with
+        timings=config.scrape_metrics)))  # llama.cpp-style per-request timings, to compare with
+    try:
+        server = await asyncio.shield(starting)
+    except asyncio.CancelledError:  # a signal during the start: let it finish, then stop it
+        with contextlib.suppress(Exception):
+            server = await starting
+            await asyncio.to_thread(server.stop)
+        raise
     try:
         yield server.url, True
     finally:
@@ -150,7 +177,7 @@ def _connections(config: BenchConfig, workload: WorkloadSpec) -> int | None:
 
 
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
-                 records_path: Path) -> tuple[list[RequestRecord], LoadGenerator]:
+                 records_path: Path, interrupts: Interrupts) -> tuple[list[RequestRecord], LoadGenerator]:
     requests = request_count(config, workload)
     warmup_n = config.warmup_requests
     total = None if requests is None else requests + warmup_n
@@ -173,7 +200,7 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
 
         loadgen = LoadGenerator(client.send, plan, settings, api=config.api, stream=config.stream,
                                 on_record=on_record, conversations=conversations)
-        with _signals(loadgen):
+        with interrupts.load(loadgen):
             await loadgen.run()
     records.sort(key=lambda r: r.index)
     return records, loadgen
@@ -197,30 +224,6 @@ def _window(config: BenchConfig, loadgen: LoadGenerator) -> tuple[int, int] | No
     start = loadgen.start_ns + int(config.warmup_s * NS)
     end = min(start + int(config.duration_s * NS), loadgen.send_end_ns or start)
     return (start, end) if end > start else None
-
-
-@contextlib.contextmanager
-def _signals(loadgen: LoadGenerator):
-    """First SIGINT/SIGTERM: stop sending (grace applies). Second: cancel in-flight requests."""
-    loop = asyncio.get_running_loop()
-    seen = {"n": 0}
-
-    def handle() -> None:
-        seen["n"] += 1
-        loadgen.stop() if seen["n"] == 1 else loadgen.cancel_now()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, handle)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-            pass
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
 
 
 def _engine_watch(config: BenchConfig, url: str) -> Any:
