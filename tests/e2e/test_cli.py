@@ -55,6 +55,11 @@ def test_api_key_is_never_saved(tmp_path, monkeypatch):
     (["--extra-body", "{not json"], "--extra-body"),
     (["--url", "ftp://x"], "--url"),
     (["--rate", "abc"], "invalid float value"),
+    (["--duration", "1e308"], "--duration must be at most 2592000 seconds (30 days), not 1e+308"),
+    (["--requests", "2", "--timeout", "1e300"], "--timeout must be at most"),
+    (["--duration", "5", "--warmup", "1e308s"], "--warmup must be at most"),
+    (["--seed", "-1"], "--seed: must be a whole number from 0 to 2**64-1, not '-1'"),
+    (["--seed", str(2**64)], "--seed: must be a whole number from 0 to 2**64-1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     proc = run_cli("bench", *args)

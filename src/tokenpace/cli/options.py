@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S
+from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S, check_seed
 from tokenpace.errors import UsageError
 
 
@@ -56,12 +56,27 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
                         "up to N times; every attempt is recorded (default 0)")
     g.add_argument("--retry-backoff", type=float, default=0.5, metavar="SECONDS",
                    help="first retry delay without Retry-After; doubles each time (default 0.5)")
-    g.add_argument("--seed", type=int, default=0, metavar="N", help="seed for schedule and prompts")
+    add_seed(g)
     add_workload(p)
     g = p.add_argument_group("SLO and cost")
     g.add_argument("--slo", metavar="PRESET|EXPR", help="goodput SLO, e.g. chat or ttft=300ms,tpot=40ms")
     g.add_argument("--gpu-hour-usd", type=float, metavar="USD", help="price of one GPU-hour")
     g.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs behind the endpoint")
+
+
+def add_seed(g: Any) -> None:
+    g.add_argument("--seed", type=seed_value, default=0, metavar="N",
+                   help="seed for schedule and prompts (0 to 2**64-1)")
+
+
+def seed_value(text: str) -> int:
+    """argparse type of --seed: a whole number in numpy's seed range (else one line, exit 2)."""
+    try:
+        seed = int(text)
+        check_seed(seed)
+    except (ValueError, UsageError):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**64-1, not {text!r}") from None
+    return seed
 
 
 def add_workload(p: argparse.ArgumentParser) -> None:

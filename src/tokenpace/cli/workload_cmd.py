@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--arrival", choices=ARRIVALS, default="poisson", help="open-loop arrivals")
     g.add_argument("--burstiness", type=float, default=1.0, metavar="SHAPE",
                    help="gamma shape (1 = Poisson, <1 burstier)")
-    g.add_argument("--seed", type=int, default=0, metavar="N", help="seed for schedule and prompts")
+    options.add_seed(g)
     g.add_argument("--api", choices=APIS, default="chat", help="chat (default) or completions")
     options.add_workload(q)
     q.add_argument("--json", action="store_true", help="print the statistics as JSON")
