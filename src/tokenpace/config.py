@@ -62,6 +62,7 @@ class BenchConfig:
     trace: str | None = None  # Mooncake-style trace JSONL: arrival times and lengths
     time_scale: float = 1.0  # trace offsets are multiplied by this (0.5: twice as fast)
     skip_bad_lines: bool = False  # dataset/trace: skip (and count) bad lines instead of stopping
+    sort_trace: bool = False  # trace: replay in timestamp order (else a line out of order is refused)
     shared_prefix: str | None = None  # groups=8,prefix-tokens=2048,per-group=50,order=grouped
     conversations: str | None = None  # sessions=20,turns=6,think-time=exp:3s
     reasoning_effort: str | None = None  # low|medium|high, sent as reasoning_effort

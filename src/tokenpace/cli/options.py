@@ -93,6 +93,9 @@ def add_workload(p: argparse.ArgumentParser) -> None:
                    "times and lengths")
     g.add_argument("--time-scale", type=float, default=1.0, metavar="F",
                    help="multiply trace arrival offsets by F (0.5: twice as fast; default 1)")
+    g.add_argument("--sort-trace", action="store_true",
+                   help="replay a trace whose timestamps are out of order in time order "
+                        "(default: refuse it)")
     g.add_argument("--skip-bad-lines", action="store_true",
                    help="skip (and count) bad dataset/trace lines instead of stopping")
     g.add_argument("--shared-prefix", metavar="SPEC", help="groups=8,prefix-tokens=2048,per-group=50,"
@@ -113,7 +116,7 @@ def workload_values(args: argparse.Namespace) -> dict[str, Any]:
     return dict(
         input_tokens=args.input_tokens, output_tokens=args.output_tokens, tokenizer=args.tokenizer,
         dataset=args.dataset, trace=args.trace, time_scale=args.time_scale,
-        skip_bad_lines=args.skip_bad_lines, shared_prefix=args.shared_prefix,
+        skip_bad_lines=args.skip_bad_lines, sort_trace=args.sort_trace, shared_prefix=args.shared_prefix,
         conversations=args.conversations, reasoning_effort=args.reasoning_effort, tools=args.tools,
         ignore_eos=args.ignore_eos, extra_body=parse_json_object(args.extra_body, "--extra-body"),
     )

@@ -47,13 +47,22 @@ def _headline(doc: dict[str, Any]) -> str:
             "open": f"open loop {c.get('rate')} req/s ({c.get('arrival')})"}.get(
         kind, f"closed loop, concurrency {concurrency}")
     if t.get("simulated"):
-        return _sim_headline(doc, t, mode)
+        return _sim_headline(doc, t, mode) + _sorted_trace(doc)
+    mode += _sorted_trace(doc)
     where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
     shape = f"{c.get('api', 'chat')}, {'streaming' if c.get('stream', True) else 'non-streaming'}"
     head = f"[bold]tokenpace {doc.get('kind', 'bench')}[/] · {where} · model {t.get('model')} · {shape} · {mode}"
     if doc.get("interrupted"):
         head += " · [bold red]INTERRUPTED: partial results[/]"
     return head
+
+
+def _sorted_trace(doc: dict[str, Any]) -> str:
+    moved = ((doc.get("workload") or {}).get("trace") or {}).get("sorted_out_of_order")
+    if moved:
+        return f", trace sorted by timestamp ({moved} {'line was' if moved == 1 else 'lines were'} out of order)"
+    c = doc.get("config") or {}
+    return ", trace in timestamp order (--sort-trace)" if c.get("trace") and c.get("sort_trace") else ""
 
 
 def _sim_headline(doc: dict[str, Any], t: dict[str, Any], mode: str) -> str:

@@ -56,6 +56,7 @@ class Dataset:
     path: str
     entries: list[DatasetEntry]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
+    out_of_order: int = 0  # traces put in time order (--sort-trace): entries earlier than the one before
 
     @property
     def format(self) -> str:
@@ -104,6 +105,24 @@ def load_dataset(path: str | Path, *, skip_bad: bool = False, flag: str = "--dat
         why = f" ({len(skipped)} bad lines skipped)" if skipped else ""
         raise UsageError(f"{flag}: {path} holds no usable request{why}")
     return Dataset(str(path), entries, skipped)
+
+
+def in_time_order(trace: Dataset, *, sort: bool, flag: str = "--trace") -> Dataset:
+    """A trace is replayed in file order, each request at its timestamp: one earlier than the line
+    before would go out late and pass for load generator lag. Refuse the first such line
+    (file:line), or with ``sort`` put the entries in time order (stable) and count how many moved."""
+    entries = trace.entries
+    late = [(before, e) for before, e in zip(entries, entries[1:])
+            if (e.timestamp_ms or 0.0) < (before.timestamp_ms or 0.0)]
+    if not late:
+        return trace
+    if not sort:
+        before, e = late[0]
+        raise UsageError(f"{flag}: {trace.path}:{e.where}: timestamp {e.timestamp_ms:g} ms is earlier "
+                         f"than {before.timestamp_ms:g} ms on line {before.where}; the trace must be "
+                         "in time order (--sort-trace sorts it)")
+    return Dataset(trace.path, sorted(entries, key=lambda e: e.timestamp_ms or 0.0), trace.skipped,
+                   out_of_order=len(late))
 
 
 def _add(entries: list[DatasetEntry], where: str, item: Any, bad) -> None:
