@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -106,10 +108,16 @@ def test_overloaded_client_marks_the_run_invalid_and_exits_5(tmp_path):
     ("other.json", '{"hello": 1}', "not a tokenpace result file"),
     ("future.json", '{"schema_version": 99}', "reads up to 1: upgrade tokenpace"),
     ("torn.jsonl", '{"request_id": "a"\n', "no readable record"),
+    ("cal.json", '{"schema_version": 1, "kind": "calibration"}',
+     "is a calibration file, not a run: use it with `tokenpace sim --calibration"),
+    ("folder", "<dir>", "folder is a directory: give a result .json or a records .jsonl"),
+    ("folder.jsonl", "<dir>", "is a directory"),
 ])
 def test_report_bad_files_are_one_line_errors(tmp_path, name, content, needle):
     path = tmp_path / name
-    if content is not None:
+    if content == "<dir>":
+        path.mkdir()
+    elif content is not None:
         path.write_text(content)
     proc = run_cli("report", str(path))
     assert proc.returncode == ExitCode.USAGE, proc.stderr
@@ -138,3 +146,17 @@ def test_every_measured_request_failing_exits_4(tmp_path):
     assert proc.returncode == ExitCode.RUN_FAILED, proc.stderr
     c = json.loads(out.read_text())["summary"]["counts"]
     assert c["sent"] == 4 and c["error"] == 4 and c["errors_by_kind"] == {"http_500": 4}
+
+
+@pytest.mark.parametrize("args", [
+    ("bench", "--requests", "3", "--output-tokens", "2", "--no-progress"),
+    ("--help",),
+    ("workload", "inspect", "--requests", "20"),
+], ids=["bench", "help", "inspect"])
+def test_a_reader_that_went_away_is_not_an_error(tmp_path, args):
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # as `| head -0`: every write finds the pipe closed
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == ExitCode.OK, stderr
+    assert stderr == b""

@@ -12,6 +12,7 @@ from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
 from tokenpace.cli import compare_cmd, export_cmd, sweep_cmd
 from tokenpace.cli import calibrate_cmd
+from tokenpace.cli.streams import guard_stdout
 from tokenpace.errors import ExitCode, RunInterrupted, TokenpaceError
 
 EPILOG = """\
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    guard_stdout()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -75,6 +75,10 @@ def load_document(path: str | Path) -> dict[str, Any]:
         doc = orjson.loads(Path(path).read_bytes())
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory: give a result .json or a records .jsonl") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     except orjson.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or "schema_version" not in doc:

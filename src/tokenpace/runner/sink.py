@@ -52,6 +52,10 @@ def read_records_counted(path: str | Path) -> tuple[list[RequestRecord], int]:
         fh = open(path, "rb")
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory: give a result .json or a records .jsonl") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     with fh:
         for line in fh:
             if not line.strip():
