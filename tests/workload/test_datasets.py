@@ -146,3 +146,30 @@ def test_sort_trace_replays_in_time_order_and_says_how_many_moved(tmp_path):
     assert workload_summary(spec)["trace"]["sorted_out_of_order"] == 1
     with pytest.raises(UsageError, match="--sort-trace needs --trace"):
         workload_from_config(BenchConfig(sort_trace=True))
+
+
+def test_a_bad_first_line_is_reported_before_the_rest_of_the_file_is_read(tmp_path):
+    # A FIFO whose writer never closes: reading the file whole would wait forever for its end.
+    import os
+    import threading
+
+    fifo = tmp_path / "endless.jsonl"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def load():
+        try:
+            load_dataset(fifo)
+        except UsageError as exc:
+            outcome.append(str(exc))
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    writer = os.open(fifo, os.O_WRONLY)  # opens once the reader has
+    try:
+        os.write(writer, b'{"oops": 1}\n' + b'{"prompt": "more"}\n' * 1000)
+        reader.join(timeout=60)
+        assert outcome and ":1: expected 'conversations'" in outcome[0]
+    finally:
+        os.close(writer)
+        reader.join(timeout=60)
