@@ -4,6 +4,7 @@ the README); `--traceback` shows the trace."""
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
 import traceback
@@ -26,8 +27,13 @@ examples:
 
 exit codes: 0 ok · 1 internal error · 2 bad usage or input · 3 target unreachable or refused ·
             4 every measured request failed · 5 run invalid (load generator bottleneck) ·
-            6 a compare --fail-if gate failed · 130 interrupted
+            6 a compare --fail-if gate failed · 7 a file could not be written (disk full) ·
+            130 interrupted
 """
+
+
+# A file that cannot be written for want of room or permission to grow: the user's to fix (exit 7).
+_CANNOT_WRITE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,12 +80,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tokenpace: interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
+    except OSError as exc:
+        if exc.errno not in _CANNOT_WRITE:
+            return _internal_error(exc, args.traceback)
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"tokenpace: error: cannot write{where}: {exc.strerror}", file=sys.stderr)
+        return ExitCode.NOT_SAVED
     except Exception as exc:  # a bug: say so in one line, trace on request
-        if args.traceback:
-            traceback.print_exc()
-        print(f"tokenpace: internal error: {type(exc).__name__}: {exc} (rerun with --traceback)",
-              file=sys.stderr)
-        return ExitCode.INTERNAL
+        return _internal_error(exc, args.traceback)
+
+
+def _internal_error(exc: Exception, show_traceback: bool) -> int:
+    if show_traceback:
+        traceback.print_exc()
+    print(f"tokenpace: internal error: {type(exc).__name__}: {exc} (rerun with --traceback)",
+          file=sys.stderr)
+    return ExitCode.INTERNAL
 
 
 def _sigterm_as_interrupt() -> None:

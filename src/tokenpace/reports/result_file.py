@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from tokenpace._version import __version__
-from tokenpace.errors import UsageError
+from tokenpace.errors import NotSaved, UsageError
 
 SCHEMA_VERSION = 1
 
@@ -64,8 +64,12 @@ def write_result(result: Any) -> Path:
     path: Path = result.result_path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n")
-    os.replace(tmp, path)  # never leave a half-written result file
+    try:
+        tmp.write_bytes(orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n")
+        os.replace(tmp, path)  # never leave a half-written result file
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise NotSaved(f"cannot write the result file {path}: {exc.strerror or exc}") from None
     return path
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
-from tokenpace.errors import RunInterrupted
+from tokenpace.errors import NotSaved, RunInterrupted
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
@@ -104,7 +104,8 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                 api_key_set=bool(os.environ.get(config.api_key_env)))
             watch = _engine_watch(config, url)
             async with watch or contextlib.nullcontext():
-                records, loadgen = await _drive(client, config, workload, records_path, interrupts)
+                records, loadgen, sink = await _drive(client, config, workload, records_path,
+                                                      interrupts)
         finally:
             await client.close()
     window = _window(config, loadgen)
@@ -120,8 +121,21 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                          engine_metrics=_engine_metrics(watch, records, loadgen, workload))
     from tokenpace.reports.result_file import write_result  # reports sit above the runner
 
-    write_result(result)
+    try:
+        write_result(result)
+    except NotSaved as exc:
+        raise NotSaved(f"{exc}; {_records_fate(sink, len(records))}", result=result) from None
+    if sink.error is not None:
+        raise NotSaved(f"{_records_fate(sink, len(records))}; the result file {result_path} has "
+                       "the summary of all of them", result=result)
     return result
+
+
+def _records_fate(sink: RecordSink, total: int) -> str:
+    if sink.error is None:
+        return f"the records are whole in {sink.path} (tokenpace report summarizes them)"
+    return (f"cannot write {sink.path} ({sink.error.strerror or sink.error}): it holds the first "
+            f"{sink.count} of {total} records, each line whole; sending stopped there")
 
 
 @contextlib.asynccontextmanager
@@ -177,7 +191,8 @@ def _connections(config: BenchConfig, workload: WorkloadSpec) -> int | None:
 
 
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
-                 records_path: Path, interrupts: Interrupts) -> tuple[list[RequestRecord], LoadGenerator]:
+                 records_path: Path, interrupts: Interrupts
+                 ) -> tuple[list[RequestRecord], LoadGenerator, RecordSink]:
     requests = request_count(config, workload)
     warmup_n = config.warmup_requests
     total = None if requests is None else requests + warmup_n
@@ -191,7 +206,10 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     conversations = conversations_for(workload) if workload.conversations is not None else None
     plan = None if conversations is not None else await _plan(workload, total)
     records: list[RequestRecord] = []
-    with RecordSink(records_path) as sink, LiveProgress(total, enabled=config.progress) as progress:
+    # A records file that cannot be written (disk full) stops the run as a signal would: requests
+    # in flight still end as records, kept here for the summary.
+    with RecordSink(records_path, on_error=lambda _exc: loadgen.stop()) as sink, \
+            LiveProgress(total, enabled=config.progress) as progress:
 
         def on_record(record: RequestRecord) -> None:
             sink.write(record)
@@ -203,7 +221,7 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
         with interrupts.load(loadgen):
             await loadgen.run()
     records.sort(key=lambda r: r.index)
-    return records, loadgen
+    return records, loadgen, sink
 
 
 async def _plan(workload: WorkloadSpec, total: int | None) -> Iterator[PlannedRequest]:
