@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -160,3 +161,41 @@ def test_a_reader_that_went_away_is_not_an_error(tmp_path, args):
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == ExitCode.OK, stderr
     assert stderr == b""
+
+
+def test_piped_output_is_not_wrapped_and_the_header_says_what_was_sent(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe, as in `| tee log`
+    proc = subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--requests", "3",
+                           "--output-tokens", "2", "--no-progress", "--api-key-env", "TP_UNSET_16B",
+                           "--out", str(tmp_path / "run.json")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    lines = proc.stdout.splitlines()
+    # one header line: the load as it was (16 workers, but only 3 requests) and the workload
+    assert lines[0].startswith("tokenpace bench · built-in simulated server")
+    assert lines[0].endswith("closed loop, concurrency 16 (at most 3 in flight: 3 requests) · "
+                             "512 input / 2 output tokens")
+    assert any(line.startswith("sched: measured") and line.endswith("raw gap between chunks")
+               for line in lines)  # the legend, unwrapped
+    assert proc.stderr.splitlines() == [
+        "tokenpace: warning: --api-key-env TP_UNSET_16B: that variable is not set or empty; "
+        "sending requests without an API key"]
+
+
+def test_help_lists_every_command_without_loading_numpy_or_aiohttp():
+    script = ("import sys\nfrom tokenpace.cli.main import main\ntry:\n    main(['--help'])\n"
+              "except SystemExit:\n    pass\n"
+              "print('loaded:', sorted(m for m in ('numpy', 'aiohttp') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "loaded: []"
+    for name in ("bench", "serve", "sim", "sweep", "calibrate"):
+        assert f"    {name} " in proc.stdout
+
+
+def test_help_lines_are_the_commands_own():
+    from tokenpace.cli.main import COMMANDS, build_parser
+
+    full = build_parser()
+    listed = {a.dest: a.help for a in full._subparsers._group_actions[0]._choices_actions}
+    assert listed == {name: help_line for name, (_, help_line) in COMMANDS.items()}

@@ -8,6 +8,7 @@ import errno
 import signal
 import sys
 import traceback
+from typing import Any
 
 from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
@@ -41,27 +42,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(ExitCode.USAGE, f"tokenpace: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Each command, and its line in `tokenpace --help` (a test checks it is the line the command's own
+# parser has). Only the command being run builds its options: some need numpy or aiohttp (the
+# simulator's engine flags, the server's), and `tokenpace --help` should not wait for them.
+COMMANDS: dict[str, tuple[Any, str]] = {
+    "bench": (bench_cmd, "load-test an OpenAI-compatible streaming endpoint"),
+    "serve": (serve_cmd, "run the built-in OpenAI-compatible server (simulated timing)"),
+    "report": (report_cmd, "summarize a saved run or sweep (result JSON or records JSONL)"),
+    "compare": (compare_cmd, "compare runs against a base run; gate regressions in CI"),
+    "export": (export_cmd, "export a run's per-request records as CSV or Parquet"),
+    "sim": (sim_cmd, "simulate an LLM serving engine under the same load, in virtual time"),
+    "sweep": (sweep_cmd, "raise the load step by step: the knee, max goodput under an SLO, cost"),
+    "workload": (workload_cmd, "look at a workload before sending it"),
+    "calibrate": (calibrate_cmd, "fit the simulator's efficiencies and overheads to a measured run"),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or (``only``) every command listed but only that one built."""
     parser = _Parser(prog="tokenpace", description="Latency and cost that users feel from LLM serving.",
                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tokenpace {__version__}")
     parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    bench_cmd.register(sub)
-    serve_cmd.register(sub)
-    report_cmd.register(sub)
-    compare_cmd.register(sub)
-    export_cmd.register(sub)
-    sim_cmd.register(sub)
-    sweep_cmd.register(sub)
-    workload_cmd.register(sub)
-    calibrate_cmd.register(sub)
+    for name, (module, help_line) in COMMANDS.items():
+        if only is None or name == only:
+            module.register(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     guard_stdout()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    named = next((a for a in argv if not a.startswith("-")), "")  # global flags take no value
+    parser = build_parser(only=named if named in COMMANDS else "")
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -194,3 +194,14 @@ def engine_metrics_values(args: argparse.Namespace) -> dict[str, Any]:
     return dict(scrape_metrics=url is not None, metrics_url=url or None,
                 scrape_interval_s=(DEFAULT_SCRAPE_INTERVAL_S if args.scrape_interval is None
                                    else args.scrape_interval))
+
+
+def warn_unset_key_variable(variable: str, default: str) -> None:
+    """--api-key-env names a variable the user meant to be set: running without a key would
+    only show up as 401s. The default variable may be unset (local servers need no key)."""
+    import os
+    import sys
+
+    if variable != default and not os.environ.get(variable):
+        print(f"tokenpace: warning: --api-key-env {variable}: that variable is not set or empty; "
+              "sending requests without an API key", file=sys.stderr, flush=True)

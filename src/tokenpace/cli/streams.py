@@ -51,3 +51,17 @@ class ClosedPipeSafe:
 def guard_stdout() -> None:
     if not isinstance(sys.stdout, ClosedPipeSafe) and sys.stdout is not None:
         sys.stdout = ClosedPipeSafe(sys.stdout)  # type: ignore[assignment]
+
+
+_PIPE_WIDTH = 400  # wide enough for any table we print; lines themselves are not wrapped
+
+
+def stdout_console() -> Any:
+    """The console for a command's output. In a terminal (or with COLUMNS set) rich fits it to the
+    width; into a pipe or a file it would wrap at 80 columns, cutting phrases in the middle for a
+    log or a grep: there lines are not wrapped and tables take the width they need."""
+    from rich.console import Console
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=_PIPE_WIDTH, soft_wrap=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.config import DEFAULT_REQUESTS
 from tokenpace.reports.engine_metrics_console import engine_metrics_lines
 
 # (summary key, label) in the order a reader wants them. Names follow REFERENCE section 1.
@@ -45,16 +47,40 @@ def _headline(doc: dict[str, Any]) -> str:
     mode = {"trace": f"trace replay (time scale {c.get('time_scale', 1)})",
             "conversations": f"multi-turn conversations ({c.get('conversations')})",
             "open": f"open loop {c.get('rate')} req/s ({c.get('arrival')})"}.get(
-        kind, f"closed loop, concurrency {concurrency}")
+        kind, f"closed loop, concurrency {concurrency}{_fewer_requests(c, concurrency)}")
     if t.get("simulated"):
-        return _sim_headline(doc, t, mode) + _sorted_trace(doc)
-    mode += _sorted_trace(doc)
+        return _sim_headline(doc, t, mode) + _sorted_trace(doc) + _workload(doc)
+    mode += _sorted_trace(doc) + _workload(doc)
     where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
     shape = f"{c.get('api', 'chat')}, {'streaming' if c.get('stream', True) else 'non-streaming'}"
     head = f"[bold]tokenpace {doc.get('kind', 'bench')}[/] · {where} · model {t.get('model')} · {shape} · {mode}"
     if doc.get("interrupted"):
         head += " · [bold red]INTERRUPTED: partial results[/]"
     return head
+
+
+def _fewer_requests(c: dict[str, Any], concurrency: Any) -> str:
+    """A closed loop with fewer requests than workers never holds its concurrency: say so."""
+    requests = c.get("requests")
+    if requests is None and c.get("duration_s") is None:
+        requests = DEFAULT_REQUESTS
+    if not (isinstance(concurrency, int) and isinstance(requests, int)):
+        return ""
+    total = requests + int(c.get("warmup_requests") or 0)
+    return f" (at most {total} in flight: {total} requests)" if total < concurrency else ""
+
+
+def _workload(doc: dict[str, Any]) -> str:
+    """What each request asked for: lengths (specs), or where they came from."""
+    w = doc.get("workload") or {}
+    for source in ("trace", "dataset"):
+        if isinstance(w.get(source), dict):
+            return f" · lengths from the {source} {Path(str(w[source].get('path'))).name}"
+    if not w.get("input_tokens"):
+        return ""
+    prefix = (w.get("shared_prefix") or {}).get("prefix_tokens") or w.get("shared_prefix_tokens")
+    shared = f" + {prefix} shared" if prefix else ""
+    return f" · {w['input_tokens']}{shared} input / {w.get('output_tokens')} output tokens"
 
 
 def _sorted_trace(doc: dict[str, Any]) -> str:
