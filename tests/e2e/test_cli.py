@@ -199,3 +199,21 @@ def test_help_lines_are_the_commands_own():
     full = build_parser()
     listed = {a.dest: a.help for a in full._subparsers._group_actions[0]._choices_actions}
     assert listed == {name: help_line for name, (_, help_line) in COMMANDS.items()}
+
+
+def test_the_summary_shows_retries_and_the_first_server_message_of_each_kind(tmp_path):
+    from tokenpace.servers import BuiltinServerConfig, start_server_process
+
+    # Request 1 is the preflight; the first measured request fails with 500, then 503 and 500
+    # again on its two retries (server requests 2, 3, 4); the second succeeds.
+    with start_server_process(BuiltinServerConfig(faults="http-500=at:2;4,http-503=at:3")) as server:
+        proc = run_cli("bench", "--url", server.url, "--requests", "2", "--concurrency", "1",
+                       "--retries", "2", "--retry-backoff", "0.05", "--output-tokens", "2",
+                       "--no-progress", "--out", str(tmp_path / "run.json"))
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    text = " ".join(proc.stdout.split())  # the lines as read, whatever the width
+    assert "sent 2 = ok 1 + error 1 + timeout 0 + cancelled 0 (http_500 ×1)" in text
+    assert "Retries: 2 failed attempts were sent again (http_500 ×1, http_503 ×1)" in text
+    assert text.index("first http_500: ") < text.index("first http_503: ")
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert set(doc["summary"]["counts"]["first_error_by_kind"]) == {"http_500", "http_503"}

@@ -142,6 +142,11 @@ def _lines(doc: dict[str, Any]) -> list[str]:
     out.append(f"Requests: sent {c['sent']} = ok {c['ok']} + error {c['error']} + timeout {c['timeout']}"
                f" + cancelled {c['cancelled']}" + (f"  ({errors})" if errors else "")
                + (f"  · warmup excluded: {c['warmup_excluded']}" if c.get("warmup_excluded") else ""))
+    if c.get("retried_attempts"):
+        why = ", ".join(f"{k} ×{v}" for k, v in (c.get("retried_by_kind") or {}).items())
+        out.append(f"Retries: {c['retried_attempts']} failed attempts were sent again ({why})")
+    for kind, message in (c.get("first_error_by_kind") or {}).items():
+        out.append(f"  first {kind}: {_one_line(message)}")
     tp, w = s.get("throughput") or {}, s.get("window") or {}
     out.append(f"Throughput over {w.get('duration_s', 0):.2f} s: {_n(tp.get('output_tokens_s'))} output tok/s · "
                f"{_n(tp.get('total_tokens_s'))} total tok/s · {_n(tp.get('requests_s'), 2)} req/s · "
@@ -263,3 +268,10 @@ def _ms(v: float | None) -> str:
 
 def _n(v: float | None, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def _one_line(text: str) -> str:
+    """A server's message as one escaped line: rich markup and line breaks shown, not obeyed."""
+    from rich.markup import escape
+
+    return escape(" ".join(str(text).split()))
