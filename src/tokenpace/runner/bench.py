@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
-from tokenpace.errors import NotSaved, RunInterrupted
+from tokenpace.errors import NotSaved, RunInterrupted, UsageError
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
@@ -59,8 +59,14 @@ class BenchResult:
 
 
 def run_bench(config: BenchConfig) -> BenchResult:
-    """Run a benchmark to completion (blocking). Uses uvloop when it is installed."""
-    return _run(run_bench_async(config))
+    """Run a benchmark to completion (blocking). Uses uvloop when it is installed. Inside a running
+    event loop (Jupyter, an async program) use ``await run_bench_async(config)``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run(run_bench_async(config))
+    raise UsageError("run_bench cannot block inside a running event loop (Jupyter, async code): "
+                     "use `await run_bench_async(config)` there")
 
 
 async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | None = None) -> BenchResult:
