@@ -57,7 +57,7 @@ class BenchConfig:
     ignore_eos: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
     # Workload shapes (tokenpace.workload.build.workload_from_config reads and checks these).
-    tokenizer: str | None = None  # local tokenizer.json, HF tokenizer folder or .gguf file
+    tokenizer: str | None = None  # tokenizer.json, HF folder, .gguf file, or HF name in the local cache
     dataset: str | None = None  # ShareGPT JSON or JSONL of messages/prompts
     trace: str | None = None  # Mooncake-style trace JSONL: arrival times and lengths
     time_scale: float = 1.0  # trace offsets are multiplied by this (0.5: twice as fast)

@@ -85,8 +85,9 @@ def add_workload(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-tokens", default="512", metavar="SPEC",
                    help="prompt length spec (with --shared-prefix: the unique suffix)")
     g.add_argument("--output-tokens", default="128", metavar="SPEC", help="max_tokens length spec")
-    g.add_argument("--tokenizer", metavar="PATH", help="local tokenizer.json, HF tokenizer folder "
-                   "or .gguf file: exact prompt lengths (nothing is downloaded)")
+    g.add_argument("--tokenizer", metavar="PATH|NAME", help="local tokenizer.json, HF tokenizer "
+                   "folder, .gguf file, or a Hugging Face name in the local HF cache: exact prompt "
+                   "lengths (nothing is downloaded)")
     g.add_argument("--dataset", metavar="PATH", help="prompts from a ShareGPT JSON or a JSONL of "
                    "messages/prompts")
     g.add_argument("--trace", metavar="PATH", help="replay a Mooncake-style trace JSONL: arrival "
