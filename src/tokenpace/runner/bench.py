@@ -79,7 +79,9 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
         except asyncio.CancelledError:
             if not interrupts.cancelled:
                 raise
-            asyncio.current_task().uncancel()
+            task = asyncio.current_task()
+            if task is not None and hasattr(task, "uncancel"):  # Python 3.11+: the cancel is handled
+                task.uncancel()
             raise RunInterrupted("interrupted before the first request was sent; "
                                  "no result was written") from None
         if interrupts.after_load:
