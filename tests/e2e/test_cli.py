@@ -163,6 +163,14 @@ def test_a_reader_that_went_away_is_not_an_error(tmp_path, args):
     assert stderr == b""
 
 
+def test_an_error_line_into_a_closed_pipe_keeps_its_exit_code():
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--url",
+                             f"http://127.0.0.1:{_closed_port()}/v1", "--requests", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc.stdout.close()  # as `2>&1 | head -0`
+    assert proc.wait(timeout=120) == ExitCode.TARGET
+
+
 def test_piped_output_is_not_wrapped_and_the_header_says_what_was_sent(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe, as in `| tee log`
     proc = subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--requests", "3",

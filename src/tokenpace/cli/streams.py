@@ -1,4 +1,4 @@
-"""Standard output that outlives its reader: `tokenpace bench | head -1` must not turn a finished
+"""Standard output (and error) that outlives its reader: `tokenpace bench | head -1` must not turn a finished
 run into an internal error (or make rich exit 1). Once the reader has gone, what is left to print
 goes nowhere and the command ends with its own exit code."""
 
@@ -49,8 +49,11 @@ class ClosedPipeSafe:
 
 
 def guard_stdout() -> None:
+    """Standard output and error both (`2>&1 | head -1` closes the pipe under the error line too)."""
     if not isinstance(sys.stdout, ClosedPipeSafe) and sys.stdout is not None:
         sys.stdout = ClosedPipeSafe(sys.stdout)  # type: ignore[assignment]
+    if not isinstance(sys.stderr, ClosedPipeSafe) and sys.stderr is not None:
+        sys.stderr = ClosedPipeSafe(sys.stderr)  # type: ignore[assignment]
 
 
 _PIPE_WIDTH = 400  # wide enough for any table we print; lines themselves are not wrapped
