@@ -15,13 +15,13 @@ import pytest
 from tokenpace.errors import ExitCode
 
 
-def _bench_with_file_limit(tmp_path, limit_bytes, requests):
+def _bench_with_file_limit(tmp_path, limit_bytes, requests, command="bench"):
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    return subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--requests", str(requests),
-                           "--output-tokens", "4", "--builtin-timing", "parametric", "--no-progress",
-                           "--out", str(tmp_path / "run.json")],
+    extra = ["--builtin-timing", "parametric", "--no-progress"] if command == "bench" else []
+    return subprocess.run([sys.executable, "-m", "tokenpace", command, "--requests", str(requests),
+                           "--output-tokens", "4", *extra, "--out", str(tmp_path / "run.json")],
                           capture_output=True, text=True, timeout=120, preexec_fn=limit,
                           env=dict(os.environ, COLUMNS="200",
                                    PYTHONDONTWRITEBYTECODE="1"))  # no .pyc cut short by the limit
@@ -56,3 +56,13 @@ def test_result_file_that_cannot_be_written_still_shows_the_summary_and_exits_7(
     assert len(_whole_lines(tmp_path / "run.records.jsonl")) == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.records.jsonl"]  # no torn .tmp
     assert "Latency (ms" in proc.stdout
+
+
+def test_a_simulation_that_cannot_be_written_leaves_no_torn_file(tmp_path):
+    proc = _bench_with_file_limit(tmp_path, 16 * 1024, requests=200, command="sim")
+    assert proc.returncode == ExitCode.NOT_SAVED, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tokenpace: error: cannot write "), proc.stderr
+    for path in tmp_path.iterdir():  # what exists is whole; no temporary file is left
+        assert not path.name.endswith(".tmp")
+        _whole_lines(path) if path.suffix == ".jsonl" else json.loads(path.read_text())
