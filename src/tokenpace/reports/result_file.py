@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from tokenpace._version import __version__
-from tokenpace.errors import NotSaved, UsageError
+from tokenpace.errors import UsageError
+from tokenpace.files import write_whole
 
 SCHEMA_VERSION = 1
 
@@ -61,16 +62,8 @@ def _load_config(result: Any) -> Any:
 
 
 def write_result(result: Any) -> Path:
-    path: Path = result.result_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n")
-        os.replace(tmp, path)  # never leave a half-written result file
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise NotSaved(f"cannot write the result file {path}: {exc.strerror or exc}") from None
-    return path
+    document = orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n"
+    return write_whole(result.result_path, document, what="the result file")
 
 
 def load_document(path: str | Path) -> dict[str, Any]:

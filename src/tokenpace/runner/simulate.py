@@ -41,7 +41,8 @@ from typing import Any
 import orjson
 
 from tokenpace.config import BenchConfig
-from tokenpace.errors import NotSaved, UsageError
+from tokenpace.errors import UsageError
+from tokenpace.files import write_whole
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
@@ -290,14 +291,4 @@ def write_sim_files(result: SimRunResult) -> None:
 
 
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
-    """Whole or not at all (a full disk must not leave a torn file behind)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise NotSaved(f"cannot write {path}: {exc.strerror or exc}; a simulation is deterministic: "
-                       "run it again where there is room") from None
+    write_whole(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
