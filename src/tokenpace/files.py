@@ -21,4 +21,7 @@ def write_whole(path: str | Path, data: bytes, *, what: str = "") -> Path:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise NotSaved(f"cannot write {what + ' ' if what else ''}{path}: {exc.strerror or exc}") from None
+    except BaseException:  # Ctrl-C mid-write: no half-written temporary file either
+        tmp.unlink(missing_ok=True)
+        raise
     return path
