@@ -21,7 +21,7 @@ from tokenpace._version import __version__
 # the whole runner.
 _EXPORTS = {
     "BenchConfig": "tokenpace.config",
-    "ExitCode": "tokenpace.errors", "RunInterrupted": "tokenpace.errors",
+    "ExitCode": "tokenpace.errors", "NotSaved": "tokenpace.errors", "RunInterrupted": "tokenpace.errors",
     "TargetError": "tokenpace.errors", "TokenpaceError": "tokenpace.errors",
     "UsageError": "tokenpace.errors",
     "SLO": "tokenpace.metrics", "parse_slo": "tokenpace.metrics", "summarize": "tokenpace.metrics",
@@ -50,7 +50,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from tokenpace.config import BenchConfig
-    from tokenpace.errors import ExitCode, RunInterrupted, TargetError, TokenpaceError, UsageError
+    from tokenpace.errors import (ExitCode, NotSaved, RunInterrupted, TargetError, TokenpaceError,
+                                  UsageError)
     from tokenpace.metrics import SLO, parse_slo, summarize
     from tokenpace.record import RequestRecord
     from tokenpace.runner.bench import BenchResult, run_bench, run_bench_async

@@ -18,6 +18,8 @@ DEFAULT_REQUESTS = 200
 DEFAULT_GRACE_S = 10.0
 DEFAULT_SCRAPE_INTERVAL_S = 1.0  # --scrape-interval
 MIN_SCRAPE_INTERVAL_S = 0.1  # each scrape costs the client's event loop about a millisecond
+MAX_SECONDS = 30 * 24 * 3600.0  # any duration or timeout: longer is a typo, and overflows the clock
+MAX_SEED = 2**64 - 1  # seeds feed numpy's generators: non-negative, 64 bits
 
 
 @dataclass
@@ -57,11 +59,12 @@ class BenchConfig:
     ignore_eos: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)
     # Workload shapes (tokenpace.workload.build.workload_from_config reads and checks these).
-    tokenizer: str | None = None  # local tokenizer.json, HF tokenizer folder or .gguf file
+    tokenizer: str | None = None  # tokenizer.json, HF folder, .gguf file, or HF name in the local cache
     dataset: str | None = None  # ShareGPT JSON or JSONL of messages/prompts
     trace: str | None = None  # Mooncake-style trace JSONL: arrival times and lengths
     time_scale: float = 1.0  # trace offsets are multiplied by this (0.5: twice as fast)
     skip_bad_lines: bool = False  # dataset/trace: skip (and count) bad lines instead of stopping
+    sort_trace: bool = False  # trace: replay in timestamp order (else a line out of order is refused)
     shared_prefix: str | None = None  # groups=8,prefix-tokens=2048,per-group=50,order=grouped
     conversations: str | None = None  # sessions=20,turns=6,think-time=exp:3s
     reasoning_effort: str | None = None  # low|medium|high, sent as reasoning_effort
@@ -135,6 +138,15 @@ class BenchConfig:
                             ("--retry-backoff", self.retry_backoff_s)):
             if not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"{name} must be a finite number >= 0, not {value}")
+        for name, value in (("--duration", self.duration_s), ("--warmup", self.warmup_s),
+                            ("--grace", self.grace_s), ("--timeout", self.timeout_s),
+                            ("--connect-timeout", self.connect_timeout_s),
+                            ("--ttft-timeout", self.ttft_timeout_s),
+                            ("--idle-timeout", self.idle_timeout_s),
+                            ("--retry-backoff", self.retry_backoff_s),
+                            ("--scrape-interval", self.scrape_interval_s)):
+            check_seconds(name, value)
+        check_seed(self.seed)
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
         if self.ramp_s and (self.trace or self.conversations):
@@ -173,3 +185,13 @@ def _positive(flag: str, value: float | int | None, *, integer: bool = False) ->
         raise UsageError(f"{flag} must be a whole number, not {value}")
     if not value > 0:
         raise UsageError(f"{flag} must be > 0, not {value}")
+
+
+def check_seconds(flag: str, value: float | None) -> None:
+    if value is not None and value > MAX_SECONDS:
+        raise UsageError(f"{flag} must be at most {MAX_SECONDS:.0f} seconds (30 days), not {value:g}")
+
+
+def check_seed(seed: int) -> None:
+    if not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+        raise UsageError(f"--seed must be a whole number from 0 to 2**64-1, not {seed}")

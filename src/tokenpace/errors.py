@@ -14,6 +14,7 @@ class ExitCode:
     TARGET = 3  # the target could not be reached or refused the preflight request
     RUN_FAILED = 4  # the run completed but every measured request failed
     INVALID_RUN = 5  # the run completed but its numbers cannot be trusted (load generator bottleneck)
+    NOT_SAVED = 7  # a result or records file could not be written (disk full); the summary was printed
     INTERRUPTED = 130  # SIGINT or SIGTERM; partial results were saved
 
 
@@ -36,6 +37,24 @@ class TargetError(TokenpaceError):
 
 
 class RunInterrupted(TokenpaceError):
-    """The run was stopped by a signal; partial results were written."""
+    """A signal ended the run where no summary could be shown: before its first request (nothing
+    to save), or after the load while the result was written (it is written whole first, and is
+    ``result``)."""
 
     exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result
+
+
+class NotSaved(TokenpaceError):
+    """A result or records file could not be written whole (disk full, file too large, read-only
+    file system). What was written is whole (no torn line); ``result``, when there is one, holds
+    everything measured, for the caller to show."""
+
+    exit_code = ExitCode.NOT_SAVED
+
+    def __init__(self, message: str, *, result: object = None):
+        super().__init__(message)
+        self.result = result

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -55,6 +58,11 @@ def test_api_key_is_never_saved(tmp_path, monkeypatch):
     (["--extra-body", "{not json"], "--extra-body"),
     (["--url", "ftp://x"], "--url"),
     (["--rate", "abc"], "invalid float value"),
+    (["--duration", "1e308"], "--duration must be at most 2592000 seconds (30 days), not 1e+308"),
+    (["--requests", "2", "--timeout", "1e300"], "--timeout must be at most"),
+    (["--duration", "5", "--warmup", "1e308s"], "--warmup must be at most"),
+    (["--seed", "-1"], "--seed: must be a whole number from 0 to 2**64-1, not '-1'"),
+    (["--seed", str(2**64)], "--seed: must be a whole number from 0 to 2**64-1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     proc = run_cli("bench", *args)
@@ -124,10 +132,16 @@ def test_overloaded_client_marks_the_run_invalid_and_exits_5(tmp_path):
     ("other.json", '{"hello": 1}', "not a tokenpace result file"),
     ("future.json", '{"schema_version": 99}', "reads up to 1: upgrade tokenpace"),
     ("torn.jsonl", '{"request_id": "a"\n', "no readable record"),
+    ("cal.json", '{"schema_version": 1, "kind": "calibration"}',
+     "is a calibration file, not a run: use it with `tokenpace sim --calibration"),
+    ("folder", "<dir>", "folder is a directory: give a result .json or a records .jsonl"),
+    ("folder.jsonl", "<dir>", "is a directory"),
 ])
 def test_report_bad_files_are_one_line_errors(tmp_path, name, content, needle):
     path = tmp_path / name
-    if content is not None:
+    if content == "<dir>":
+        path.mkdir()
+    elif content is not None:
         path.write_text(content)
     proc = run_cli("report", str(path))
     assert proc.returncode == ExitCode.USAGE, proc.stderr
@@ -156,3 +170,81 @@ def test_every_measured_request_failing_exits_4(tmp_path):
     assert proc.returncode == ExitCode.RUN_FAILED, proc.stderr
     c = json.loads(out.read_text())["summary"]["counts"]
     assert c["sent"] == 4 and c["error"] == 4 and c["errors_by_kind"] == {"http_500": 4}
+
+
+@pytest.mark.parametrize("args", [
+    ("bench", "--requests", "3", "--output-tokens", "2", "--no-progress"),
+    ("--help",),
+    ("workload", "inspect", "--requests", "20"),
+], ids=["bench", "help", "inspect"])
+def test_a_reader_that_went_away_is_not_an_error(tmp_path, args):
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # as `| head -0`: every write finds the pipe closed
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == ExitCode.OK, stderr
+    assert stderr == b""
+
+
+def test_an_error_line_into_a_closed_pipe_keeps_its_exit_code():
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--url",
+                             f"http://127.0.0.1:{_closed_port()}/v1", "--requests", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc.stdout.close()  # as `2>&1 | head -0`
+    assert proc.wait(timeout=120) == ExitCode.TARGET
+
+
+def test_piped_output_is_not_wrapped_and_the_header_says_what_was_sent(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe, as in `| tee log`
+    proc = subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--requests", "3",
+                           "--output-tokens", "2", "--no-progress", "--api-key-env", "TP_UNSET_16B",
+                           "--out", str(tmp_path / "run.json")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    lines = proc.stdout.splitlines()
+    # one header line: the load as it was (16 workers, but only 3 requests) and the workload
+    assert lines[0].startswith("tokenpace bench · built-in simulated server")
+    assert lines[0].endswith("closed loop, concurrency 16 (at most 3 in flight: 3 requests) · "
+                             "512 input / 2 output tokens")
+    assert any(line.startswith("sched: measured") and line.endswith("raw gap between chunks")
+               for line in lines)  # the legend, unwrapped
+    assert proc.stderr.splitlines() == [
+        "tokenpace: warning: --api-key-env TP_UNSET_16B: that variable is not set or empty; "
+        "sending requests without an API key"]
+
+
+def test_help_lists_every_command_without_loading_numpy_or_aiohttp():
+    script = ("import sys\nfrom tokenpace.cli.main import main\ntry:\n    main(['--help'])\n"
+              "except SystemExit:\n    pass\n"
+              "print('loaded:', sorted(m for m in ('numpy', 'aiohttp') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "loaded: []"
+    for name in ("bench", "serve", "sim", "sweep", "calibrate"):
+        assert f"    {name} " in proc.stdout
+
+
+def test_help_lines_are_the_commands_own():
+    from tokenpace.cli.main import COMMANDS, build_parser
+
+    full = build_parser()
+    listed = {a.dest: a.help for a in full._subparsers._group_actions[0]._choices_actions}
+    assert listed == {name: help_line for name, (_, help_line) in COMMANDS.items()}
+
+
+def test_the_summary_shows_retries_and_the_first_server_message_of_each_kind(tmp_path):
+    from tokenpace.servers import BuiltinServerConfig, start_server_process
+
+    # Request 1 is the preflight; the first measured request fails with 500, then 503 and 500
+    # again on its two retries (server requests 2, 3, 4); the second succeeds.
+    with start_server_process(BuiltinServerConfig(faults="http-500=at:2;4,http-503=at:3")) as server:
+        proc = run_cli("bench", "--url", server.url, "--requests", "2", "--concurrency", "1",
+                       "--retries", "2", "--retry-backoff", "0.05", "--output-tokens", "2",
+                       "--no-progress", "--out", str(tmp_path / "run.json"))
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    text = " ".join(proc.stdout.split())  # the lines as read, whatever the width
+    assert "sent 2 = ok 1 + error 1 + timeout 0 + cancelled 0 (http_500 ×1)" in text
+    assert "Retries: 2 failed attempts were sent again (http_500 ×1, http_503 ×1)" in text
+    assert text.index("first http_500: ") < text.index("first http_503: ")
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert set(doc["summary"]["counts"]["first_error_by_kind"]) == {"http_500", "http_503"}

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -82,3 +86,133 @@ def test_after_sigkill_the_jsonl_holds_every_completed_request_and_report_reads_
     report = run_cli("report", str(records_path))
     assert report.returncode == 0, report.stderr
     assert f"sent {len(records)} = ok" in report.stdout
+
+
+@pytest.mark.parametrize("load", [("--rate", "20"), ("--concurrency", "4")], ids=["open", "closed"])
+def test_signal_after_the_last_request_is_sent_cuts_the_wait_to_the_grace(tmp_path, load):
+    # Two 20,000-token streams (~200 s each) and a 600 s --timeout: once both are sent, a
+    # count-bounded run would wait for them up to --timeout. A signal must shorten that wait to the
+    # grace (10 s by default) and cancel them, wherever the runner is.
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", *load, "--requests", "2",
+                             "--builtin-timing", "parametric", "--output-tokens", "20000",
+                             "--timeout", "600", "--no-progress", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_records(tmp_path / "run.records.jsonl", 0)
+    time.sleep(2.0)  # both requests sent (20 per second) and streaming
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, stderr = proc.communicate(timeout=120)  # far below the 600 s timeout
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the run waited for --timeout after the signal") from None
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    records = read_records(out.parent / doc["records_path"])
+    assert [r.status for r in records] == ["cancelled", "cancelled"]
+    assert all(r.output_tokens for r in records)  # partial tokens kept
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP listener on loopback that accepts and never answers: preflight waits on it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1", accepted
+    for conn, _ in accepted:
+        conn.close()
+    listener.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_during_preflight_exits_130_with_a_message(tmp_path, silent_server, sig):
+    url, accepted = silent_server
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--url", url,
+                             "--model", "m", "--out", str(tmp_path / "run.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not accepted and time.monotonic() < deadline:  # preflight has connected and waits
+        time.sleep(0.05)
+    assert accepted, "preflight never connected"
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    assert stderr.strip().splitlines() == [
+        "tokenpace: interrupted before the first request was sent; no result was written"]
+
+
+def _children(pid):
+    found = []
+    for path in glob.glob(f"/proc/{pid}/task/*/children"):  # any thread may have started one
+        try:
+            with open(path) as fh:
+                found += [int(p) for p in fh.read().split()]
+        except FileNotFoundError:  # the thread ended
+            pass
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_while_the_builtin_server_starts_exits_130_and_stops_it(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--no-progress",
+                             "--out", str(tmp_path / "run.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (children := _children(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert children, "the built-in server was never started"
+    proc.send_signal(signal.SIGTERM)  # the server is starting (or the run just began)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    for child in children:  # the server is stopped, not left behind
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{child}") or "zombie" in _state(child)
+
+
+def _state(pid):
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return fh.read().lower()
+    except FileNotFoundError:
+        return "zombie"
+
+
+_SIGNAL_INSIDE = """
+import os, signal, sys
+import tokenpace.reports.result_file as result_file
+import tokenpace.runner.bench as bench
+from tokenpace.cli.main import main
+
+sig, where = getattr(signal, sys.argv[1]), sys.argv[2]
+module, name = (bench, "summarize") if where == "summary" else (result_file, "write_result")
+original = getattr(module, name)
+
+def with_signal(*args, **kwargs):
+    os.kill(os.getpid(), sig)  # delivered now, in the middle of the work
+    return original(*args, **kwargs)
+
+setattr(module, name, with_signal)
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.parametrize("where", ["summary", "write"])
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_signal_while_the_result_is_computed_or_written_keeps_it_whole(tmp_path, sig, where):
+    out = tmp_path / "run.json"
+    proc = subprocess.run([sys.executable, "-c", _SIGNAL_INSIDE, sig, where, "bench",
+                           "--requests", "6", "--builtin-timing", "parametric", "--output-tokens", "4",
+                           "--no-progress", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == ExitCode.INTERRUPTED, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"tokenpace: interrupted after the run ended; the result was saved whole: {out}"]
+    doc = json.loads(out.read_text())
+    assert doc["summary"]["counts"]["ok"] == 6
+    assert len(read_records(out.parent / doc["records_path"])) == 6

@@ -68,3 +68,24 @@ def test_shared_prefix_grouped_order_sends_each_group_together(logged_server, tm
     groups = [r.prefix_group for r in sorted(result.records, key=lambda r: r.index)]
     assert groups == [0] * 4 + [1] * 4 + [2] * 4
     assert all(r.prompt_tokens >= 64 + 8 for r in result.records)
+
+
+def test_an_unsorted_trace_is_refused_or_sorted_and_said(tmp_path):
+    from tokenpace.errors import ExitCode
+
+    from .helpers import run_cli
+
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t, "input_length": 16, "output_length": 2}) + "\n"
+                             for t in (0, 300, 100, 400)))
+    refused = run_cli("bench", "--trace", str(trace), "--out", str(tmp_path / "a.json"))
+    assert refused.returncode == ExitCode.USAGE
+    assert refused.stderr.strip().splitlines() == [
+        f"tokenpace: error: --trace: {trace}:3: timestamp 100 ms is earlier than 300 ms on line 2; "
+        "the trace must be in time order (--sort-trace sorts it)"]
+    sorted_run = run_cli("bench", "--trace", str(trace), "--sort-trace", "--no-progress",
+                         "--out", str(tmp_path / "b.json"))
+    assert sorted_run.returncode == ExitCode.OK, sorted_run.stderr
+    assert "trace sorted by timestamp (1 line was out of order)" in " ".join(sorted_run.stdout.split())
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["summary"]["counts"]["ok"] == 4 and doc["load_generator"]["valid"] is True

@@ -143,3 +143,10 @@ def test_verdict_without_values_is_undecided():
     g = summarize([record(sent=0, chunks=[(50, 1)])], slo="chat")["goodput"]
     assert g["verdict"]["tpot"] == {"threshold_ms": 50.0, "value_ms": None, "met": None}
     assert g["verdict"]["met"] is True
+
+
+@pytest.mark.parametrize("text", ["ttft=0.3", "tpot=0.04", "chat,e2e=0.5"])
+def test_a_bare_number_below_one_needs_its_unit(text):
+    with pytest.raises(UsageError, match=r"a bare number is milliseconds; below 1 give the unit \(0\.\d+s or 0\.\d+ms\)"):
+        parse_slo(text)
+    assert parse_slo(text + "s").limits_ms()  # with the unit it is fine

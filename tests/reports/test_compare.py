@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -120,3 +121,27 @@ def test_simulation_compares_with_a_measurement(constructed_runs, tmp_path):
     assert "simulation" in result.stdout and "TTFT p50" in result.stdout
     # The same gate machinery applies: the simulated TTFT is far from the constructed 100 ms.
     assert cli("compare", constructed_runs["base"], sim, "--fail-if", "ttft.p50 < -50%").returncode == GATE_FAILED_EXIT
+
+
+def test_a_run_whose_every_request_failed_fails_a_latency_gate(constructed_runs, tmp_path):
+    from .runs import make_records, write_run
+
+    failed = write_run(tmp_path, "all_failed", make_records(n=40, errors=40))
+    result = main("compare", constructed_runs["base"], failed, "--fail-if", "ttft.p99 > +10%")
+    assert result.returncode == GATE_FAILED_EXIT, result.stderr
+    assert "gate 'ttft.p99 > +10%' on all_failed.json: FAILED" in result.stdout
+    assert "every request of all_failed.json failed" in " ".join(result.stdout.split())
+
+
+@pytest.mark.parametrize("kind, says", [
+    ("sweep", "is a sweep, not a run: `tokenpace report"),
+    ("calibration", "is a calibration file, not a run"),
+])
+def test_a_file_that_is_not_a_run_is_refused_on_either_side(constructed_runs, tmp_path, kind, says):
+    other = tmp_path / f"{kind}.json"
+    other.write_text(json.dumps({"schema_version": 1, "kind": kind}))
+    for pair in ((other, constructed_runs["base"]), (constructed_runs["base"], other)):
+        result = main("compare", *pair)
+        assert result.returncode == 2, result.stdout
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and says in lines[0], result.stderr

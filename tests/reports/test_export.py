@@ -101,3 +101,11 @@ def test_export_needs_a_target(tmp_path, capsys):
     run = write_run(tmp_path, "run", make_records(n=5))
     assert main(["export", str(run)]) == 2
     assert "--csv PATH" in capsys.readouterr().err
+
+
+def test_export_of_a_sweep_says_it_is_not_a_run(tmp_path, capsys):
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text('{"schema_version": 1, "kind": "sweep", "steps": []}')
+    assert main(["export", str(sweep), "--csv", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sweep.json is a sweep, not a run" in err[0] and "sweep.steps/" in err[0]

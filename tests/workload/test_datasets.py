@@ -125,3 +125,51 @@ def test_dataset_plan_is_finite_and_in_file_order():
     plan = list(plan_requests(spec))
     assert len(plan) == spec.finite_requests == 100
     assert [p.index for p in islice(plan, 5)] == [0, 1, 2, 3, 4]
+
+
+UNSORTED_TRACE = [{"timestamp": t, "input_length": 20, "output_length": 3} for t in (0, 400, 200, 600)]
+
+
+def test_trace_out_of_time_order_is_refused_at_its_line(tmp_path):
+    f = write_jsonl(tmp_path / "t.jsonl", UNSORTED_TRACE)
+    with pytest.raises(UsageError, match=r"t\.jsonl:3: timestamp 200 ms is earlier than 400 ms on line 2; "
+                                         r"the trace must be in time order \(--sort-trace sorts it\)"):
+        workload_from_config(BenchConfig(trace=str(f)))
+
+
+def test_sort_trace_replays_in_time_order_and_says_how_many_moved(tmp_path):
+    from tokenpace.workload import workload_summary
+
+    f = write_jsonl(tmp_path / "t.jsonl", UNSORTED_TRACE)
+    spec = workload_from_config(BenchConfig(trace=str(f), sort_trace=True))
+    assert [p.offset_s for p in plan_requests(spec)] == [0.0, 0.2, 0.4, 0.6]
+    assert workload_summary(spec)["trace"]["sorted_out_of_order"] == 1
+    with pytest.raises(UsageError, match="--sort-trace needs --trace"):
+        workload_from_config(BenchConfig(sort_trace=True))
+
+
+def test_a_bad_first_line_is_reported_before_the_rest_of_the_file_is_read(tmp_path):
+    # A FIFO whose writer never closes: reading the file whole would wait forever for its end.
+    import os
+    import threading
+
+    fifo = tmp_path / "endless.jsonl"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def load():
+        try:
+            load_dataset(fifo)
+        except UsageError as exc:
+            outcome.append(str(exc))
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    writer = os.open(fifo, os.O_WRONLY)  # opens once the reader has
+    try:
+        os.write(writer, b'{"oops": 1}\n' + b'{"prompt": "more"}\n' * 1000)
+        reader.join(timeout=60)
+        assert outcome and ":1: expected 'conversations'" in outcome[0]
+    finally:
+        os.close(writer)
+        reader.join(timeout=60)

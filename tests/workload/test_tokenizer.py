@@ -172,3 +172,38 @@ def test_gguf_tokenizer_is_cached_and_rebuilt_when_the_file_changes(tmp_path, mo
     # A cache that cannot be written is skipped: the tokenizer still loads.
     monkeypatch.setenv("TOKENPACE_TOKENIZER_CACHE", str(path))  # a file, not a folder
     assert load_tokenizer(path).encode("ab a") == built.encode("ab a") and len(builds) == 3
+
+
+def _hf_cache(root, repo, tokenizer_json, *, revision="main", commit="0123abcd"):
+    """A Hugging Face hub cache as huggingface_hub leaves it: refs/REV names a snapshot."""
+    model = root / ("models--" + repo.replace("/", "--"))
+    (model / "refs").mkdir(parents=True)
+    (model / "refs" / revision).write_text(commit)
+    snapshot = model / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "tokenizer.json").write_bytes(tokenizer_json.read_bytes())
+    return root
+
+
+@pytest.mark.parametrize("variable, hub", [("HF_HUB_CACHE", ""), ("HF_HOME", "hub")])
+def test_a_hugging_face_name_resolves_from_the_local_cache_only(bpe_json, tmp_path, monkeypatch,
+                                                                variable, hub):
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    _hf_cache(tmp_path / hub if hub else tmp_path, "meta-llama/Llama-3.1-8B", bpe_json)
+    monkeypatch.setenv(variable, str(tmp_path))
+    tok = load_tokenizer("meta-llama/Llama-3.1-8B")
+    assert tok.count(SAMPLE) == load_tokenizer(bpe_json).count(SAMPLE)
+    assert tok.source.startswith("meta-llama/Llama-3.1-8B (Hugging Face cache)")
+
+
+def test_a_revision_and_a_missing_name_in_the_cache(bpe_json, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(_hf_cache(tmp_path, "org/tiny", bpe_json, revision="v2")))
+    assert load_tokenizer("org/tiny@v2").count("the river") > 0
+    with pytest.raises(UsageError) as missing:
+        load_tokenizer("org/absent")
+    message = str(missing.value)
+    assert "no tokenizer.json for org/absent in the local Hugging Face cache" in message
+    assert "nothing is downloaded" in message
+    assert "`huggingface-cli download org/absent tokenizer.json tokenizer_config.json`" in message
+    with pytest.raises(UsageError, match="--revision main"):
+        load_tokenizer("org/tiny@main")  # the cache holds only v2

@@ -6,7 +6,7 @@ import argparse
 
 from tokenpace.cli import options
 from tokenpace.config import APIS, DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
-from tokenpace.errors import ExitCode
+from tokenpace.errors import ExitCode, NotSaved
 
 EPILOG = f"""\
 examples:
@@ -60,14 +60,21 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from tokenpace.cli.streams import stdout_console
 
     from tokenpace.reports.console import render_run
     from tokenpace.reports.result_file import result_document
     from tokenpace.runner.bench import run_bench
 
-    result = run_bench(config_from_args(args))
-    console = Console()
+    config = config_from_args(args)
+    options.warn_unset_key_variable(config.api_key_env, BenchConfig.api_key_env)
+    console = stdout_console()
+    try:
+        result = run_bench(config)
+    except NotSaved as exc:  # disk full: show what was measured, then the one-line error
+        if exc.result is not None:
+            render_run(result_document(exc.result), console)
+        raise
     render_run(result_document(result), console)
     console.print(f"Results: {result.result_path} · records: {result.records_path}")
     counts = result.summary["counts"]

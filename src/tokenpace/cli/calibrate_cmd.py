@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from tokenpace.cli.streams import stdout_console
 
     from tokenpace.simulator.calibrate import calibrate, write_calibration
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                     source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
     out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
     write_calibration(cal, out)
-    _render(cal, out, Console())
+    _render(cal, out, stdout_console())
     return 0
 
 

@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tokenpace.reports.compare import compare_runs
+    from tokenpace.cli.streams import stdout_console
     from tokenpace.reports.compare_console import render_comparison
     from tokenpace.reports.gates import GATE_FAILED_EXIT, parse_gate
     from tokenpace.reports.run_data import load_run_data
@@ -52,5 +53,5 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"no such file: {path}")
         runs.append(load_run_data(path, slo=args.slo, gpu_hour_usd=args.gpu_hour_usd, gpus=args.gpus))
     comparison = compare_runs(runs, gates)
-    render_comparison(comparison)
+    render_comparison(comparison, stdout_console())
     return GATE_FAILED_EXIT if comparison.failed_gates else 0

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S
+from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S, check_seed
 from tokenpace.errors import UsageError
 
 
@@ -63,12 +63,27 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
                         "up to N times; every attempt is recorded (default 0)")
     g.add_argument("--retry-backoff", type=float, default=0.5, metavar="SECONDS",
                    help="first retry delay without Retry-After; doubles each time (default 0.5)")
-    g.add_argument("--seed", type=int, default=0, metavar="N", help="seed for schedule and prompts")
+    add_seed(g)
     add_workload(p)
     g = p.add_argument_group("SLO and cost")
     g.add_argument("--slo", metavar="PRESET|EXPR", help="goodput SLO, e.g. chat or ttft=300ms,tpot=40ms")
     g.add_argument("--gpu-hour-usd", type=float, metavar="USD", help="price of one GPU-hour")
     g.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs behind the endpoint")
+
+
+def add_seed(g: Any) -> None:
+    g.add_argument("--seed", type=seed_value, default=0, metavar="N",
+                   help="seed for schedule and prompts (0 to 2**64-1)")
+
+
+def seed_value(text: str) -> int:
+    """argparse type of --seed: a whole number in numpy's seed range (else one line, exit 2)."""
+    try:
+        seed = int(text)
+        check_seed(seed)
+    except (ValueError, UsageError):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 0 to 2**64-1, not {text!r}") from None
+    return seed
 
 
 def add_workload(p: argparse.ArgumentParser) -> None:
@@ -77,14 +92,18 @@ def add_workload(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-tokens", default="512", metavar="SPEC",
                    help="prompt length spec (with --shared-prefix: the unique suffix)")
     g.add_argument("--output-tokens", default="128", metavar="SPEC", help="max_tokens length spec")
-    g.add_argument("--tokenizer", metavar="PATH", help="local tokenizer.json, HF tokenizer folder "
-                   "or .gguf file: exact prompt lengths (nothing is downloaded)")
+    g.add_argument("--tokenizer", metavar="PATH|NAME", help="local tokenizer.json, HF tokenizer "
+                   "folder, .gguf file, or a Hugging Face name in the local HF cache: exact prompt "
+                   "lengths (nothing is downloaded)")
     g.add_argument("--dataset", metavar="PATH", help="prompts from a ShareGPT JSON or a JSONL of "
                    "messages/prompts")
     g.add_argument("--trace", metavar="PATH", help="replay a Mooncake-style trace JSONL: arrival "
                    "times and lengths")
     g.add_argument("--time-scale", type=float, default=1.0, metavar="F",
                    help="multiply trace arrival offsets by F (0.5: twice as fast; default 1)")
+    g.add_argument("--sort-trace", action="store_true",
+                   help="replay a trace whose timestamps are out of order in time order "
+                        "(default: refuse it)")
     g.add_argument("--skip-bad-lines", action="store_true",
                    help="skip (and count) bad dataset/trace lines instead of stopping")
     g.add_argument("--shared-prefix", metavar="SPEC", help="groups=8,prefix-tokens=2048,per-group=50,"
@@ -105,7 +124,7 @@ def workload_values(args: argparse.Namespace) -> dict[str, Any]:
     return dict(
         input_tokens=args.input_tokens, output_tokens=args.output_tokens, tokenizer=args.tokenizer,
         dataset=args.dataset, trace=args.trace, time_scale=args.time_scale,
-        skip_bad_lines=args.skip_bad_lines, shared_prefix=args.shared_prefix,
+        skip_bad_lines=args.skip_bad_lines, sort_trace=args.sort_trace, shared_prefix=args.shared_prefix,
         conversations=args.conversations, reasoning_effort=args.reasoning_effort, tools=args.tools,
         ignore_eos=args.ignore_eos, extra_body=parse_json_object(args.extra_body, "--extra-body"),
     )
@@ -185,3 +204,14 @@ def engine_metrics_values(args: argparse.Namespace) -> dict[str, Any]:
     return dict(scrape_metrics=url is not None, metrics_url=url or None,
                 scrape_interval_s=(DEFAULT_SCRAPE_INTERVAL_S if args.scrape_interval is None
                                    else args.scrape_interval))
+
+
+def warn_unset_key_variable(variable: str, default: str) -> None:
+    """--api-key-env names a variable the user meant to be set: running without a key would
+    only show up as 401s. The default variable may be unset (local servers need no key)."""
+    import os
+    import sys
+
+    if variable != default and not os.environ.get(variable):
+        print(f"tokenpace: warning: --api-key-env {variable}: that variable is not set or empty; "
+              "sending requests without an API key", file=sys.stderr, flush=True)

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from tokenpace.cli.streams import stdout_console
 
     from tokenpace.reports.console import render_run
     from tokenpace.reports.reload import load_run
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     # Records (and the engine timeline) are read only when the HTML report needs them.
     data = load_run_data(path, **judge) if args.html else None
     doc = data.doc if data else load_run(path, **judge)
-    console = Console()
+    console = stdout_console()
     render_run(doc, console)
     if doc.get("skipped_lines"):
         console.print(f"[yellow]{doc['skipped_lines']} unreadable line(s) skipped "
@@ -66,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep(doc: dict, path: Path, args: argparse.Namespace, judge: dict) -> int:
-    from rich.console import Console
+    from tokenpace.cli.streams import stdout_console
 
     from tokenpace.reports.sweep_console import render_sweep
     from tokenpace.reports.sweep_reload import rejudge_sweep
 
     doc = rejudge_sweep(doc, path, **judge)
-    console = Console()
+    console = stdout_console()
     render_sweep(doc, console)
     if args.html:
         from tokenpace.reports.html.sweep_document import write_sweep_html

@@ -8,7 +8,6 @@ import argparse
 from tokenpace.cli import options
 from tokenpace.config import BenchConfig
 from tokenpace.errors import ExitCode, UsageError
-from tokenpace.simulator.args import DEFAULT_MODEL, add_engine_arguments, calibration_scope_of, engine_config
 
 EPILOG = """\
 examples:
@@ -31,6 +30,8 @@ a simulation's output reads a clock.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from tokenpace.simulator.args import DEFAULT_MODEL, add_engine_arguments  # numpy: only for sim
+
     p = sub.add_parser("sim", help="simulate an LLM serving engine under the same load, in virtual time",
                        description="Simulate an LLM serving engine (continuous batching, paged KV cache, "
                                    "prefix caching, speculative decoding) under bench's load; report "
@@ -52,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def config_from_args(args: argparse.Namespace):  # -> SimRunConfig
     from tokenpace.runner.simulate import SimRunConfig
+    from tokenpace.simulator.args import calibration_scope_of, engine_config
 
     if args.shared_prefix_tokens < 0:
         raise UsageError(f"--shared-prefix-tokens must be >= 0, not {args.shared_prefix_tokens}")
@@ -63,9 +65,9 @@ def config_from_args(args: argparse.Namespace):  # -> SimRunConfig
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from tokenpace.cli.streams import stdout_console
 
-    console = Console()
+    console = stdout_console()
     if args.list:
         from tokenpace.reports.catalogs import render_catalogs
 

@@ -102,6 +102,8 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         api_key_env=args.api_key_env, builtin_timing=args.builtin_timing, **values,
         **options.engine_metrics_values(args),
         out=None, progress=args.progress).validate()
+    if not args.sim:
+        options.warn_unset_key_variable(base.api_key_env, BenchConfig.api_key_env)
     sim = None
     if args.sim:
         sim = engine_config(args, model=args.model, max_num_seqs=args.max_num_seqs, seed=base.seed)
@@ -121,14 +123,14 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from tokenpace.cli.streams import stdout_console
 
     from tokenpace.reports.sweep_console import group_heading, header, headline, render_analysis, step_row
     from tokenpace.sweep import run_sweep
     from tokenpace.sweep.document import sweep_document
 
     config = config_from_args(args)
-    console = Console()
+    console = stdout_console()
     console.print(headline({"config": config.to_dict()}))
     console.print(header(config.axis), soft_wrap=True)
     seen = {"group": None}

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--arrival", choices=ARRIVALS, default="poisson", help="open-loop arrivals")
     g.add_argument("--burstiness", type=float, default=1.0, metavar="SHAPE",
                    help="gamma shape (1 = Poisson, <1 burstier)")
-    g.add_argument("--seed", type=int, default=0, metavar="N", help="seed for schedule and prompts")
+    options.add_seed(g)
     g.add_argument("--api", choices=APIS, default="chat", help="chat (default) or completions")
     options.add_workload(q)
     q.add_argument("--json", action="store_true", help="print the statistics as JSON")
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         if data is not None:
             report[source] = {"path": data.path, "format": data.format, "entries": len(data.entries),
                               "skipped_lines": len(data.skipped)}
+            if data.out_of_order:
+                report[source]["sorted_out_of_order"] = data.out_of_order
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -105,7 +107,9 @@ def render(r: dict[str, Any]) -> str:
         if key in r:
             d = r[key]
             out.append(f"{key}: {d['path']} ({d['format']}, {d['entries']} entries, "
-                       f"{d['skipped_lines']} bad lines skipped)")
+                       f"{d['skipped_lines']} bad lines skipped"
+                       + (f"; sorted by timestamp: {d['sorted_out_of_order']} out of order"
+                          if d.get("sorted_out_of_order") else "") + ")")
     for key, title in (("input_tokens", "input tokens"), ("output_tokens", "output tokens")):
         out += ["", *_histogram(title, r[key])]
     out.append("")

@@ -8,7 +8,7 @@ Syntax (``parse_slo``), parts separated by commas:
     chat,ttft=300ms,attainment=0.95        a preset, then overrides
     chat,tpot=none                         drop one of the preset's limits
 
-Keys: ``ttft``, ``tpot``, ``e2e`` (durations: ``300ms``, ``0.3s``; a bare number means ms) and
+Keys: ``ttft``, ``tpot``, ``e2e`` (durations: ``300ms``, ``0.3s``; a bare number means ms, and needs its unit below 1) and
 ``attainment`` (a fraction in (0, 1], or a percentage such as ``95%``). Presets and units are
 case-insensitive. A preset may only come first.
 
@@ -148,6 +148,9 @@ def _duration_ms(value: str, part: str) -> float | None:
     number = float(match.group(1))
     if not (math.isfinite(number) and number > 0):
         raise UsageError(f"duration in SLO part {part!r} must be positive and finite")
+    if match.group(3) is None and number < 1:  # 0.3 is far more often meant as seconds
+        raise UsageError(f"SLO part {part!r}: a bare number is milliseconds; below 1 give the unit "
+                         f"({value}s or {value}ms)")
     return number * 1000.0 if (match.group(3) or "ms").lower() == "s" else number
 
 

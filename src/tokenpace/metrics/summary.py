@@ -89,6 +89,9 @@ def _copy(stats: dict | None) -> dict | None:
     return {**stats, "p99_ci95": None if ci is None else list(ci)}
 
 
+_MESSAGE_CHARS = 200  # of each first error message kept in the summary
+
+
 def counts(records: Sequence[RequestRecord], measured: Sequence[RequestRecord]) -> dict:
     """Outcome counts; ``sent == ok + error + timeout + cancelled`` over measured records.
 
@@ -96,7 +99,8 @@ def counts(records: Sequence[RequestRecord], measured: Sequence[RequestRecord]) 
     status when it has none). ``not_sent`` counts non-warmup records that were never sent. A
     status this version does not know is counted as an error. Requests count once, by their final
     attempt; ``retried_attempts`` counts the earlier attempts that failed and were retried, and
-    ``retried_by_kind`` why.
+    ``retried_by_kind`` why. ``first_error_by_kind``: the first message of each kind (by request
+    index, retried attempts included), so that a reader sees what the server said without the JSONL.
     """
     statuses = Counter(r.status if r.status in STATUSES else "error" for r in measured)
     by_kind = Counter(r.error_kind or str(r.status) for r in measured if r.status != "ok")
@@ -109,7 +113,17 @@ def counts(records: Sequence[RequestRecord], measured: Sequence[RequestRecord]) 
         "errors_by_kind": dict(sorted(by_kind.items())),
         "retried_attempts": len(retried),
         "retried_by_kind": dict(sorted(Counter(r.error_kind or r.status for r in retried).items())),
+        "first_error_by_kind": _first_messages([*retried, *(r for r in measured if r.status != "ok")]),
     }
+
+
+def _first_messages(failed: Sequence[RequestRecord]) -> dict[str, str]:
+    first: dict[str, str] = {}
+    for r in sorted(failed, key=lambda r: (r.index, r.attempt)):
+        kind = r.error_kind or str(r.status)
+        if r.error_message and kind not in first:
+            first[kind] = r.error_message[:_MESSAGE_CHARS]
+    return dict(sorted(first.items()))
 
 
 def token_sources(measured: Sequence[RequestRecord]) -> dict:

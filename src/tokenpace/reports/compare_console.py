@@ -23,6 +23,10 @@ def render_comparison(cmp: Comparison, console: Console | None = None) -> None:
         console.print(_table(cmp, i))
     for result in cmp.gates:
         mark = "[bold red]FAILED[/]" if result.failed else "[green]passed[/]"
+        if result.new is None or result.change is None:
+            console.print(f"gate {result.gate.text!r} on {result.run}: {mark} "
+                          f"(base {result.base:,.4g} → none: every request of {result.run} failed)")
+            continue
         observed = f"{result.change:+.1f}%" if result.gate.relative else f"{result.change:+,.4g}"
         console.print(f"gate {result.gate.text!r} on {result.run}: {mark} "
                       f"(base {result.base:,.4g} → {result.new:,.4g}, change {observed})")

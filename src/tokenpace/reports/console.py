@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.config import DEFAULT_REQUESTS
 from tokenpace.reports.engine_metrics_console import engine_metrics_lines
 
 # (summary key, label) in the order a reader wants them. Names follow REFERENCE section 1.
@@ -45,15 +47,48 @@ def _headline(doc: dict[str, Any]) -> str:
     mode = {"trace": f"trace replay (time scale {c.get('time_scale', 1)})",
             "conversations": f"multi-turn conversations ({c.get('conversations')})",
             "open": f"open loop {c.get('rate')} req/s ({c.get('arrival')})"}.get(
-        kind, f"closed loop, concurrency {concurrency}")
+        kind, f"closed loop, concurrency {concurrency}{_fewer_requests(c, concurrency)}")
     if t.get("simulated"):
-        return _sim_headline(doc, t, mode)
+        return _sim_headline(doc, t, mode) + _sorted_trace(doc) + _workload(doc)
+    mode += _sorted_trace(doc) + _workload(doc)
     where = "built-in simulated server" if t.get("builtin") else t.get("url", "?")
     shape = f"{c.get('api', 'chat')}, {'streaming' if c.get('stream', True) else 'non-streaming'}"
     head = f"[bold]tokenpace {doc.get('kind', 'bench')}[/] · {where} · model {t.get('model')} · {shape} · {mode}"
     if doc.get("interrupted"):
         head += " · [bold red]INTERRUPTED: partial results[/]"
     return head
+
+
+def _fewer_requests(c: dict[str, Any], concurrency: Any) -> str:
+    """A closed loop with fewer requests than workers never holds its concurrency: say so."""
+    requests = c.get("requests")
+    if requests is None and c.get("duration_s") is None:
+        requests = DEFAULT_REQUESTS
+    if not (isinstance(concurrency, int) and isinstance(requests, int)):
+        return ""
+    total = requests + int(c.get("warmup_requests") or 0)
+    return f" (at most {total} in flight: {total} requests)" if total < concurrency else ""
+
+
+def _workload(doc: dict[str, Any]) -> str:
+    """What each request asked for: lengths (specs), or where they came from."""
+    w = doc.get("workload") or {}
+    for source in ("trace", "dataset"):
+        if isinstance(w.get(source), dict):
+            return f" · lengths from the {source} {Path(str(w[source].get('path'))).name}"
+    if not w.get("input_tokens"):
+        return ""
+    prefix = (w.get("shared_prefix") or {}).get("prefix_tokens") or w.get("shared_prefix_tokens")
+    shared = f" + {prefix} shared" if prefix else ""
+    return f" · {w['input_tokens']}{shared} input / {w.get('output_tokens')} output tokens"
+
+
+def _sorted_trace(doc: dict[str, Any]) -> str:
+    moved = ((doc.get("workload") or {}).get("trace") or {}).get("sorted_out_of_order")
+    if moved:
+        return f", trace sorted by timestamp ({moved} {'line was' if moved == 1 else 'lines were'} out of order)"
+    c = doc.get("config") or {}
+    return ", trace in timestamp order (--sort-trace)" if c.get("trace") and c.get("sort_trace") else ""
 
 
 def _sim_headline(doc: dict[str, Any], t: dict[str, Any], mode: str) -> str:
@@ -111,6 +146,11 @@ def _lines(doc: dict[str, Any]) -> list[str]:
     out.append(f"Requests: sent {c['sent']} = ok {c['ok']} + error {c['error']} + timeout {c['timeout']}"
                f" + cancelled {c['cancelled']}" + (f"  ({errors})" if errors else "")
                + (f"  · warmup excluded: {c['warmup_excluded']}" if c.get("warmup_excluded") else ""))
+    if c.get("retried_attempts"):
+        why = ", ".join(f"{k} ×{v}" for k, v in (c.get("retried_by_kind") or {}).items())
+        out.append(f"Retries: {c['retried_attempts']} failed attempts were sent again ({why})")
+    for kind, message in (c.get("first_error_by_kind") or {}).items():
+        out.append(f"  first {kind}: {_one_line(message)}")
     tp, w = s.get("throughput") or {}, s.get("window") or {}
     steady = str(w.get("definition", "")).startswith("Steady-state")
     inside = (f" ({'steady state' if steady else 'first sent to last done'}; {w['requests_sent']} requests "
@@ -235,3 +275,10 @@ def _ms(v: float | None) -> str:
 
 def _n(v: float | None, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f}"
+
+
+def _one_line(text: str) -> str:
+    """A server's message as one escaped line: rich markup and line breaks shown, not obeyed."""
+    from rich.markup import escape
+
+    return escape(" ".join(str(text).split()))

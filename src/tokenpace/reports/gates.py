@@ -58,8 +58,8 @@ class GateResult:
     gate: Gate
     run: str
     base: float
-    new: float
-    change: float  # the observed change, in the gate's form (percent or absolute)
+    new: float | None  # None: the run has no number there because none of its requests succeeded
+    change: float | None  # the observed change, in the gate's form (percent or absolute)
     failed: bool
 
 
@@ -118,6 +118,9 @@ def figure_value(summary: dict[str, Any], path: str) -> float | None:
 def judge(gate: Gate, run: str, base_summary: dict[str, Any], new_summary: dict[str, Any],
           base_name: str) -> GateResult:
     base, new = figure_value(base_summary, gate.path), figure_value(new_summary, gate.path)
+    if base is not None and new is None and _none_ok(new_summary):
+        # Every request failed, so there is no latency to judge: the worst regression there is.
+        return GateResult(gate=gate, run=run, base=base, new=None, change=None, failed=True)
     for value, name in ((base, base_name), (new, run)):
         if value is None:
             raise UsageError(f"--fail-if {gate.text!r}: {name} has no number at {gate.path} "
@@ -130,3 +133,8 @@ def judge(gate: Gate, run: str, base_summary: dict[str, Any], new_summary: dict[
         change = delta
     return GateResult(gate=gate, run=run, base=base, new=new, change=change,
                       failed=_OPS[gate.op](change, gate.change))
+
+
+def _none_ok(summary: dict[str, Any]) -> bool:
+    counts = summary.get("counts") or {}
+    return bool(counts.get("sent")) and not counts.get("ok")

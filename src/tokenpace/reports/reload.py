@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokenpace.errors import UsageError
 from tokenpace.metrics import Window, summarize
 from tokenpace.reports.result_file import load_document
 from tokenpace.runner.sink import read_records_counted
@@ -22,6 +23,7 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         config: dict[str, Any] = {}
     else:
         doc = load_document(path)
+        _check_is_run(doc, path)
         config = doc.get("config") or {}
         if slo is None and gpu_hour_usd is None and gpus is None:
             return doc
@@ -47,3 +49,17 @@ def saved_window(window: dict[str, Any], config: dict[str, Any]) -> Window | Non
     if config.get("duration_s"):
         return Window(window["start_ns"], window["end_ns"], explicit=True)
     return None
+
+
+def _check_is_run(doc: dict[str, Any], path: Path) -> None:
+    """Other tokenpace files share the schema but are not one run: say what they are for."""
+    kind = doc.get("kind", "bench")
+    if kind == "sweep":
+        steps = path.with_name(path.name.removesuffix(".json") + ".steps")
+        raise UsageError(f"{path} is a sweep, not a run: `tokenpace report {path}` shows it; its "
+                         f"steps are runs (in {steps}/)")
+    if kind == "calibration":
+        raise UsageError(f"{path} is a calibration file, not a run: use it with "
+                         f"`tokenpace sim --calibration {path}`")
+    if kind not in ("bench", "sim"):
+        raise UsageError(f"{path} is not a run (kind {kind!r})")

@@ -14,6 +14,7 @@ import orjson
 
 from tokenpace._version import __version__
 from tokenpace.errors import UsageError
+from tokenpace.files import write_whole
 
 SCHEMA_VERSION = 1
 
@@ -61,12 +62,8 @@ def _load_config(result: Any) -> Any:
 
 
 def write_result(result: Any) -> Path:
-    path: Path = result.result_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n")
-    os.replace(tmp, path)  # never leave a half-written result file
-    return path
+    document = orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n"
+    return write_whole(result.result_path, document, what="the result file")
 
 
 def load_document(path: str | Path) -> dict[str, Any]:
@@ -75,6 +72,10 @@ def load_document(path: str | Path) -> dict[str, Any]:
         doc = orjson.loads(Path(path).read_bytes())
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory: give a result .json or a records .jsonl") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     except orjson.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or "schema_version" not in doc:

@@ -3,7 +3,8 @@
 Order of work: resolve the target (the built-in server in its own process when no URL is given),
 check it with one preflight call, drive the load, append each record to the JSONL as it completes,
 then summarize the records and write the result file. Ctrl-C or SIGTERM stops sending; requests in
-flight get the grace period; a second signal cancels them at once. Partial results are always saved.
+flight get the grace period; a second signal cancels them at once. Partial results are always saved
+(interrupts.py: what a signal does before and after the load).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -22,11 +22,13 @@ from typing import Any
 
 from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
+from tokenpace.errors import NotSaved, RunInterrupted, UsageError
 from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
+from tokenpace.runner.interrupts import Interrupts
 from tokenpace.runner.loadcheck import load_report
-from tokenpace.runner.loadgen import NS, LoadGenerator, LoadSettings
+from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
 from tokenpace.runner.paths import result_paths
 from tokenpace.runner.preflight import preflight
 from tokenpace.runner.progress import LiveProgress
@@ -58,13 +60,39 @@ class BenchResult:
 
 
 def run_bench(config: BenchConfig) -> BenchResult:
-    """Run a benchmark to completion (blocking). Uses uvloop when it is installed."""
-    return _run(run_bench_async(config))
+    """Run a benchmark to completion (blocking). Uses uvloop when it is installed. Inside a running
+    event loop (Jupyter, an async program) use ``await run_bench_async(config)``."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run(run_bench_async(config))
+    raise UsageError("run_bench cannot block inside a running event loop (Jupyter, async code): "
+                     "use `await run_bench_async(config)` there")
 
 
 async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | None = None) -> BenchResult:
     """``target``: an already started (url, builtin) to use instead of ``config.url`` (a sweep
-    starts the built-in server once for all its steps)."""
+    starts the built-in server once for all its steps). A signal before any request was sent, or
+    after the load but before the result was on disk, raises RunInterrupted (see interrupts.py)."""
+    with Interrupts() as interrupts:
+        try:
+            result = await _bench(config, target, interrupts)
+        except asyncio.CancelledError:
+            if not interrupts.cancelled:
+                raise
+            task = asyncio.current_task()
+            if task is not None and hasattr(task, "uncancel"):  # Python 3.11+: the cancel is handled
+                task.uncancel()
+            raise RunInterrupted("interrupted before the first request was sent; "
+                                 "no result was written") from None
+        if interrupts.after_load:
+            raise RunInterrupted(f"interrupted after the run ended; the result was saved whole: "
+                                 f"{result.result_path}", result=result)
+        return result
+
+
+async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
+                 interrupts: Interrupts) -> BenchResult:
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
     workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
@@ -86,7 +114,8 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
                 api_key_set=bool(os.environ.get(config.api_key_env)))
             watch = _engine_watch(config, url)
             async with watch or contextlib.nullcontext():
-                records, loadgen = await _drive(client, config, workload, records_path)
+                records, loadgen, sink = await _drive(client, config, workload, records_path,
+                                                      interrupts)
         finally:
             await client.close()
     window = _window(config, loadgen, workload, records)
@@ -102,8 +131,21 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
                          engine_metrics=_engine_metrics(watch, records, loadgen, workload))
     from tokenpace.reports.result_file import write_result  # reports sit above the runner
 
-    write_result(result)
+    try:
+        write_result(result)
+    except NotSaved as exc:
+        raise NotSaved(f"{exc}; {_records_fate(sink, len(records))}", result=result) from None
+    if sink.error is not None:
+        raise NotSaved(f"{_records_fate(sink, len(records))}; the result file {result_path} has "
+                       "the summary of all of them", result=result)
     return result
+
+
+def _records_fate(sink: RecordSink, total: int) -> str:
+    if sink.error is None:
+        return f"the records are whole in {sink.path} (tokenpace report summarizes them)"
+    return (f"cannot write {sink.path} ({sink.error.strerror or sink.error}): it holds the first "
+            f"{sink.count} of {total} records, each line whole; sending stopped there")
 
 
 @contextlib.asynccontextmanager
@@ -124,10 +166,17 @@ async def target_for(config: BenchConfig, given: tuple[str, bool] | None = None
     # --builtin-timing parametric keeps the earlier simple model (one fixed step time per request).
     sim = None if config.builtin_timing == "parametric" else SimConfig(
         model=DEFAULT_SIM_MODEL, gpu=DEFAULT_SIM_GPU)
-    server = await asyncio.to_thread(start_server_process, BuiltinServerConfig(
+    starting = asyncio.ensure_future(asyncio.to_thread(start_server_process, BuiltinServerConfig(
         model=DEFAULT_SIM_MODEL if sim else "tokenpace-sim", sim=sim,
         tokens_per_chunk=config.server_tokens_per_chunk, seed=config.seed,
-        timings=config.scrape_metrics))  # llama.cpp-style per-request timings, to compare with
+        timings=config.scrape_metrics)))  # llama.cpp-style per-request timings, to compare with
+    try:
+        server = await asyncio.shield(starting)
+    except asyncio.CancelledError:  # a signal during the start: let it finish, then stop it
+        with contextlib.suppress(Exception):
+            server = await starting
+            await asyncio.to_thread(server.stop)
+        raise
     try:
         yield server.url, True
     finally:
@@ -152,7 +201,8 @@ def _connections(config: BenchConfig, workload: WorkloadSpec) -> int | None:
 
 
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
-                 records_path: Path) -> tuple[list[RequestRecord], LoadGenerator]:
+                 records_path: Path, interrupts: Interrupts
+                 ) -> tuple[list[RequestRecord], LoadGenerator, RecordSink]:
     requests = request_count(config, workload)
     warmup_n = config.warmup_requests
     total = None if requests is None else requests + warmup_n
@@ -166,7 +216,10 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     conversations = conversations_for(workload) if workload.conversations is not None else None
     plan = None if conversations is not None else await _plan(workload, total)
     records: list[RequestRecord] = []
-    with RecordSink(records_path) as sink, LiveProgress(total, enabled=config.progress) as progress:
+    # A records file that cannot be written (disk full) stops the run as a signal would: requests
+    # in flight still end as records, kept here for the summary.
+    with RecordSink(records_path, on_error=lambda _exc: loadgen.stop()) as sink, \
+            LiveProgress(total, enabled=config.progress) as progress:
 
         def on_record(record: RequestRecord) -> None:
             sink.write(record)
@@ -175,10 +228,10 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
 
         loadgen = LoadGenerator(client.send, plan, settings, api=config.api, stream=config.stream,
                                 on_record=on_record, conversations=conversations)
-        with _signals(loadgen):
+        with interrupts.load(loadgen):
             await loadgen.run()
     records.sort(key=lambda r: r.index)
-    return records, loadgen
+    return records, loadgen, sink
 
 
 async def _plan(workload: WorkloadSpec, total: int | None) -> Iterator[PlannedRequest]:
@@ -202,30 +255,6 @@ def _window(config: BenchConfig, loadgen: LoadGenerator, workload: WorkloadSpec,
                          concurrency=config.effective_concurrency() if closed else None,
                          start_ns=loadgen.start_ns, warmup_s=config.warmup_s, ramp_s=config.ramp_s,
                          duration_s=config.duration_s, send_end_ns=loadgen.send_end_ns)
-
-
-@contextlib.contextmanager
-def _signals(loadgen: LoadGenerator):
-    """First SIGINT/SIGTERM: stop sending (grace applies). Second: cancel in-flight requests."""
-    loop = asyncio.get_running_loop()
-    seen = {"n": 0}
-
-    def handle() -> None:
-        seen["n"] += 1
-        loadgen.stop() if seen["n"] == 1 else loadgen.cancel_now()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, handle)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-            pass
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
 
 
 def _engine_watch(config: BenchConfig, url: str) -> Any:

@@ -274,11 +274,21 @@ class LoadGenerator:
             record.done_ns = record.done_ns or time.monotonic_ns()
 
     async def _drain(self) -> None:
-        """Give requests in flight the grace period, then cancel what is left."""
+        """Give requests in flight the grace period, then cancel what is left. After a count-bounded
+        run the wait is long (end_grace_s); a stop() that comes during it cuts it to grace_s."""
         if not self._tasks:
             return
-        grace = self._s.grace_s if self._stopped_early else self._s.end_grace_s
-        _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+        tasks = set(self._tasks)
+        finished = asyncio.ensure_future(asyncio.wait(tasks))
+        if not self._stopped_early:
+            stopped = asyncio.ensure_future(self._stopping.wait())
+            await asyncio.wait({finished, stopped}, timeout=self._s.end_grace_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+        if self._stopped_early and not finished.done():  # stopped before or during the long wait
+            await asyncio.wait({finished}, timeout=self._s.grace_s)
+        finished.cancel()
+        pending = {task for task in tasks if not task.done()}
         for task in pending:
             task.cancel()
         if pending:

@@ -44,6 +44,7 @@ import orjson
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
+from tokenpace.files import write_whole
 from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
@@ -294,6 +295,4 @@ def write_sim_files(result: SimRunResult) -> None:
 
 
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        fh.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    write_whole(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))

@@ -1,12 +1,15 @@
 """Append-only JSONL sink: each record is written and flushed to the OS as soon as it completes.
 
-One `os.write` per record on a file opened with O_APPEND, so a SIGKILL loses nothing that had
+Each record is written at once on a file opened with O_APPEND, so a SIGKILL loses nothing that had
 completed: every line in the file is whole, and `tokenpace report RUN.jsonl` can summarize it.
+A write that fails (disk full, file too large) cuts its partial line off again and ends the
+writing; `error` says why, and the caller keeps the records that could not be saved.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -16,17 +19,39 @@ from tokenpace.record import RequestRecord
 
 
 class RecordSink:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, on_error: Callable[[OSError], None] | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
-        self.count = 0
+        self.count = 0  # records written whole
+        self.error: OSError | None = None  # the write that failed; nothing is written after it
+        self._size = 0
+        self._on_error = on_error
 
-    def write(self, record: RequestRecord) -> None:
+    def write(self, record: RequestRecord) -> bool:
+        """Append one record; False when it could not be saved (see ``error``)."""
+        if self.error is not None:
+            return False
         # orjson reads the dataclass directly: ~10 µs, against ~300 µs through asdict's deep copy,
         # and this runs on the event loop while chunks arrive.
-        os.write(self._fd, orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        line = memoryview(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
+        written = 0
+        try:
+            while written < len(line):  # a write may be short (a file size limit, a full disk)
+                written += os.write(self._fd, line[written:])
+        except OSError as exc:
+            self.error = exc
+            if written:
+                try:
+                    os.ftruncate(self._fd, self._size)  # never leave a torn line
+                except OSError:
+                    pass
+            if self._on_error is not None:
+                self._on_error(exc)
+            return False
+        self._size += written
         self.count += 1
+        return True
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -52,6 +77,10 @@ def read_records_counted(path: str | Path) -> tuple[list[RequestRecord], int]:
         fh = open(path, "rb")
     except FileNotFoundError:
         raise UsageError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory: give a result .json or a records .jsonl") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     with fh:
         for line in fh:
             if not line.strip():

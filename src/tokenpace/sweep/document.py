@@ -9,12 +9,12 @@ combination) and per combination ``analysis[group].knee`` / ``max_goodput`` / ``
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import orjson
 
 from tokenpace._version import __version__
+from tokenpace.files import write_whole
 
 SWEEP_KIND = "sweep"
 
@@ -39,8 +39,5 @@ def sweep_document(result: Any) -> dict[str, Any]:
 
 
 def write_sweep(result: Any) -> None:
-    path = result.path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(sweep_document(result), option=orjson.OPT_INDENT_2) + b"\n")
-    os.replace(tmp, path)
+    write_whole(result.path, orjson.dumps(sweep_document(result), option=orjson.OPT_INDENT_2) + b"\n",
+                what="the sweep file")

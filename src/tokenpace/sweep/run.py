@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.config import BenchConfig
-from tokenpace.errors import TokenpaceError
+from tokenpace.errors import RunInterrupted, TokenpaceError
 from tokenpace.metrics import parse_slo
 from tokenpace.runner.paths import result_paths
 from tokenpace.sweep.achieved import AT_SATURATION, flag_group, flag_shortfall
@@ -111,8 +111,16 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
         cfg = config.step_config(concurrency=concurrency, rate=rate, requests=requests,
                                  out=str(steps_dir / name))
         gpus = base.gpus if base.gpus != 1 or engine is None else engine.tp
+        run = None
         try:
             run = execute(cfg, engine)
+        except RunInterrupted as exc:
+            if exc.result is None:  # before the step's first request
+                result.steps.append(entry_without_run(
+                    index=index, role=role, group=group, combo=combo, axis=axis, value=value,
+                    status="interrupted", reason="interrupted"))
+                raise KeyboardInterrupt from None
+            run, result.interrupted = exc.result, True  # after its load: the step is whole
         except TokenpaceError as exc:
             entry = entry_without_run(index=index, role=role, group=group, combo=combo, axis=axis,
                                       value=value, status="failed", reason=str(exc))
@@ -121,7 +129,7 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
                                       value=value, status="interrupted", reason="interrupted")
             result.steps.append(entry)
             raise
-        else:
+        if run is not None:
             entry = entry_of_result(run, index=index, role=role, group=group, combo=combo, axis=axis,
                                     value=value, gpus=gpus, sweep_path=result.path)
             flag_shortfall(entry, (result.rate_choice.get(group) or {}).get("saturation_rps"))

@@ -13,7 +13,7 @@ from typing import Any
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.workload.conversations import parse_conversations
-from tokenpace.workload.datasets import load_dataset
+from tokenpace.workload.datasets import in_time_order, load_dataset
 from tokenpace.workload.extras import REASONING_EFFORTS
 from tokenpace.workload.lengths import parse_length
 from tokenpace.workload.plan import WorkloadSpec
@@ -48,6 +48,10 @@ def workload_from_config(config: BenchConfig) -> WorkloadSpec:
     if trace is not None and not trace.is_trace:
         raise UsageError(f"--trace: {c.trace} is not a trace (lines need timestamp, input_length, "
                          "output_length); use --dataset for prompts")
+    if trace is not None:
+        trace = in_time_order(trace, sort=c.sort_trace)
+    elif c.sort_trace:
+        raise UsageError("--sort-trace needs --trace")
     dataset = load_dataset(c.dataset, skip_bad=c.skip_bad_lines) if c.dataset else None
     if dataset is not None and dataset.is_trace:
         raise UsageError(f"--dataset: {c.dataset} is a trace: use --trace to replay it")
@@ -75,6 +79,8 @@ def workload_summary(spec: WorkloadSpec) -> dict[str, Any]:
                              "skipped_lines": len(data.skipped)}
     if spec.trace is not None:
         summary["time_scale"] = spec.time_scale
+        if spec.trace.out_of_order:
+            summary["trace"]["sorted_out_of_order"] = spec.trace.out_of_order
     if spec.shared_prefix is not None:
         summary["shared_prefix"] = dataclasses.asdict(spec.shared_prefix)
     if spec.conversations is not None:

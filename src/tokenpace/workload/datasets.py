@@ -56,6 +56,7 @@ class Dataset:
     path: str
     entries: list[DatasetEntry]
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
+    out_of_order: int = 0  # traces put in time order (--sort-trace): entries earlier than the one before
 
     @property
     def format(self) -> str:
@@ -71,10 +72,6 @@ def load_dataset(path: str | Path, *, skip_bad: bool = False, flag: str = "--dat
     """Read every entry of a dataset file (see the module doc for the formats)."""
     if str(path) == "sample" and flag in SAMPLES:
         path = SAMPLES[flag]
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{flag}: cannot read {path}: {exc}") from None
     skipped: list[tuple[str, str]] = []
 
     def bad(where: str, why: str) -> None:
@@ -83,27 +80,54 @@ def load_dataset(path: str | Path, *, skip_bad: bool = False, flag: str = "--dat
         skipped.append((where, why))
 
     entries: list[DatasetEntry] = []
-    if data.lstrip()[:1] == b"[":  # one JSON document: a ShareGPT list
-        try:
-            items = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise UsageError(f"{flag}: {path} is not valid JSON: {exc}") from None
-        for i, item in enumerate(items, 1):
-            _add(entries, f"entry {i}", item, bad)
-    else:
-        for lineno, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                bad(str(lineno), "not valid JSON")
-                continue
-            _add(entries, str(lineno), item, bad)
+    try:
+        # JSONL is read line by line: a bad first line of a huge file is reported at once.
+        with open(path, "rb") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                if not entries and not skipped and line.lstrip()[:1] == b"[":
+                    _add_document(entries, line + fh.read(), path, flag, bad)  # a ShareGPT list
+                    break
+                try:
+                    item = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    bad(str(lineno), "not valid JSON")
+                    continue
+                _add(entries, str(lineno), item, bad)
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
     if not entries:
         why = f" ({len(skipped)} bad lines skipped)" if skipped else ""
         raise UsageError(f"{flag}: {path} holds no usable request{why}")
     return Dataset(str(path), entries, skipped)
+
+
+def in_time_order(trace: Dataset, *, sort: bool, flag: str = "--trace") -> Dataset:
+    """A trace is replayed in file order, each request at its timestamp: one earlier than the line
+    before would go out late and pass for load generator lag. Refuse the first such line
+    (file:line), or with ``sort`` put the entries in time order (stable) and count how many moved."""
+    entries = trace.entries
+    late = [(before, e) for before, e in zip(entries, entries[1:])
+            if (e.timestamp_ms or 0.0) < (before.timestamp_ms or 0.0)]
+    if not late:
+        return trace
+    if not sort:
+        before, e = late[0]
+        raise UsageError(f"{flag}: {trace.path}:{e.where}: timestamp {e.timestamp_ms:g} ms is earlier "
+                         f"than {before.timestamp_ms:g} ms on line {before.where}; the trace must be "
+                         "in time order (--sort-trace sorts it)")
+    return Dataset(trace.path, sorted(entries, key=lambda e: e.timestamp_ms or 0.0), trace.skipped,
+                   out_of_order=len(late))
+
+
+def _add_document(entries: list[DatasetEntry], data: bytes, path: Any, flag: str, bad) -> None:
+    try:
+        items = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise UsageError(f"{flag}: {path} is not valid JSON: {exc}") from None
+    for i, item in enumerate(items, 1):
+        _add(entries, f"entry {i}", item, bad)
 
 
 def _add(entries: list[DatasetEntry], where: str, item: Any, bad) -> None:

@@ -1,5 +1,6 @@
-"""Tokenizers from local files only: a `tokenizer.json`, a Hugging Face tokenizer folder, or a GGUF
-model file. Nothing is ever downloaded (REFERENCE: tools that hang while fetching a tokenizer).
+"""Tokenizers from local files only: a `tokenizer.json`, a Hugging Face tokenizer folder, a GGUF
+model file, or a Hugging Face name already in the local Hugging Face cache. Nothing is ever
+downloaded (REFERENCE: tools that hang while fetching a tokenizer).
 
 The engine is the Hugging Face `tokenizers` library (Rust). A GGUF file's vocabulary becomes one:
 - `gpt2` (byte-level BPE: Llama 3, Qwen, Mistral Nemo, ...): its vocabulary and merges, with the
@@ -30,6 +31,7 @@ from typing import Any
 
 from tokenpace.errors import UsageError
 from tokenpace.workload.gguf_vocab import GGUFVocab, is_gguf, read_gguf_vocab
+from tokenpace.workload.hf_cache import cached_tokenizer_json, looks_like_repo_id
 
 # Pre-tokenizer patterns of llama.cpp's `tokenizer.ggml.pre` values (from the models' tokenizer.json).
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
@@ -61,7 +63,8 @@ class Tokenizer:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    """`tokenizer.json`, a folder holding one, or a `.gguf` model file; UsageError otherwise."""
+    """`tokenizer.json`, a folder holding one, a `.gguf` model file, or a Hugging Face name found
+    in the local Hugging Face cache (hf_cache.py); UsageError otherwise."""
     p = Path(path)
     if p.is_dir():
         inner = p / "tokenizer.json"
@@ -70,8 +73,12 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
                              "tokenizer.model alone, is not supported: convert it with transformers)")
         return _from_json(inner)
     if not p.is_file():
+        if looks_like_repo_id(str(path)):  # a Hub name: from the local Hugging Face cache only
+            tokenizer = _from_json(cached_tokenizer_json(str(path)))
+            return Tokenizer(tokenizer.backend, f"{path} (Hugging Face cache): {tokenizer.source}")
         raise UsageError(f"--tokenizer: {p} does not exist (give a local tokenizer.json, a folder "
-                         "holding one, or a .gguf file; nothing is downloaded)")
+                         "holding one, a .gguf file, or a Hugging Face name in the local cache; "
+                         "nothing is downloaded)")
     if is_gguf(p):
         return _gguf_cached(p)
     return _from_json(p)

@@ -10,7 +10,6 @@ residuals, how well each parameter is determined) and its source (the run, its l
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import orjson
 
 from tokenpace._version import __version__
 from tokenpace.errors import UsageError
+from tokenpace.files import write_whole
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.roofline import RooflineParams
 
@@ -74,12 +74,8 @@ class Calibration:
 
 
 def write_calibration(calibration: Calibration, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(calibration.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-    os.replace(tmp, path)
-    return path
+    return write_whole(path, orjson.dumps(calibration.to_dict(),
+                                          option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
 
 def load_calibration(path: str | Path) -> Calibration:

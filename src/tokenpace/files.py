@@ -1,0 +1,27 @@
+"""Writing a file whole or not at all: a temporary file beside it, then a rename. A full disk (or a
+file size limit, a read-only file system) leaves the old file, or none, never a torn one, and is
+one NotSaved error (exit 7) naming the file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tokenpace.errors import NotSaved
+
+
+def write_whole(path: str | Path, data: bytes, *, what: str = "") -> Path:
+    """``what`` names the file in the error (e.g. "the result file")."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise NotSaved(f"cannot write {what + ' ' if what else ''}{path}: {exc.strerror or exc}") from None
+    except BaseException:  # Ctrl-C mid-write: no half-written temporary file either
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
