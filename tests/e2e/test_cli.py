@@ -202,10 +202,9 @@ def test_piped_output_is_not_wrapped_and_the_header_says_what_was_sent(tmp_path)
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == ExitCode.OK, proc.stderr
     lines = proc.stdout.splitlines()
-    # one header line: the load as it was (16 workers, but only 3 requests) and the workload
+    # one header line: the load as it was (the default 16 workers, but only 3 requests: 3) and the workload
     assert lines[0].startswith("tokenpace bench · built-in simulated server")
-    assert lines[0].endswith("closed loop, concurrency 16 (at most 3 in flight: 3 requests) · "
-                             "512 input / 2 output tokens")
+    assert lines[0].endswith("closed loop, concurrency 3 · 512 input / 2 output tokens")
     assert any(line.startswith("sched: measured") and line.endswith("raw gap between chunks")
                for line in lines)  # the legend, unwrapped
     assert proc.stderr.splitlines() == [
