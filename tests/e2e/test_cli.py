@@ -95,6 +95,13 @@ def test_serve_help_states_the_port_it_listens_on_by_default():
     assert "(default 8000)" in port_help and "any free port (default)" not in port_help
 
 
+@pytest.mark.parametrize("seed", ["-1", str(2**64), "x"])
+def test_serve_refuses_a_seed_numpy_cannot_take(seed):
+    proc = run_cli("serve", "--seed", seed, "--port", "0")
+    assert proc.returncode == ExitCode.USAGE
+    assert len(proc.stderr.strip().splitlines()) <= 2 and "0 to 2**64-1" in proc.stderr  # usage line + error
+
+
 def test_traceback_flag_shows_the_trace():
     proc = run_cli("--traceback", "bench", "--input-tokens", "uniform:min=5")
     assert proc.returncode == ExitCode.USAGE

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from tokenpace.config import MAX_SEED
+
 from .config import TIMING_MODELS, BuiltinServerConfig
 from .sim_backend import add_sim_arguments, sim_argv, sim_config_from_args
 
@@ -30,7 +32,16 @@ _DEFAULTS = {f.name: f.default for f in fields(BuiltinServerConfig)}
 
 
 def _seed(value: str) -> int | None:
-    return None if value == "random" else int(value)
+    """'random', or a whole number that numpy's generators take (0 to 2**64-1)."""
+    if value == "random":
+        return None
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be 'random' or a whole number from 0 to 2**64-1, not {value!r}")
+    return seed
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
