@@ -63,9 +63,10 @@ class Calibration:
             weights=Precision.from_dict(e["weights"]), kv_cache_dtype=Precision.from_dict(e["kv_cache_dtype"]),
             roofline=RooflineParams(mfu=float(r["mfu"]), mbu=float(r["mbu"]),
                                     step_overhead_s=float(r["step_overhead_s"]),
-                                    allreduce_latency_s=float(r.get("allreduce_latency_s",
-                                                                    RooflineParams().allreduce_latency_s)),
-                                    seq_overhead_s=float(r.get("seq_overhead_s", 0.0))),
+                                    allreduce_latency_s=_opt_float(r.get("allreduce_latency_s")),
+                                    seq_overhead_s=float(r.get("seq_overhead_s", 0.0)),
+                                    token_overhead_s=float(r.get("token_overhead_s", 0.0)),
+                                    row_group=int(r.get("row_group", 1))),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),
             max_num_seqs=_opt_int(e.get("max_num_seqs")), max_batched_tokens=_opt_int(e.get("max_batched_tokens")),
             turnaround_s=float((doc.get("client") or {}).get("turnaround_s", 0.0)),
@@ -106,10 +107,14 @@ def load_calibration(path: str | Path) -> Calibration:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
     if not all(0 < v < float("inf") for v in (r.mfu, r.mbu)) or \
-            not all(0 <= v < float("inf") for v in (r.step_overhead_s, r.seq_overhead_s)) or not 0 <= cal.turnaround_s < 60:
+            not all(0 <= v < float("inf") for v in (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s)) or not 0 <= cal.turnaround_s < 60:
         raise UsageError(f"{label}: invalid roofline parameters {r.to_dict()}")
     return cal
 
 
 def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
