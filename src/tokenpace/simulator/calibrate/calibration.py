@@ -1,6 +1,6 @@
 """The calibration file: fitted step-time parameters, the engine they were fitted on, and how well.
 
-One versioned JSON document (``kind: "calibration"``, ``schema_version`` 1). It holds everything
+One versioned JSON document (``kind: "calibration"``, ``schema_version`` 2). It holds everything
 ``tokenpace sim --calibration`` needs, resolved, so that it runs without the files it was made from
 (the GGUF model, the hardware JSON): the model's shape, the hardware, the weight and KV precisions,
 the engine's limits when they were given, the roofline parameters, and a closed-loop client's
@@ -22,7 +22,7 @@ from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.roofline import RooflineParams
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: roofline gains token_overhead_s and row_group (1 is read, with neither)
 KIND = "calibration"
 
 
@@ -106,8 +106,9 @@ def load_calibration(path: str | Path) -> Calibration:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
+    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s)
     if not all(0 < v < float("inf") for v in (r.mfu, r.mbu)) or \
-            not all(0 <= v < float("inf") for v in (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s)) or not 0 <= cal.turnaround_s < 60:
+            not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60:
         raise UsageError(f"{label}: invalid roofline parameters {r.to_dict()}")
     return cal
 

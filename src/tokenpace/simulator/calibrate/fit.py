@@ -1,9 +1,15 @@
 """Fit the roofline's efficiencies and overheads to observed engine steps, by least squares.
 
-The model of a step is ``step_overhead + sequences × seq_overhead + Σ_groups max(compute_s / MFU,
-memory_s / MBU)`` (plus TP all-reduces, not fitted), where each operator group's work at the
-hardware's full peak comes from ``RooflinePredictor.work``: the fit sees exactly the model the
-simulator runs. The objective is the weighted mean of squared *relative* residuals: a 250 ms prefill and a
+The model of a step is ``step_overhead + sequences × seq_overhead + tokens × token_overhead +
+Σ_groups max(compute_s / MFU, memory_s / MBU)`` (plus TP all-reduces, not fitted), where each
+operator group's work at the hardware's full peak comes from ``RooflinePredictor.work`` with the
+GEMM rows priced in row groups: the fit sees exactly the model the simulator runs. One MFU and one
+MBU replace the efficiency catalog's per-class figures (a run's steps cannot separate them). The
+row group (1, 2, 4, …, 32: ggml's CPU kernels work in groups of rows, so a decode step of 1 to 4
+sequences can cost alike) is searched by fitting each in turn; the simplest model (no per-token
+term, the smallest row group) within the ranges' limit of the best is kept, so that a term the
+steps do not call for is not claimed (a per-token cost is the same line as the FLOPs on
+compute-bound steps, and would blur MFU). The objective is the weighted mean of squared *relative* residuals: a 250 ms prefill and a
 20 ms decode step count alike, and the two kinds of step (any with prompt tokens; decode only)
 weigh half each, whatever their numbers (a run has some thirty decode steps per prompt, and TTFT
 depends on the few). Relative to what: dividing by the measured time favours predicting low (a
@@ -66,13 +72,14 @@ class Fit:
     undetermined: tuple[str, ...] = ()  # parameters the steps could not tell apart: left at 0
 
 
-def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams) -> Fit:
+def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams,
+                 row_groups: tuple[int, ...] = ROW_GROUPS) -> Fit:
     """Best MFU, MBU, row group, and step, sequence and token overheads for ``steps`` priced by
     ``predictor``'s work model; ``base`` supplies what is not fitted (the all-reduce latency). Each
-    row group in ``ROW_GROUPS`` is fitted in turn and the best kept; its range lists those whose
+    row group in ``row_groups`` is fitted in turn and the best kept; its range lists those whose
     RMS stays within the range's limit."""
     fits: dict[tuple[int, bool], Fit] = {}
-    for rg in ROW_GROUPS:
+    for rg in row_groups:
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
                               replace(base, row_group=rg), predictor.efficiency_file)
         for per_token in (False, True):
