@@ -187,10 +187,12 @@ def _render(cal, out: Path, console) -> None:
     console.print(res)
     if fit["decode_step_by_batch"]:
         batch = Table(title="decode step time by batch size (median)", title_justify="left")
-        for col in ("sequences", "steps", "measured ms", "predicted ms", "error"):
+        for col in ("sequences", "steps", "measured ms", "p10–p90 ms", "predicted ms", "error"):
             batch.add_column(col, justify="right")
         for row in fit["decode_step_by_batch"]:
-            batch.add_row(str(row["decode_seqs"]), str(row["steps"]), f"{row['measured_ms']:.2f}",
+            spread = (f"{row['measured_p10_ms']:.2f}–{row['measured_p90_ms']:.2f}"
+                      if "measured_p10_ms" in row else "")
+            batch.add_row(str(row["decode_seqs"]), str(row["steps"]), f"{row['measured_ms']:.2f}", spread,
                           f"{row['predicted_ms']:.2f}", f"{row['error_pct']:+.1f}%")
         console.print(batch)
     if "client_turnaround" in fit:

@@ -76,14 +76,21 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
                  row_groups: tuple[int, ...] = ROW_GROUPS) -> Fit:
     """Best MFU, MBU, row group, and step, sequence and token overheads for ``steps`` priced by
     ``predictor``'s work model; ``base`` supplies what is not fitted (the all-reduce latency). Each
-    row group in ``row_groups`` is fitted in turn and the best kept; its range lists those whose
-    RMS stays within the range's limit."""
+    row group in ``row_groups`` is fitted in turn, then a per-token term at the best of them; the
+    simplest model within the ranges' limit is kept, and the row group's range lists those whose
+    RMS stays within that limit."""
     fits: dict[tuple[int, bool], Fit] = {}
-    for rg in row_groups:
+
+    def fit_at(rg: int, per_token: bool) -> Fit:
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
                               replace(base, row_group=rg), predictor.efficiency_file)
-        for per_token in (False, True):
-            fits[rg, per_token] = _fit_one(p, steps, replace(base, row_group=rg), per_token)
+        return _fit_one(p, steps, replace(base, row_group=rg), per_token)
+
+    for rg in row_groups:
+        fits[rg, False] = fit_at(rg, False)
+    # The per-token term is tried at the best row group only (it does not move the row-group kinks).
+    best_rg = min(row_groups, key=lambda rg: (fits[rg, False].rms_rel, rg))
+    fits[best_rg, True] = fit_at(best_rg, True)
     # Parsimony: a per-token term or a larger row group is kept only where it explains the steps
     # clearly better (beyond the ranges' limit) than the simpler model; on a GPU's compute-bound
     # prefills a per-token cost is the same line as the FLOPs, and would blur MFU.
