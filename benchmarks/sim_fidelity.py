@@ -5,7 +5,8 @@ max-throughput rows, gptSessionBenchmark static batches and batch-1 TTFT, a vLLM
 the setup each source describes (``_fidelity_points.py``), twice: ``before`` (the documented flags
 as they behaved before engine presets) and ``after`` (the source engine's preset). Prints each
 point's error, the median |error| per metric group (throughput, TTFT, TPOT/ITL, E2E) and the worst
-points. The roofline efficiencies are the library defaults; nothing is fitted to any point.
+points. The roofline efficiencies are the library defaults (the efficiency catalog); nothing is
+fitted to any point.
 
     .venv/bin/python benchmarks/sim_fidelity.py                          # ../shared/published_points.json
     .venv/bin/python benchmarks/sim_fidelity.py --points PATH --json     # another file; machine-readable
@@ -131,7 +132,7 @@ def main() -> None:
         print(json.dumps({"roofline": RooflineParams().to_dict(), "summary": summ, "rows": rows}, indent=2))
         return
     print("Roofline: library defaults " + ", ".join(f"{k}={v}" for k, v in RooflineParams().to_dict().items())
-          + " (after: each preset's step overhead)")
+          + " (mfu/mbu None: the efficiency catalog, data/efficiency.json; after: each preset's step overhead)")
     last = None
     for r in rows:
         if r["point"] != last:

@@ -79,6 +79,16 @@ def test_calibrate_on_a_cpu_then_sim_predicts_with_the_fitted_engine(tmp_path):
     assert steps[1]["calibration"]["extrapolates"] and not steps[0]["calibration"]["extrapolates"]
     assert run_cli("sweep", "--calibration", "cal.json", cwd=tmp_path).returncode == 2  # needs --sim
 
+    # A sweep file calibrates from its steps' results, jointly, and says what it saw.
+    proc = cli_ok(tmp_path, "calibrate", "sweep.json", "--model-config", "gemma/config.json", "--hardware", CPU,
+                  "--quant", "int8", "--max-num-seqs", "8", "--max-batched-tokens", "2048", "--out", "joint.json")
+    joint = json.loads((tmp_path / "joint.json").read_text())
+    obs = joint["fit"]["observations"]
+    assert obs["runs"] == 2 and max(obs["decode_batch_sizes"]) == 8 and obs["decode_context_tokens"][1] > 64
+    assert [r["load"]["concurrency"] for r in joint["source"]["runs"]] == [2, 8]
+    assert joint["roofline"]["mfu"] == pytest.approx(cal["roofline"]["mfu"], rel=0.05)
+    assert "seen: decode batches" in proc.stdout and "from 2 run(s)" in proc.stdout
+
     # A flag given explicitly wins over the calibration.
     cli_ok(tmp_path, "sim", "--calibration", "cal.json", "--mbu", "0.1", "--concurrency", "8", *LOAD,
            "--out", "slow.json")

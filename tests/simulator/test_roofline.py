@@ -43,17 +43,25 @@ def test_decode_step_grows_with_the_kv_history_it_reads():
 def test_prefill_is_bounded_by_compute():
     # 4,096 prompt tokens through 6,979,321,856 block weights: 2 × 6.979e9 × 4096 = 5.72e13 FLOPs,
     # 57.8 ms at 989 TFLOP/s; causal attention adds 4 × 32 × 128 × 32 × 4096·4097/2 = 4.40e12 (4.4 ms).
+    # The elementwise passes move, per token and layer, 2 × 4 × 4096 × 2 = 65,536 B (two fused
+    # residual-add + RMSNorms), 2 × (32 + 8) × 128 × 2 = 20,480 B (rotary) and 3 × 14,336 × 2 =
+    # 86,016 B (SiLU-and-mul): 172,032 B × 32 layers × 4096 tokens = 22.5 GB, 6.7 ms at 3.35 TB/s.
     t = predictor(params=IDEAL).step_s(StepBatch(prefill=((4096, 0),)))
     assert t >= 0.0578
-    assert t == pytest.approx(0.0578 + 0.0044, rel=0.02)
+    assert t == pytest.approx(0.0578 + 0.0044 + 0.0067, rel=0.02)
 
 
 def test_fp8_halves_prefill_on_h100_but_not_on_a100():
     batch = StepBatch(prefill=((4096, 0),))
-    h100 = predictor(weights="bf16").step_s(batch) / predictor(weights="fp8").step_s(batch)
+    h100 = (predictor(weights="bf16", params=IDEAL).step_s(batch)
+            / predictor(weights="fp8", params=IDEAL).step_s(batch))
     a100 = predictor(gpu="a100-80gb").step_s(batch) / predictor(gpu="a100-80gb", weights="fp8").step_s(batch)
-    assert 1.6 < h100 < 2.0  # linears twice as fast; attention and LM head stay in BF16
+    assert 1.5 < h100 < 2.0  # linears twice as fast at equal efficiency; attention, LM head in BF16
     assert a100 == pytest.approx(1.0, abs=0.02)
+    # With the catalog's efficiencies FP8 GEMMs reach 0.46 of a twice-higher peak, BF16 ones 0.68:
+    # the linears gain 2 × 0.46 / 0.68 = 1.35×, less the FP8 activation quantization passes.
+    catalog = predictor(weights="bf16").step_s(batch) / predictor(weights="fp8").step_s(batch)
+    assert 1.1 < catalog < 1.35
 
 
 def test_int4_decode_streams_about_a_quarter_of_the_block_weights():

@@ -38,9 +38,9 @@ def test_ttft_timeout_cancels_a_request_still_waiting():
 
 
 def test_no_timeout_unless_given(tmp_path):
-    # 20,000 output tokens on a slow GPU take longer than bench's 600 s default, which used to cut
+    # 24,000 output tokens on a slow GPU take longer than bench's 600 s default, which used to cut
     # them after the run; a simulated client without a timeout waits for every one.
-    load = BenchConfig(concurrency=1, requests=2, input_tokens="128", output_tokens="20000", timeout_s=None,
+    load = BenchConfig(concurrency=1, requests=2, input_tokens="128", output_tokens="24000", timeout_s=None,
                        out=str(tmp_path / "sim.json"))
     res = run_sim(SimRunConfig(load=load, engine=SimConfig(model="llama-3.1-8b", gpu="rtx-a6000")))
     assert {r.status for r in res.records} == {"ok"}

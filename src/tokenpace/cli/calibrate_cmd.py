@@ -14,11 +14,15 @@ examples:
   tokenpace calibrate run.json --model-config gemma-3-270m-q4_k_m.gguf \\
       --hardware examples/hardware/cpu-2core-x86.json --max-num-seqs 8 --out cal.json
   tokenpace calibrate run.json --model-config llama-3.1-8b --hardware h100-sxm --quant fp8
+  tokenpace calibrate c1.json c4.json c16.json --model-config ... --hardware ...   # jointly
+  tokenpace calibrate sweep.json --model-config ... --hardware ...                 # a sweep's steps
   tokenpace sim --calibration cal.json --concurrency 8 --input-tokens 128 --output-tokens 32
 
 The run must be streamed. Its records are turned into the engine steps it went through (bursts of
-chunks, one per step); MFU, MBU and the per-step and per-sequence overheads of the roofline
-step-time model are fitted to their durations by least squares. The file says how well, and from what. Give the
+chunks, one per step); MFU, MBU, the per-step, per-sequence and per-token overheads and the GEMM
+row group of the roofline step-time model are fitted to their durations by least squares. Several
+runs, or a sweep file (tokenpace sweep --out), are fitted jointly. The file says how well, from
+what, which parameters the runs could not determine and what was assumed for them. Give the
 engine's limits (--max-num-seqs: llama.cpp's slots; --max-batched-tokens: its batch size) so
 that sim --calibration reproduces them and steps that hit them are recognized.
 """
@@ -33,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "file for `tokenpace sim --calibration`.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", metavar="RUN", nargs="+",
-                   help="result .json or records .jsonl of a streamed run (several: their steps are pooled)")
+                   help="result .json or records .jsonl of a streamed run, or a sweep file (its steps' "
+                        "results); several: fitted jointly, their steps pooled")
     g = p.add_argument_group("what was measured")
     g.add_argument("--model-config", required=True, metavar="NAME|PATH",
                    help="catalog model, catalog JSON, Hugging Face config.json, or a .gguf file")
@@ -60,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, not {value}")
     runs, sources = [], []
-    for path in map(Path, args.paths):
+    for path in (p for given in map(Path, args.paths) for p in _expand_sweep(given)):
         records, source = _read_run(path)
         runs.append(records)
         sources.append(source)
@@ -73,6 +78,24 @@ def run(args: argparse.Namespace) -> int:
     write_calibration(cal, out)
     _render(cal, out, stdout_console())
     return 0
+
+
+def _expand_sweep(path: Path) -> list[Path]:
+    """A sweep file's steps' result files (relative to it), in step order; any other file itself."""
+    import json
+
+    if path.suffix != ".json" or not path.is_file():
+        return [path]
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [path]  # _read_run says what is wrong with it
+    if not isinstance(doc, dict) or doc.get("kind") != "sweep":
+        return [path]
+    found = [path.parent / s["result_path"] for s in doc.get("steps") or [] if s.get("result_path")]
+    if not found:
+        raise UsageError(f"{path}: a sweep file with no step result files to calibrate from")
+    return found
 
 
 def _read_run(path: Path) -> tuple[list, dict[str, Any]]:
@@ -133,11 +156,29 @@ def _render(cal, out: Path, console) -> None:
     ranges = fit["ranges"]
     params.add_row("MFU", f"{r.mfu:.3f}", f"{ranges['mfu'][0]:.3f} – {ranges['mfu'][1]:.3f}")
     params.add_row("MBU", f"{r.mbu:.3f}", f"{ranges['mbu'][0]:.3f} – {ranges['mbu'][1]:.3f}")
-    for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s")):
+    undetermined = fit.get("undetermined") or {}
+    for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s"),
+                       ("token overhead", "token_overhead_s")):
+        if key not in ranges:
+            continue
         lo, hi = ranges[key]
-        span = f"{lo * 1e3:.2f} – {hi * 1e3:.2f} ms" if hi is not None else "not determined (one sequence per step)"
-        params.add_row(label, f"{getattr(r, key) * 1e3:.2f} ms", span)
+        span = (f"{lo * 1e3:.3f} – {hi * 1e3:.3f} ms" if hi is not None and key not in undetermined
+                else "not determined: assumed 0")
+        params.add_row(label, f"{getattr(r, key) * 1e3:.3f} ms", span)
+    if "row_group" in ranges:
+        lo, hi = ranges["row_group"]
+        params.add_row("GEMM row group", str(r.row_group), f"{lo:g} – {hi:g}")
     console.print(params)
+    for key, why in undetermined.items():
+        console.print(f"[yellow]{key}[/]: {why}")
+    for key, what in (fit.get("assumed") or {}).items():
+        console.print(f"assumed {key}: {what}")
+    contexts = obs.get("decode_context_tokens")
+    console.print(f"seen: decode batches {span_text(obs['decode_batch_sizes'])}; prompts "
+                  f"{obs['prompt_tokens'][0] if obs['prompt_tokens'] else '-'}–"
+                  f"{obs['prompt_tokens'][1] if obs['prompt_tokens'] else '-'} tokens; decode contexts "
+                  f"{f'{contexts[0]}–{contexts[1]}' if contexts else '-'} tokens; "
+                  f"from {obs.get('runs', 1)} run(s)")
     res = Table(title="residuals, predicted vs measured step time (%)", title_justify="left")
     for col in ("steps", "n", "mean", "RMS", "p90 |err|"):
         res.add_column(col, justify="right" if col != "steps" else "left")
@@ -146,10 +187,12 @@ def _render(cal, out: Path, console) -> None:
     console.print(res)
     if fit["decode_step_by_batch"]:
         batch = Table(title="decode step time by batch size (median)", title_justify="left")
-        for col in ("sequences", "steps", "measured ms", "predicted ms", "error"):
+        for col in ("sequences", "steps", "measured ms", "p10–p90 ms", "predicted ms", "error"):
             batch.add_column(col, justify="right")
         for row in fit["decode_step_by_batch"]:
-            batch.add_row(str(row["decode_seqs"]), str(row["steps"]), f"{row['measured_ms']:.2f}",
+            spread = (f"{row['measured_p10_ms']:.2f}–{row['measured_p90_ms']:.2f}"
+                      if "measured_p10_ms" in row else "")
+            batch.add_row(str(row["decode_seqs"]), str(row["steps"]), f"{row['measured_ms']:.2f}", spread,
                           f"{row['predicted_ms']:.2f}", f"{row['error_pct']:+.1f}%")
         console.print(batch)
     if "client_turnaround" in fit:

@@ -72,13 +72,21 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="every step yields the mean (default), or seeded random draws")
     g = parser.add_argument_group("efficiency (roofline step-time model)")
     g.add_argument("--mfu", type=float, metavar="F",
-                   help=f"fraction of peak FLOP/s matmuls reach (default {_R.mfu})")
+                   help="fraction of peak FLOP/s every matmul and attention kernel reaches, replacing the efficiency "
+                        "catalog's figures by GPU, precision and operator (default: the catalog)")
     g.add_argument("--mbu", type=float, metavar="F",
-                   help=f"fraction of HBM bandwidth streaming reaches (default {_R.mbu})")
+                   help="fraction of HBM bandwidth streaming weights, KV and activations reaches, replacing the "
+                        "catalog's figures (default: the catalog)")
     g.add_argument("--step-overhead-ms", type=float, metavar="MS",
                    help=f"host time per engine step (default {_R.step_overhead_s * 1e3:g})")
     g.add_argument("--seq-overhead-ms", type=float, metavar="MS",
                    help="host time per sequence in a step: sampling, detokenizing (default 0)")
+    g.add_argument("--efficiency", metavar="PATH",
+                   help="efficiency catalog JSON (data/efficiency.json's layout) whose entries win over the built-in")
+    g.add_argument("--token-overhead-ms", type=float, metavar="MS",
+                   help="time per token computed in a step, beyond the roofline (default 0)")
+    g.add_argument("--row-group", type=int, metavar="N",
+                   help="price GEMM rows in groups of N, as CPU kernels compute them (default 1)")
 
 
 def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
@@ -104,15 +112,22 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
     for flag, value in (("--step-overhead-ms", ns.step_overhead_ms), ("--seq-overhead-ms", ns.seq_overhead_ms)):
         if value is not None:
             _at_least_zero(flag, value)
-    roofline = RooflineParams(
-        mfu=_given(ns.mfu, r.mfu), mbu=_given(ns.mbu, r.mbu), allreduce_latency_s=r.allreduce_latency_s,
+    if ns.row_group is not None and ns.row_group < 1:
+        raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
+    if ns.token_overhead_ms is not None:
+        _at_least_zero("--token-overhead-ms", ns.token_overhead_ms)
+    roofline = dataclasses.replace(
+        r, mfu=_given(ns.mfu, r.mfu), mbu=_given(ns.mbu, r.mbu),
         step_overhead_s=r.step_overhead_s if ns.step_overhead_ms is None else ns.step_overhead_ms / 1e3,
-        seq_overhead_s=r.seq_overhead_s if ns.seq_overhead_ms is None else ns.seq_overhead_ms / 1e3)
+        seq_overhead_s=r.seq_overhead_s if ns.seq_overhead_ms is None else ns.seq_overhead_ms / 1e3,
+        token_overhead_s=r.token_overhead_s if ns.token_overhead_ms is None else ns.token_overhead_ms / 1e3,
+        row_group=_given(ns.row_group, r.row_group))
     spec = _spec(ns)
     try:
         config = SimConfig(
             model=model, gpu=_given(ns.gpu, e.gpu), weights=_weights(ns.quant, model, cal),
             kv_cache_dtype=_given(ns.kv_dtype, cal.kv_cache_dtype if cal else None), tp=tp, roofline=roofline,
+            efficiency_file=ns.efficiency,
             policy=_given(ns.policy, e.policy), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
             block_size=ns.block_size,
             gpu_memory_utilization=_given(ns.gpu_memory_utilization, _E.gpu_memory_utilization),
@@ -225,9 +240,18 @@ def engine_argv(config: SimConfig) -> list[str]:
     argv += ["--gpu", name(config.gpu), "--quant", name(config.weights), "--kv-dtype", name(config.kv_cache_dtype),
             "--tp", str(config.tp), "--policy", config.policy, "--max-batched-tokens", str(config.max_batched_tokens),
             "--block-size", str(config.block_size), "--gpu-memory-utilization", repr(config.gpu_memory_utilization),
-            "--mfu", repr(r.mfu), "--mbu", repr(r.mbu), "--step-overhead-ms", repr(r.step_overhead_s * 1e3)]
+            "--step-overhead-ms", repr(r.step_overhead_s * 1e3)]
+    for flag, value in (("--mfu", r.mfu), ("--mbu", r.mbu)):
+        if value is not None:
+            argv += [flag, repr(value)]
     if r.seq_overhead_s:
         argv += ["--seq-overhead-ms", repr(r.seq_overhead_s * 1e3)]
+    if config.efficiency_file:
+        argv += ["--efficiency", config.efficiency_file]
+    if r.token_overhead_s:
+        argv += ["--token-overhead-ms", repr(r.token_overhead_s * 1e3)]
+    if r.row_group != 1:
+        argv += ["--row-group", str(r.row_group)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

@@ -23,6 +23,7 @@ class SimConfig:
     kv_cache_dtype: str | Precision | None = None
     tp: int = 1  # tensor-parallel degree (GPUs per engine)
     roofline: RooflineParams = field(default_factory=RooflineParams)  # mfu, mbu, overheads
+    efficiency_file: str | None = None  # a user's efficiency catalog, added to data/efficiency.json
 
     # The engine (vLLM's names and defaults where they exist).
     policy: str = "chunked-prefill"  # static | prefill-first | decode-first | chunked-prefill
@@ -103,7 +104,7 @@ class SimConfig:
             "model": name(self.model), "gpu": name(self.gpu), "weights": name(self.weights),
             "kv_cache_dtype": name(self.kv_cache_dtype), "kv_dtype_implied": self.kv_dtype_implied,
             "tp": self.tp,
-            "roofline": self.roofline.to_dict(), "policy": self.policy,
+            "roofline": self.roofline.to_dict(), "efficiency_file": self.efficiency_file, "policy": self.policy,
             "max_num_seqs": self.max_num_seqs, "max_batched_tokens": self.max_batched_tokens,
             "admission": self.admission, "chunked_prompts": self.chunked_prompts,
             "block_size": self.block_size, "gpu_memory_utilization": self.gpu_memory_utilization,

@@ -1,21 +1,31 @@
-"""The default step-time model: a roofline per operator group, plus TP all-reduce and CPU overhead.
+"""The default step-time model: a roofline per operator group, plus TP all-reduce and host overhead.
 
-Each operator group takes max(FLOPs / (peak × mfu), bytes / (bandwidth × mbu)), per layer:
+Each operator group takes max(FLOPs / (peak × its compute efficiency), bytes / (bandwidth × its
+bandwidth efficiency)), per layer, with efficiencies by GPU, precision and operator class from the
+efficiency catalog (data/efficiency.json, with the source of each figure; ``mfu`` and ``mbu``
+replace them all where given, as a calibration does):
 
-- attention projections (QKV, O): weights streamed once per step, 2 FLOPs per weight per token;
-- MLP: dense, or for MoE the experts the batch touches: with top-k routing over E experts a batch of
-  T tokens touches E·(1 − (1 − k/E)^T) distinct experts on average (uniform routing), and each token
-  pays for k experts' FLOPs;
-- attention over the KV history: reads each sequence's KV once (and writes its new tokens);
-  4·heads·head_dim FLOPs per (query, key) pair, causal within a chunk; always in BF16 (FlashAttention);
-- the LM head (kept in 16 bits) for the tokens that need logits.
+- attention projections (QKV, O) and the MLP: GEMMs at the weights' compute precision; their weights
+  streamed once per step at the weight-streaming efficiency; 2 FLOPs per weight per token. For MoE
+  the experts the batch touches: with top-k routing over E experts a batch of T tokens touches
+  E·(1 − (1 − k/E)^T) distinct experts on average (uniform routing), and each token pays for k
+  experts' FLOPs;
+- attention over the KV history: reads each sequence's KV once (and writes its new tokens) at the
+  KV-streaming efficiency; 4·heads·head_dim FLOPs per (query, key) pair, causal within a chunk, at
+  the peak of the attention kernel's precision (FP8 where the KV cache is FP8 and the GPU has FP8
+  units, as FlashAttention-3 and TensorRT-LLM's FP8 context attention do; else BF16);
+- the LM head (kept in 16 bits) for the tokens that need logits;
+- elementwise passes, memory-bound: two fused residual-add + RMSNorms per layer, rotary on Q and K,
+  the MLP activation, and with FP8 weights the per-token quantization of every GEMM's input.
 
 Then two ring all-reduces per layer under TP (2(t−1)/t × tokens × hidden × 2 bytes over one
-direction of the link, plus a fixed latency each), a fixed per-step CPU overhead (scheduling,
-input preparation: the host work a GPU waits on), and a per-sequence overhead for each sequence in
-the step (sampling over the vocabulary, detokenization, streaming its token: 0 by default, as GPU
-engines batch it; a CPU engine such as llama.cpp pays it per sequence, and calibration fits it).
-Activation traffic, norms, rotary and sampling FLOPs are left out (each well under 2% of a step).
+direction of the link at the catalog's bus-bandwidth efficiency, plus a latency of base + 2(t−1)
+hops each), a fixed per-step host overhead (scheduling, input preparation: the host work a GPU waits
+on), a per-sequence overhead for each sequence in the step (sampling over the vocabulary,
+detokenization, streaming its token: 0 by default, as GPU engines batch it; a CPU engine such as
+llama.cpp pays it per sequence) and a per-token one (0 by default). ``row_group`` > 1 prices the
+GEMMs' rows in groups (a batch of 5 rows costs what 8 do with groups of 4), as ggml's CPU kernels
+compute them. Calibration fits the overheads, the row group, and one MFU and MBU.
 For a fixed decode batch the step time is affine in the total context: the engine relies on that
 when it jumps over runs of identical decode steps.
 """
@@ -26,94 +36,123 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
+from tokenpace.simulator.catalog.efficiency import get_efficiency
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.step import StepBatch
 
-# Defaults, chosen from physics and REFERENCE section 5's published points (benchmarks/sim_fidelity.py
-# prints the comparison; the decode-bound points all land within 10% with these values):
-# - MFU 0.5: middle of the typical 0.35–0.7 for large prefill GEMMs; NIM's 70B FP8 TP2 5k-token TTFT
-#   implies 0.49. (FasterTransformer's 13B TP1 prefill implies 0.67, an H20 ~0.9: see the benchmark.)
-# - MBU 0.75: middle of the typical 0.6–0.9 for streaming weights and KV; FT 13B on A100 and NIM 70B
-#   on H100 decode imply 0.7–0.8.
-# - Step overhead 1.75 ms: engines that replay CUDA graphs (vLLM V1, SGLang, TRT-LLM) spend 1–2 ms of
-#   host time per step; engines without them spend several ms more (the 2024 13 ms/token point).
-# - All-reduce latency 8 µs: NCCL ring all-reduce of a small message over NVLink.
-DEFAULT_MFU = 0.5
-DEFAULT_MBU = 0.75
+# The step overhead: engines that replay CUDA graphs (vLLM V1, SGLang, TRT-LLM) spend 1–2 ms of host
+# time per step; engines without them spend several ms more (the 2024 13 ms/token point). The
+# efficiencies come from the catalog (data/efficiency.json), unless ``mfu``/``mbu`` replace them.
 DEFAULT_STEP_OVERHEAD_S = 0.00175
-DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
+GROUPS = ("attention_projections", "mlp", "attention", "lm_head", "elementwise")
 
 
 @dataclass(frozen=True, slots=True)
 class RooflineParams:
-    mfu: float = DEFAULT_MFU
-    mbu: float = DEFAULT_MBU
+    mfu: float | None = None  # replaces every compute efficiency of the catalog; None: the catalog's
+    mbu: float | None = None  # replaces every bandwidth efficiency of the catalog; None: the catalog's
     step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S
-    allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S
+    allreduce_latency_s: float | None = None  # per all-reduce; None: the catalog's base + 2(t−1) hops
     seq_overhead_s: float = 0.0  # per sequence in a step (each decode, each prompt chunk)
+    token_overhead_s: float = 0.0  # per token computed in a step
+    row_group: int = 1  # GEMM rows are priced in groups of this many (1: each row)
 
-    def to_dict(self) -> dict[str, float]:
+    def __post_init__(self) -> None:
+        if self.row_group < 1:
+            raise ValueError("row_group must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
         return {"mfu": self.mfu, "mbu": self.mbu, "step_overhead_s": self.step_overhead_s,
-                "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s}
+                "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s,
+                "token_overhead_s": self.token_overhead_s, "row_group": self.row_group}
 
     def price(self, work: StepWork | tuple) -> float:
         """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
         operator group at its bound, plus overheads."""
-        compute_s, memory_s, link_s, allreduces, sequences = work
-        mfu, mbu = self.mfu, self.mbu
-        t = self.step_overhead_s + sequences * self.seq_overhead_s
+        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens = work
+        t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
         if allreduces:
-            t += link_s + allreduces * self.allreduce_latency_s
-        for c, m in zip(compute_s, memory_s):
-            c /= mfu
-            m /= mbu
+            lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
+            t += link_s + allreduces * lat
+        mfu, mbu = self.mfu, self.mbu
+        for i, (c, m) in enumerate(zip(compute_s, memory_s)):
+            c /= compute_eff[i] if mfu is None else mfu
+            m /= memory_eff[i] if mbu is None else mbu
             t += c if c > m else m
         return t
 
 
 class StepWork(NamedTuple):
-    """One step's work before any efficiency applies: per operator group (attention projections,
-    MLP, attention, LM head; whole model), the seconds its FLOPs take at the GPU's peak
-    (``compute_s``) and its bytes at the full HBM bandwidth (``memory_s``); the all-reduce bytes at
-    the link's bandwidth (``link_s``) and their count; the sequences in the step (each decode and
-    each prompt chunk). ``RooflineParams.price`` turns it into
-    seconds; a calibration fits the params to measured steps through it."""
+    """One step's work before any efficiency applies: per operator group (``GROUPS``; whole model),
+    the seconds its FLOPs take at the peak of its precision (``compute_s``) and its bytes at the full
+    HBM bandwidth (``memory_s``), with the catalog's efficiency for each (``compute_eff``,
+    ``memory_eff``); the all-reduce bytes at the link's bus bandwidth (``link_s``), their count and
+    the catalog's latency of one; the sequences in the step (each decode and each prompt chunk) and
+    its tokens. ``RooflineParams.price`` turns it into seconds; a calibration fits the params to
+    measured steps through it."""
 
     compute_s: tuple[float, ...] = ()
     memory_s: tuple[float, ...] = ()
     link_s: float = 0.0
     allreduces: int = 0
     sequences: int = 0
+    compute_eff: tuple[float, ...] = ()
+    memory_eff: tuple[float, ...] = ()
+    allreduce_latency_s: float = 0.0
+    tokens: int = 0
+
+
+def compute_precision(gpu: GPU, compute: str) -> str:
+    """The tensor-core format a kernel runs in: FP8 only where the GPU has FP8 units."""
+    return "fp8" if compute == "fp8" and gpu.fp8_tflops else "bf16"
 
 
 class RooflinePredictor:
-    """Step time of ``model`` in ``weights`` precision with a ``kv`` cache on ``tp`` × ``gpu``."""
+    """Step time of ``model`` in ``weights`` precision with a ``kv`` cache on ``tp`` × ``gpu``;
+    ``efficiency``: a user's efficiency catalog file, added to the built-in one."""
 
     def __init__(self, model: ModelSpec, gpu: GPU, weights: Precision, kv: Precision,
-                 tp: int = 1, params: RooflineParams | None = None) -> None:
+                 tp: int = 1, params: RooflineParams | None = None, efficiency: str | None = None) -> None:
         if tp < 1:
             raise ValueError("tp must be >= 1")
         self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
         self.params = params or RooflineParams()
+        self.efficiency_file = efficiency
+        self.gemm_precision = compute_precision(gpu, weights.compute)
+        self.attention_precision = compute_precision(gpu, "fp8" if kv.compute == "fp8" else "bf16")
+        gemm = get_efficiency(gpu.id, self.gemm_precision, efficiency)
+        attn = get_efficiency(gpu.id, self.attention_precision, efficiency)
+        head = get_efficiency(gpu.id, "bf16", efficiency)
+        self.efficiency = {"gemm": gemm, "attention": attn, "lm_head": head}
+        self._compute_eff = (gemm.gemm_flops, gemm.gemm_flops, attn.attention_prefill_flops, head.gemm_flops, 1.0)
+        self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, attn.attention_decode_bandwidth,
+                            head.weight_bandwidth, gemm.elementwise_bandwidth)
         bpw = weights.bytes_per_value
         layers = model.num_layers
-        lin = gpu.peak_flops(weights.compute)
+        lin = gpu.peak_flops(self.gemm_precision)
+        attn_peak = gpu.peak_flops(self.attention_precision)
         bf16 = gpu.peak_flops("bf16")
         bw = gpu.hbm_bytes_s
+        heads, kv_heads, hd = model.num_heads / tp, kv_heads_per_gpu(model, tp), model.head_dim
         # Seconds at peak, per token / per pair / per step, for all layers on one GPU.
         self._attn_proj_mem = layers * model.attn_params_per_layer / tp * bpw / bw
         self._attn_proj_cmp_tok = layers * 2 * model.attn_params_per_layer / tp / lin
         self._expert_mem = layers * model.expert_params / tp * bpw / bw
         self._expert_cmp_tok = layers * 2 * model.expert_params / tp / lin
         self._router_cmp_tok = layers * 2 * model.router_params_per_layer / lin  # replicated, tiny
-        self._attn_cmp_pair = layers * 4 * (model.num_heads / tp) * model.head_dim / bf16
-        self._kv_mem_tok = layers * 2 * kv_heads_per_gpu(model, tp) * model.head_dim * kv.bytes_per_value / bw
+        self._attn_cmp_pair = layers * 4 * heads * hd / attn_peak
+        self._kv_mem_tok = layers * 2 * kv_heads * hd * kv.bytes_per_value / bw
         # The LM head (the embedding matrix when tied).
         self._lm_mem = model.vocab_size * model.hidden_size / tp * weights.embedding_bytes_per_value / bw
         self._lm_cmp_tok = 2 * model.vocab_size * model.hidden_size / tp / bf16
+        self._elementwise_mem_tok = layers * _elementwise_bytes(model, tp, heads, kv_heads,
+                                                                self.gemm_precision == "fp8") / bw
         ring = 2 * (tp - 1) / tp
-        self._ar_s_tok = ring * model.hidden_size * 2 / gpu.link_bytes_s_per_direction if tp > 1 else 0.0
+        comm = gemm
+        self._ar_s_tok = (ring * model.hidden_size * 2 / (gpu.link_bytes_s_per_direction * comm.allreduce_bus_bandwidth)
+                          if tp > 1 else 0.0)
         self._ar_count = 2 * model.num_layers if tp > 1 else 0
+        self._ar_latency = comm.allreduce_base_latency_s + 2 * (tp - 1) * comm.allreduce_hop_latency_s
 
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
@@ -138,19 +177,50 @@ class RooflinePredictor:
             kv_tokens += c + n
             logits += 1
         if tokens == 0:
-            return (), (), 0.0, 0, 0
+            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0
+        rg = self.params.row_group
+        rows = tokens if rg == 1 else -(-tokens // rg) * rg
+        logit_rows = logits if rg == 1 else -(-logits // rg) * rg
         model = self.model
         if model.is_moe:
             e, k = model.num_experts, model.experts_per_token
             touched = e * (1.0 - (1.0 - k / e) ** tokens)
-            mlp_cmp = tokens * (k * self._expert_cmp_tok + self._router_cmp_tok)
+            mlp_cmp = rows * (k * self._expert_cmp_tok + self._router_cmp_tok)
             mlp_mem = touched * self._expert_mem
         else:
-            mlp_cmp, mlp_mem = tokens * self._expert_cmp_tok, self._expert_mem
-        return ((tokens * self._attn_proj_cmp_tok, mlp_cmp, pairs * self._attn_cmp_pair, logits * self._lm_cmp_tok),
-                (self._attn_proj_mem, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem),
-                self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + len(batch.prefill))
+            mlp_cmp, mlp_mem = rows * self._expert_cmp_tok, self._expert_mem
+        return ((rows * self._attn_proj_cmp_tok, mlp_cmp, pairs * self._attn_cmp_pair, logit_rows * self._lm_cmp_tok,
+                 0.0),
+                (self._attn_proj_mem, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem,
+                 tokens * self._elementwise_mem_tok),
+                self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + len(batch.prefill),
+                self._compute_eff, self._memory_eff, self._ar_latency, tokens)
 
     def describe(self) -> dict[str, Any]:
+        gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
+        eff = {"gemm_precision": self.gemm_precision, "attention_precision": self.attention_precision,
+               "gemm_flops": gemm.gemm_flops, "weight_bandwidth": gemm.weight_bandwidth,
+               "attention_prefill_flops": attn.attention_prefill_flops,
+               "attention_decode_bandwidth": attn.attention_decode_bandwidth, "lm_head_flops": head.gemm_flops,
+               "elementwise_bandwidth": gemm.elementwise_bandwidth,
+               "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
+               "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
+               "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else "")}
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
-                "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict()}
+                "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
+                "efficiency": eff}
+
+
+def _elementwise_bytes(model: ModelSpec, tp: int, heads: float, kv_heads: float, fp8_activations: bool) -> float:
+    """Bytes one token moves through one layer's memory-bound elementwise passes (16-bit activations):
+    two fused residual-add + RMSNorms (read x and the residual, write both: replicated across TP),
+    rotary on Q and K (read and write), the MLP activation (SiLU-and-mul reads gate and up, writes
+    one; else read and write one), and with FP8 GEMMs each GEMM input quantized (read 2 bytes, write
+    1) for QKV, O, the MLP's first and second matrices."""
+    h, hd = model.hidden_size, model.head_dim
+    inter = model.intermediate_size / tp * model.experts_per_token
+    norms = 2 * 4 * h * 2
+    rotary = 2 * (heads + kv_heads) * hd * 2
+    activation = (3 if model.gated_mlp else 2) * inter * 2
+    quant = 3 * (h + heads * hd + h + inter) if fp8_activations else 0.0
+    return norms + rotary + activation + quant

@@ -26,7 +26,8 @@ from tokenpace.simulator.world import World
 def build_predictor(config: SimConfig) -> RooflinePredictor:
     """The default step-time model for ``config``'s model, GPU, precisions and TP."""
     return RooflinePredictor(get_model(config.model), get_gpu(config.gpu), get_precision(config.weights),
-                             get_precision(config.kv_cache_dtype), config.tp, config.roofline)
+                             get_precision(config.kv_cache_dtype), config.tp, config.roofline,
+                             config.efficiency_file)
 
 
 def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | None = None,

@@ -22,7 +22,7 @@ from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import closed_loop_turnaround
-from tokenpace.simulator.calibrate.fit import BOUNDS, Fit, fit_roofline
+from tokenpace.simulator.calibrate.fit import BOUNDS, ROW_GROUPS, Fit, fit_roofline
 from tokenpace.simulator.calibrate.steps import ObservedStep, StepObservations, observe_steps
 from tokenpace.simulator.catalog import (
     GPU, ModelSpec, Precision, get_gpu, get_model, get_precision, is_gguf_file,
@@ -33,6 +33,19 @@ __all__ = ["Calibration", "ObservedStep", "StepObservations", "calibrate", "load
            "observe_steps", "write_calibration"]
 
 MIN_STEPS = 8
+# What the report says of a parameter the run could not determine, and of what is not fitted.
+UNDETERMINED = {
+    "seq_overhead_s": "every step held one sequence, so a per-sequence cost cannot be told from the per-step "
+                      "one: assumed 0 (both are in step_overhead_s)",
+    "token_overhead_s": "a per-token cost did not explain the steps better than the FLOPs and bytes already "
+                        "do (it is collinear with compute on compute-bound steps): assumed 0",
+}
+ASSUMED = {
+    "efficiency_by_operator_class": "one MFU and one MBU replace the efficiency catalog's figures for every "
+                                    "operator class (one run's steps cannot separate GEMM from attention "
+                                    "efficiency); the catalog's ratios are not kept",
+    "allreduce_latency_s": "not fitted: the catalog's base + 2(t-1) hops (all-reduces only run under TP)",
+}
 
 
 def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord]], *, model: str | ModelSpec,
@@ -66,6 +79,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     predictor = RooflinePredictor(m, hw, w, kv, tp, base)
     fit = fit_roofline(predictor, observed.steps, base)
     report = fit_report(fit, observed)
+    report["observations"]["runs"] = len(runs)
     turnaround = 0.0
     if closed_loop_concurrency:
         # Copied only where it mattered: where the clients' next requests mostly missed the step
@@ -117,15 +131,21 @@ def fit_report(fit: Fit, observed: StepObservations) -> dict[str, Any]:
     for b in sorted(set(sizes[decode_only].tolist())):
         pick = decode_only & (sizes == b)
         measured, predicted = float(np.median(y[pick])), float(np.median(fit.predicted_s[pick]))
+        p10, p90 = np.percentile(y[pick], [10, 90])
         by_batch.append({"decode_seqs": b, "steps": int(pick.sum()), "measured_ms": round(measured * 1e3, 3),
+                         "measured_p10_ms": round(float(p10) * 1e3, 3), "measured_p90_ms": round(float(p90) * 1e3, 3),
                          "predicted_ms": round(predicted * 1e3, 3),
                          "error_pct": round((predicted / measured - 1) * 100, 1)})
     return {
         "method": "weighted least squares on relative step-time residuals; MFU and MBU on a log grid "
-                  f"over [{BOUNDS[0]}, {BOUNDS[1]}] refined around the best point, the step and sequence "
-                  "overheads in closed form (>= 0) at each point",
+                  f"over [{BOUNDS[0]}, {BOUNDS[1]}] refined around the best point, the step, sequence and "
+                  "token overheads in closed form (>= 0) at each point, for each GEMM row group in "
+                  f"{list(ROW_GROUPS)}; the simplest model (no per-token term, the smallest row group) "
+                  "whose RMS error is within the ranges' limit of the best is kept",
         "weights": "steps with prompt tokens and decode-only steps weigh half each",
-        "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s"],
+        "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group"],
+        "undetermined": {name: UNDETERMINED[name] for name in fit.undetermined},
+        "assumed": ASSUMED,
         "rms_relative_error": round(fit.rms_rel, 5),
         "ranges": {k: [_sig(lo), _sig(hi) if np.isfinite(hi) else None] for k, (lo, hi) in fit.ranges.items()},
         "ranges_definition": "values over which the best weighted RMS relative error stays within 10% "

@@ -1,6 +1,6 @@
 """The calibration file: fitted step-time parameters, the engine they were fitted on, and how well.
 
-One versioned JSON document (``kind: "calibration"``, ``schema_version`` 1). It holds everything
+One versioned JSON document (``kind: "calibration"``, ``schema_version`` 2). It holds everything
 ``tokenpace sim --calibration`` needs, resolved, so that it runs without the files it was made from
 (the GGUF model, the hardware JSON): the model's shape, the hardware, the weight and KV precisions,
 the engine's limits when they were given, the roofline parameters, and a closed-loop client's
@@ -22,7 +22,7 @@ from tokenpace.files import write_whole
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.roofline import RooflineParams
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: roofline gains token_overhead_s and row_group (1 is read, with neither)
 KIND = "calibration"
 
 
@@ -63,9 +63,10 @@ class Calibration:
             weights=Precision.from_dict(e["weights"]), kv_cache_dtype=Precision.from_dict(e["kv_cache_dtype"]),
             roofline=RooflineParams(mfu=float(r["mfu"]), mbu=float(r["mbu"]),
                                     step_overhead_s=float(r["step_overhead_s"]),
-                                    allreduce_latency_s=float(r.get("allreduce_latency_s",
-                                                                    RooflineParams().allreduce_latency_s)),
-                                    seq_overhead_s=float(r.get("seq_overhead_s", 0.0))),
+                                    allreduce_latency_s=_opt_float(r.get("allreduce_latency_s")),
+                                    seq_overhead_s=float(r.get("seq_overhead_s", 0.0)),
+                                    token_overhead_s=float(r.get("token_overhead_s", 0.0)),
+                                    row_group=int(r.get("row_group", 1))),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),
             max_num_seqs=_opt_int(e.get("max_num_seqs")), max_batched_tokens=_opt_int(e.get("max_batched_tokens")),
             turnaround_s=float((doc.get("client") or {}).get("turnaround_s", 0.0)),
@@ -101,11 +102,16 @@ def load_calibration(path: str | Path) -> Calibration:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
+    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s)
     if not all(0 < v < float("inf") for v in (r.mfu, r.mbu)) or \
-            not all(0 <= v < float("inf") for v in (r.step_overhead_s, r.seq_overhead_s)) or not 0 <= cal.turnaround_s < 60:
+            not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60:
         raise UsageError(f"{label}: invalid roofline parameters {r.to_dict()}")
     return cal
 
 
 def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,9 +1,15 @@
 """Fit the roofline's efficiencies and overheads to observed engine steps, by least squares.
 
-The model of a step is ``step_overhead + sequences × seq_overhead + Σ_groups max(compute_s / MFU,
-memory_s / MBU)`` (plus TP all-reduces, not fitted), where each operator group's work at the
-hardware's full peak comes from ``RooflinePredictor.work``: the fit sees exactly the model the
-simulator runs. The objective is the weighted mean of squared *relative* residuals: a 250 ms prefill and a
+The model of a step is ``step_overhead + sequences × seq_overhead + tokens × token_overhead +
+Σ_groups max(compute_s / MFU, memory_s / MBU)`` (plus TP all-reduces, not fitted), where each
+operator group's work at the hardware's full peak comes from ``RooflinePredictor.work`` with the
+GEMM rows priced in row groups: the fit sees exactly the model the simulator runs. One MFU and one
+MBU replace the efficiency catalog's per-class figures (a run's steps cannot separate them). The
+row group (1, 2, 4, …, 32: ggml's CPU kernels work in groups of rows, so a decode step of 1 to 4
+sequences can cost alike) is searched by fitting each in turn; the simplest model (no per-token
+term, the smallest row group) within the ranges' limit of the best is kept, so that a term the
+steps do not call for is not claimed (a per-token cost is the same line as the FLOPs on
+compute-bound steps, and would blur MFU). The objective is the weighted mean of squared *relative* residuals: a 250 ms prefill and a
 20 ms decode step count alike, and the two kinds of step (any with prompt tokens; decode only)
 weigh half each, whatever their numbers (a run has some thirty decode steps per prompt, and TTFT
 depends on the few). Relative to what: dividing by the measured time favours predicting low (a
@@ -52,6 +58,8 @@ PROFILE_POINTS, PROFILE_ROUNDS = 9, 4  # the same along one axis, for the profil
 GRID_ELEMENTS = 4_000_000  # numbers per block of the vectorized grid
 PASSES = 3  # residuals relative to the measured time, then twice to the previous pass's prediction
 RANGE_RMS = (1.1, 0.01)  # a parameter's range: RMS relative error within 10% of the best, or 1 point
+ROW_GROUPS = (1, 2, 4, 8, 16, 32)  # GEMM row groups tried
+OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s")  # linear terms, fitted >= 0
 
 
 @dataclass(frozen=True)
@@ -61,11 +69,43 @@ class Fit:
     predicted_s: np.ndarray  # per step, with the fitted params
     ranges: dict[str, tuple[float, float]]  # parameter → (low, high) within 10% of the best RMS
     at_bound: tuple[str, ...]  # parameters that ended on a bound of their search range
+    undetermined: tuple[str, ...] = ()  # parameters the steps could not tell apart: left at 0
 
 
-def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams) -> Fit:
-    """Best MFU, MBU, step and sequence overheads for ``steps`` priced by ``predictor``'s work
-    model; ``base`` supplies what is not fitted (the all-reduce latency)."""
+def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams,
+                 row_groups: tuple[int, ...] = ROW_GROUPS) -> Fit:
+    """Best MFU, MBU, row group, and step, sequence and token overheads for ``steps`` priced by
+    ``predictor``'s work model; ``base`` supplies what is not fitted (the all-reduce latency). Each
+    row group in ``row_groups`` is fitted in turn, then a per-token term at the best of them; the
+    simplest model within the ranges' limit is kept, and the row group's range lists those whose
+    RMS stays within that limit."""
+    fits: dict[tuple[int, bool], Fit] = {}
+
+    def fit_at(rg: int, per_token: bool) -> Fit:
+        p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
+                              replace(base, row_group=rg), predictor.efficiency_file)
+        return _fit_one(p, steps, replace(base, row_group=rg), per_token)
+
+    for rg in row_groups:
+        fits[rg, False] = fit_at(rg, False)
+    # The per-token term is tried at the best row group only (it does not move the row-group kinks).
+    best_rg = min(row_groups, key=lambda rg: (fits[rg, False].rms_rel, rg))
+    fits[best_rg, True] = fit_at(best_rg, True)
+    # Parsimony: a per-token term or a larger row group is kept only where it explains the steps
+    # clearly better (beyond the ranges' limit) than the simpler model; on a GPU's compute-bound
+    # prefills a per-token cost is the same line as the FLOPs, and would blur MFU.
+    simplest = sorted(fits, key=lambda k: (k[1], k[0]))
+    best_rms = min(f.rms_rel for f in fits.values())
+    limit = max(best_rms * RANGE_RMS[0], best_rms + RANGE_RMS[1])
+    key = next(k for k in simplest if fits[k].rms_rel <= limit)
+    fit = fits[key]
+    within = [rg for (rg, t), f in fits.items() if t == key[1] and f.rms_rel <= limit]
+    ranges = {**fit.ranges, "row_group": (float(min(within)), float(max(within)))}
+    undetermined = fit.undetermined + (() if key[1] else ("token_overhead_s",))
+    return replace(fit, ranges=ranges, undetermined=undetermined)
+
+
+def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams, per_token: bool) -> Fit:
     works = [predictor.work(s.batch) for s in steps]
     groups = max(len(w.compute_s) for w in works)
     compute = np.zeros((len(steps), groups))
@@ -73,13 +113,14 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     for i, w in enumerate(works):
         compute[i, :len(w.compute_s)] = w.compute_s
         memory[i, :len(w.memory_s)] = w.memory_s
-    fixed = np.array([w.link_s + w.allreduces * base.allreduce_latency_s for w in works])
-    sequences = np.array([w.sequences for w in works], dtype=float)
+    fixed = np.array([w.link_s + w.allreduces * (w.allreduce_latency_s if base.allreduce_latency_s is None
+                                                 else base.allreduce_latency_s) for w in works])
+    counts = np.array([(w.sequences, w.tokens)[:1 + per_token] for w in works], dtype=float).T
     y = np.array([s.duration_s for s in steps])
     weights = _weights(steps)
     ref = y
     for _ in range(PASSES):
-        problem = _Problem(compute, memory, fixed, y, weights, sequences, ref)
+        problem = _Problem(compute, memory, fixed, y, weights, counts, ref)
         fit = _search(problem, base)
         ref = fit.predicted_s
     return fit
@@ -103,22 +144,23 @@ def _search(problem: _Problem, base: RooflineParams) -> Fit:
     for _ in range(rounds):
         mfus = np.geomspace(max(f_lo, BOUNDS[0]), min(f_hi, BOUNDS[1]), points)
         mbus = np.geomspace(max(b_lo, BOUNDS[0]), min(b_hi, BOUNDS[1]), points)
-        loss, step_o, seq_o = problem.grid(mfus, mbus)
+        loss, theta = problem.grid(mfus, mbus)
         best = np.unravel_index(np.argmin(loss), loss.shape)
         f_lo, f_hi, b_lo, b_hi = _around(mfus, best[0]) + _around(mbus, best[1])
     mfu, mbu = float(mfus[best[0]]), float(mbus[best[1]])
-    o, so = float(step_o[best]), float(seq_o[best])
-    params = replace(base, mfu=mfu, mbu=mbu, step_overhead_s=o, seq_overhead_s=so)
+    th = [float(v) for v in theta[best]]
+    params = replace(base, mfu=mfu, mbu=mbu, **dict(zip(OVERHEADS, th)))
     rms = float(np.sqrt(loss[best]))
     limit = max(rms * RANGE_RMS[0], rms + RANGE_RMS[1]) ** 2
     ranges = {"mfu": _range(grid, profile_mfu, limit, mfu, lambda x: problem.refine_mbu(x, grid, None)[0]),
               "mbu": _range(grid, profile_mbu, limit, mbu, lambda x: problem.refine_mfu(grid, x, None)[0]),
-              **problem.overhead_ranges(o, so, float(loss[best]), limit)}
+              **problem.overhead_ranges(th, float(loss[best]), limit)}
     at_bound = tuple(name for name, v in (("mfu", mfu), ("mbu", mbu))
                      if v <= BOUNDS[0] * 1.0001 or v >= BOUNDS[1] * 0.9999)
-    at_bound += tuple(name for name, v in (("step_overhead_s", o), ("seq_overhead_s", so)) if v == 0.0)
-    return Fit(params=params, rms_rel=rms, predicted_s=problem.predict(mfu, mbu, o, so),
-               ranges=ranges, at_bound=at_bound)
+    at_bound += tuple(name for name, v in zip(OVERHEADS, th) if v == 0.0)
+    undetermined = tuple(OVERHEADS[j] for j in range(1, len(problem.x)) if j not in problem.cols)
+    return Fit(params=params, rms_rel=rms, predicted_s=problem.predict(mfu, mbu, th),
+               ranges=ranges, at_bound=at_bound, undetermined=undetermined)
 
 
 def _weights(steps: list[ObservedStep]) -> np.ndarray:
@@ -132,66 +174,67 @@ def _weights(steps: list[ObservedStep]) -> np.ndarray:
 
 
 class _Problem:
-    """Relative residual r = (a + o + s·n − y) / ref, with a the roofline's part (MFU, MBU), o the
-    step overhead, s the sequence overhead, n the step's sequences and ref a reference time: linear
-    in (o, s), so for given MFU and MBU the best non-negative (o, s) are closed-form."""
+    """Relative residual r = (a + x·θ − y) / ref, with a the roofline's part (MFU, MBU), θ the
+    step, sequence and token overheads, x the step's (1, sequences, tokens) and ref a reference
+    time: linear in θ, so for given MFU and MBU the best non-negative θ is closed-form (every subset
+    of the terms solved, the best feasible kept)."""
 
-    def __init__(self, compute, memory, fixed, y, weight, sequences, ref) -> None:
+    def __init__(self, compute, memory, fixed, y, weight, counts, ref) -> None:
         self.compute, self.memory, self.fixed, self.y, self.weight = compute, memory, fixed, y, weight
         self.ref = ref
         u = 1.0 / ref
-        self.x = np.stack([u, sequences * u])  # (2, steps): the columns of (o, s)
+        self.x = np.vstack([u, counts * u])  # (3, steps): the columns of θ
         wx = self.x * weight
-        self.gram = wx @ self.x.T  # (2, 2)
-        # One sequence per step everywhere: s cannot be told from o; it is then left at 0.
-        det = float(np.linalg.det(self.gram))
-        self.separable = det > 1e-9 * float(self.gram[0, 0] * self.gram[1, 1])
-        self.wx = wx
+        self.gram = wx @ self.x.T  # (3, 3)
+        # A term the run cannot tell from the ones before it (one sequence per step everywhere:
+        # sequences are the step count) is left at 0 and reported undetermined.
+        self.cols = [0]
+        for j in range(1, len(self.x)):
+            trial = self.cols + [j]
+            g = self.gram[np.ix_(trial, trial)]
+            if float(np.linalg.det(g)) > 1e-9 * float(np.prod(np.diag(g))):
+                self.cols = trial
+        self.subsets = [[c for k, c in enumerate(self.cols) if mask >> k & 1]
+                        for mask in range(1, 1 << len(self.cols))]
 
     def roofline(self, mfus: np.ndarray, mbu: float) -> np.ndarray:
         """(len(mfus), steps): the step times without overheads."""
         c = self.compute[None, :, :] / mfus[:, None, None]
         return np.maximum(c, (self.memory / mbu)[None]).sum(axis=2) + self.fixed
 
-    def overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For each row of ``a``: the least loss and its non-negative (o, s)."""
+    def overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each row of ``a``: the least loss and its non-negative θ (rows, 3)."""
         t = (self.y - a) / self.ref  # target of x·θ
         wt = t * self.weight
-        h = wt @ self.x.T  # (rows, 2)
+        h = wt @ self.x.T  # (rows, 3)
         tt = (wt * t).sum(axis=1)
-        g = self.gram
+        best_loss = tt.copy()
+        best = np.zeros((len(tt), len(self.x)))
+        for sub in self.subsets:
+            g = self.gram[np.ix_(sub, sub)]
+            th = np.linalg.solve(g, h[:, sub].T).T  # (rows, |sub|)
+            loss = tt - (th * h[:, sub]).sum(axis=1)  # at the unconstrained optimum of this subset
+            ok = (th >= 0).all(axis=1) & (loss < best_loss)
+            best_loss = np.where(ok, loss, best_loss)
+            full = np.zeros_like(best)
+            full[:, sub] = th
+            best = np.where(ok[:, None], full, best)
+        return np.maximum(best_loss, 0.0), best
 
-        def loss(o, s):
-            return tt - 2 * (o * h[:, 0] + s * h[:, 1]) + o * o * g[0, 0] + 2 * o * s * g[0, 1] + s * s * g[1, 1]
-
-        o_only = np.maximum(0.0, h[:, 0] / g[0, 0])
-        cands = [(o_only, np.zeros_like(o_only))]
-        if self.separable:
-            both = np.linalg.solve(g, h.T).T
-            ok = (both >= 0).all(axis=1)
-            cands.append((np.where(ok, both[:, 0], 0.0), np.where(ok, both[:, 1], 0.0)))
-            cands.append((np.zeros_like(o_only), np.maximum(0.0, h[:, 1] / g[1, 1])))
-        losses = np.stack([loss(o, s) for o, s in cands])
-        k = np.argmin(losses, axis=0)
-        rows = np.arange(len(k))
-        o = np.stack([c[0] for c in cands])[k, rows]
-        s = np.stack([c[1] for c in cands])[k, rows]
-        return np.maximum(losses[k, rows], 0.0), o, s
-
-    def grid(self, mfus: np.ndarray, mbus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def grid(self, mfus: np.ndarray, mbus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Loss and best overheads at every (mfu, mbu) pair (in blocks of MBU values that keep
         the arrays to a few million numbers)."""
         shape = (len(mfus), len(mbus))
-        loss, step_o, seq_o = np.empty(shape), np.empty(shape), np.empty(shape)
+        loss, theta = np.empty(shape), np.empty(shape + (len(self.x),))
         block = max(1, GRID_ELEMENTS // (len(mfus) * self.compute.size))
         c = self.compute[None, None] / mfus[:, None, None, None]  # (F, 1, steps, groups)
         for j in range(0, len(mbus), block):
             m = self.memory[None] / mbus[j:j + block, None, None]  # (B, steps, groups)
             a = np.maximum(c, m[None]).sum(axis=3) + self.fixed  # (F, B, steps)
-            out = self.overheads(a.reshape(-1, a.shape[2]))
-            for arr, val in zip((loss, step_o, seq_o), out):
-                arr[:, j:j + block] = val.reshape(len(mfus), -1)
-        return loss, step_o, seq_o
+            lo, th = self.overheads(a.reshape(-1, a.shape[2]))
+            loss[:, j:j + block] = lo.reshape(len(mfus), -1)
+            theta[:, j:j + block] = th.reshape(len(mfus), -1, len(self.x))
+        return loss, theta
 
     def refine_mfu(self, grid: np.ndarray, mbu: float, i: int | None) -> tuple[float, float]:
         """The least loss at this MBU, MFU refined around grid[i] (None: the grid's best); (loss, mfu)."""
@@ -217,20 +260,20 @@ class _Problem:
             lo, hi = _around(mbus, k)
         return float(loss[k]), float(mbus[k])
 
-    def predict(self, mfu: float, mbu: float, step_o: float, seq_o: float) -> np.ndarray:
-        return self.roofline(np.array([mfu]), mbu)[0] + step_o + seq_o * self.x[1] / self.x[0]
+    def predict(self, mfu: float, mbu: float, theta: list[float]) -> np.ndarray:
+        return self.roofline(np.array([mfu]), mbu)[0] + (np.asarray(theta) @ self.x) * self.ref
 
-    def overhead_ranges(self, o: float, s: float, best: float, limit: float) -> dict[str, tuple[float, float]]:
-        """Each overhead's range at this MFU and MBU, the other re-fitted: the loss is quadratic
-        in (o, s), so the half-width is sqrt(margin / Schur complement)."""
-        g, margin = self.gram, max(0.0, limit - best)
-        if not self.separable:
-            half = float(np.sqrt(margin / g[0, 0]))
-            return {"step_overhead_s": (max(0.0, o - half), o + half), "seq_overhead_s": (0.0, float("inf"))}
-        half_o = float(np.sqrt(margin / (g[0, 0] - g[0, 1] ** 2 / g[1, 1])))
-        half_s = float(np.sqrt(margin / (g[1, 1] - g[0, 1] ** 2 / g[0, 0])))
-        return {"step_overhead_s": (max(0.0, o - half_o), o + half_o),
-                "seq_overhead_s": (max(0.0, s - half_s), s + half_s)}
+    def overhead_ranges(self, theta: list[float], best: float, limit: float) -> dict[str, tuple[float, float]]:
+        """Each overhead's range at this MFU and MBU, the others re-fitted: the loss is quadratic
+        in θ, so the half-width is sqrt(margin × (G⁻¹)ⱼⱼ) over the terms the run determines; the
+        others range over [0, ∞)."""
+        margin = max(0.0, limit - best)
+        inv = np.linalg.inv(self.gram[np.ix_(self.cols, self.cols)])
+        out = {name: (0.0, float("inf")) for name in OVERHEADS[:len(self.x)]}
+        for k, j in enumerate(self.cols):
+            half = float(np.sqrt(margin * inv[k, k]))
+            out[OVERHEADS[j]] = (max(0.0, theta[j] - half), theta[j] + half)
+        return out
 
 
 def _around(axis: np.ndarray, i: int) -> tuple[float, float]:

@@ -80,11 +80,13 @@ class StepObservations:
         kinds = Counter(s.kind for s in self.steps)
         decode = [s.batch.num_decode for s in self.steps if s.batch.num_decode]
         prompts = [n + c for s in self.steps for n, c in s.batch.prefill]
+        contexts = [c for s in self.steps for c in s.batch.decode_context]
         return {
             "records": self.requests, "steps": len(self.steps),
             "prefill_steps": kinds["prefill"], "mixed_steps": kinds["mixed"], "decode_steps": kinds["decode"],
             "decode_batch_sizes": sorted(set(decode)),
             "prompt_tokens": [min(prompts), max(prompts)] if prompts else None,
+            "decode_context_tokens": [min(contexts), max(contexts)] if contexts else None,
             "burst_gap_ms": round(self.gap_threshold_ms, 3),
             "skipped_bursts": dict(sorted(self.skipped.items())),
             "steps_from_send_to_first_token": {str(k): n for k, n in self.prompt_steps.items()},

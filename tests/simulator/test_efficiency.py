@@ -1,0 +1,113 @@
+"""The efficiency catalog applied per operator class, on hand-computed steps of a tiny model.
+
+Tiny model: 1 layer, hidden 64, 2 heads and 1 KV head of 32, SwiGLU MLP of 128, vocabulary 256.
+Per layer: attention projections 2·64·64 + 2·64·32 = 12,288 weights; MLP 3·64·128 = 24,576; LM head
+256·64 = 16,384; KV 2 · 1 · 32 · 2 B = 128 B per token; attention 4 · 2 · 32 = 256 FLOPs per
+(query, key) pair. Elementwise bytes per token: norms 2·4·64·2 = 1,024, rotary 2·(2+1)·32·2 = 384,
+SiLU-and-mul 3·128·2 = 768: 2,176 B. Every number below is worked out by hand from these.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tokenpace.errors import UsageError
+from tokenpace.simulator import RooflineParams, RooflinePredictor, StepBatch, get_gpu, get_model, get_precision
+from tokenpace.simulator.catalog import GPU, ModelSpec
+from tokenpace.simulator.catalog.efficiency import get_efficiency
+
+TINY = ModelSpec(id="tiny", name="tiny", num_layers=1, hidden_size=64, num_heads=2, num_kv_heads=1, head_dim=32,
+                 intermediate_size=128, vocab_size=256)
+# 1 GFLOP/s and 1 GB/s: a prefill of 100 tokens is compute-bound; at 1 TFLOP/s a decode is memory-bound.
+SLOW = GPU(id="tiny-gpu", name="tiny", bf16_tflops=0.001, fp8_tflops=None, memory_gb=1, hbm_tb_s=0.001, link_gb_s=2)
+FAST = GPU(id="tiny-gpu", name="tiny", bf16_tflops=1.0, fp8_tflops=None, memory_gb=1, hbm_tb_s=0.001, link_gb_s=2)
+NO_OVERHEAD = RooflineParams(step_overhead_s=0.0)
+FIGURES = {"gemm_flops": 0.5, "weight_bandwidth": 0.8, "attention_prefill_flops": 0.25,
+           "attention_decode_bandwidth": 0.4, "elementwise_bandwidth": 0.5}
+
+
+@pytest.fixture
+def catalog(tmp_path):
+    path = tmp_path / "eff.json"
+    entry = {"gpu": ["tiny-gpu"], "compute": "*",
+             **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()}}
+    path.write_text(json.dumps({"efficiency": [entry]}))
+    return str(path)
+
+
+def tiny(gpu, catalog, params=NO_OVERHEAD):
+    bf16 = get_precision("bf16")
+    return RooflinePredictor(TINY, gpu, bf16, bf16, 1, params, catalog)
+
+
+def test_a_prefill_prices_each_operator_class_at_its_own_efficiency(catalog):
+    # 100 prompt tokens, compute-bound at 1 GFLOP/s:
+    #   projections 2 · 12,288 · 100 = 2,457,600 FLOPs / (1e9 · 0.5)  = 4.9152 ms
+    #   MLP         2 · 24,576 · 100 = 4,915,200 FLOPs / (1e9 · 0.5)  = 9.8304 ms
+    #   attention   256 · 100·101/2  = 1,292,800 FLOPs / (1e9 · 0.25) = 5.1712 ms
+    #   LM head (one logit): 2 · 16,384 = 32,768 FLOPs / 0.5e9 = 0.065536 ms > 32,768 B / 0.8e9 = 0.04096 ms
+    #   elementwise 2,176 B · 100 / (1e9 · 0.5) = 0.4352 ms
+    t = tiny(SLOW, catalog).step_s(StepBatch(prefill=((100, 0),)))
+    assert t == pytest.approx(0.0049152 + 0.0098304 + 0.0051712 + 0.000065536 + 0.0004352, rel=1e-6)
+
+
+def test_a_decode_streams_weights_and_kv_at_their_own_bandwidths(catalog):
+    # One sequence with 1,000 tokens cached, memory-bound at 1 GB/s:
+    #   weights (12,288 + 24,576) · 2 B / 0.8e9 = 92.16 µs; LM head 32,768 B / 0.8e9 = 40.96 µs
+    #   KV (1,000 read + 1 written) · 128 B / 0.4e9 = 320.32 µs; elementwise 2,176 B / 0.5e9 = 4.352 µs
+    batch = StepBatch(decode_context=(1000,))
+    assert tiny(FAST, catalog).step_s(batch) == pytest.approx(
+        92.16e-6 + 40.96e-6 + 320.32e-6 + 4.352e-6, rel=1e-6)
+    # --mbu 0.5 replaces every bandwidth efficiency: (73,728 + 32,768 + 128,128 + 2,176) B / 0.5e9.
+    over = tiny(FAST, catalog, RooflineParams(mbu=0.5, step_overhead_s=0.0)).step_s(batch)
+    assert over == pytest.approx(236_800 / 0.5e9, rel=1e-6)
+
+
+def test_mfu_replaces_every_compute_efficiency(catalog):
+    # The prefill above at MFU 1: (2,457,600 + 4,915,200 + 1,292,800) FLOPs / 1e9 = 8.6656 ms, plus
+    # the LM head (now memory-bound: 32,768 FLOPs / 1e9 = 0.0328 ms < 0.04096 ms) and the
+    # elementwise passes (0.4352 ms) as before.
+    t = tiny(SLOW, catalog, RooflineParams(mfu=1.0, step_overhead_s=0.0)).step_s(StepBatch(prefill=((100, 0),)))
+    assert t == pytest.approx(0.0086656 + 0.00004096 + 0.0004352, rel=1e-6)
+
+
+def test_all_reduce_latency_grows_with_the_ring():
+    # Built-in figures: 5 µs base + 1.5 µs per hop, a ring all-reduce over t GPUs taking 2(t − 1) hops.
+    m, g, bf16 = get_model("llama-3.1-70b"), get_gpu("h100-sxm"), get_precision("bf16")
+    one = StepBatch(decode_context=(100,))
+    lat = {tp: RooflinePredictor(m, g, bf16, bf16, tp).work(one).allreduce_latency_s for tp in (2, 4, 8)}
+    assert lat == pytest.approx({2: 8e-6, 4: 14e-6, 8: 26e-6})
+
+
+def test_attention_runs_at_the_precision_of_its_kernel():
+    # Llama-3.1-8B, 4,096-token prompt on an H100 at 100% efficiency: causal attention is
+    # 4 · 32 · 128 · 32 · 4096·4097/2 = 4.40e12 FLOPs, 4.45 ms at BF16's 989 TFLOP/s and 2.22 ms at
+    # FP8's 1,979 with an FP8 KV cache (FlashAttention-3 / TensorRT-LLM FP8 context attention).
+    m, g, w = get_model("llama-3.1-8b"), get_gpu("h100-sxm"), get_precision("bf16")
+    ideal = RooflineParams(mfu=1.0, mbu=1.0, step_overhead_s=0.0)
+    batch = StepBatch(prefill=((4096, 0),))
+    bf16 = RooflinePredictor(m, g, w, get_precision("bf16"), 1, ideal).step_s(batch)
+    fp8 = RooflinePredictor(m, g, w, get_precision("fp8"), 1, ideal).step_s(batch)
+    assert bf16 - fp8 == pytest.approx(4.40e12 / 989e12 - 4.40e12 / 1979e12, rel=0.02)
+    # Without FP8 units (A100) an FP8 cache is attended in BF16.
+    assert RooflinePredictor(m, get_gpu("a100-80gb"), w, get_precision("fp8")).attention_precision == "bf16"
+
+
+def test_the_catalog_gives_each_gpu_and_precision_its_measured_figures():
+    assert get_efficiency("a100-80gb", "bf16").gemm_flops == 0.68
+    assert 0.42 <= get_efficiency("h100-sxm", "fp8").gemm_flops <= 0.5
+    assert 0.85 <= get_efficiency("h100-sxm", "fp8").attention_decode_bandwidth <= 0.9
+    every = get_efficiency("some-cpu", "bf16")  # hardware without a figure: the '*' entry
+    assert all(src for _, src in every.sources)  # every figure says where it came from
+
+
+def test_a_users_entry_wins_and_a_bad_figure_is_a_usage_error(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps([{"gpu": "a100-80gb", "compute": "bf16", "gemm_flops": 0.8}]))
+    assert get_efficiency("a100-80gb", "bf16", path).gemm_flops == 0.8
+    assert get_efficiency("a100-80gb", "bf16", path).weight_bandwidth == 0.75  # the rest: built-in
+    path.write_text(json.dumps([{"gpu": "*", "gemm_flops": 1.5}]))
+    with pytest.raises(UsageError, match="out of range"):
+        get_efficiency("a100-80gb", "bf16", path)
