@@ -22,3 +22,14 @@ def output_tokens_per_s(result) -> float:
     start = min(r.sent_ns for r in ok)
     end = max(r.last_token_ns for r in ok)
     return sum(r.output_tokens for r in ok) / ((end - start) / 1e9)
+
+
+def assert_predicts(predicted, truth, rel: float) -> None:
+    """A prediction matches the truth's TTFT and TPOT medians and output throughput within ``rel``."""
+    import pytest
+
+    for metric in (ttft_ms, tpot_ms):
+        want = percentile([metric(r) for r in truth.records], 50)
+        got = percentile([metric(r) for r in predicted.records], 50)
+        assert got == pytest.approx(want, rel=rel), metric.__name__
+    assert output_tokens_per_s(predicted) == pytest.approx(output_tokens_per_s(truth), rel=rel)

@@ -15,7 +15,7 @@ from tokenpace.runner.simulate import SimRunConfig, run_sim
 from tokenpace.simulator import RooflineParams, SimConfig
 from tokenpace.simulator.calibrate import calibrate, load_calibration, observe_steps, write_calibration
 
-from sim_helpers import output_tokens_per_s, percentile, tpot_ms, ttft_ms
+from sim_helpers import assert_predicts
 
 TRUTH = RooflineParams(mfu=0.35, mbu=0.7, step_overhead_s=0.003, seq_overhead_s=0.002)
 # Llama-3.1-8B in INT4 on an L4: decode steps of ~25 ms, prefills compute-bound: both bounds matter.
@@ -56,11 +56,7 @@ def test_calibrated_sim_predicts_other_loads(tmp_path, concurrency):
     cal = fit(run(tmp_path, 4).records)
     truth = run(tmp_path, concurrency)
     predicted = run(tmp_path, concurrency, dataclasses.replace(ENGINE, roofline=cal.roofline))
-    for metric in (ttft_ms, tpot_ms):
-        want = percentile([metric(r) for r in truth.records], 50)
-        got = percentile([metric(r) for r in predicted.records], 50)
-        assert got == pytest.approx(want, rel=0.02), metric.__name__
-    assert output_tokens_per_s(predicted) == pytest.approx(output_tokens_per_s(truth), rel=0.02)
+    assert_predicts(predicted, truth, rel=0.02)
 
 
 def test_a_parameter_the_run_does_not_exercise_is_reported_as_undetermined(tmp_path):

@@ -19,7 +19,7 @@ from tokenpace.simulator.calibrate import ObservedStep, calibrate
 from tokenpace.simulator.calibrate.fit import fit_roofline
 from tokenpace.simulator.catalog import GPU, get_model, get_precision
 
-from sim_helpers import output_tokens_per_s, percentile, tpot_ms, ttft_ms
+from sim_helpers import assert_predicts
 
 CPU = GPU(id="cpu-like", name="CPU-like", bf16_tflops=4.0, fp8_tflops=None, memory_gb=64, hbm_tb_s=0.4,
           link_gb_s=64, link="pcie")
@@ -87,8 +87,4 @@ def test_a_calibration_from_one_load_predicts_another_within_2_percent(tmp_path,
     assert cal.roofline.row_group == 4
     truth = run(tmp_path, concurrency)
     predicted = run(tmp_path, concurrency, dataclasses.replace(ENGINE, roofline=cal.roofline))
-    for metric in (ttft_ms, tpot_ms):
-        want = percentile([metric(r) for r in truth.records], 50)
-        got = percentile([metric(r) for r in predicted.records], 50)
-        assert got == pytest.approx(want, rel=0.02), metric.__name__
-    assert output_tokens_per_s(predicted) == pytest.approx(output_tokens_per_s(truth), rel=0.02)
+    assert_predicts(predicted, truth, rel=0.02)
