@@ -30,6 +30,7 @@ seen and everything that arrived before it kept.
 | error | ``stream_error`` | an error object inside the stream |
 | error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |
 | error | ``incomplete`` | EOF, no ``[DONE]``, no ``finish_reason``, short of ``max_tokens`` with ``ignore_eos`` |
+| error | ``bad_framing`` | a response that breaks HTTP/1.1 framing (bytes past ``Content-Length`` in one read) |
 | error | ``bad_encoding`` | a body that does not decode as its ``Content-Encoding`` (e.g. bad gzip) |
 | error | ``malformed_response`` / ``response_error`` | a non-streamed body that is not JSON / is an error |
 | timeout | ``ttft_timeout`` / ``idle_timeout`` / ``total_timeout`` | the watchdog's limits, above |
@@ -62,7 +63,7 @@ from typing import Any
 
 import aiohttp
 import orjson
-from aiohttp.http_exceptions import ContentEncodingError
+from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
 
 from tokenpace._version import __version__
 from tokenpace.errors import TargetError
@@ -229,6 +230,13 @@ class OpenAIClient:
             if isinstance(exc.__cause__, ContentEncodingError):
                 kind = "bad_encoding"  # a body that does not decode as its Content-Encoding says
             progress.fail("error", kind, one_line(exc), monotonic_ns())
+        except aiohttp.ClientResponseError as exc:
+            kind, message = "client_error", one_line(exc)
+            if isinstance(exc.__cause__, HttpProcessingError):  # the response could not be framed
+                kind = "bad_framing"
+                message = ("the response broke HTTP/1.1 framing (e.g. bytes past its Content-Length) "
+                           f"and was discarded: {message}")
+            progress.fail("error", kind, message, monotonic_ns())
         except aiohttp.ClientError as exc:
             progress.fail("error", "client_error", one_line(exc), monotonic_ns())
         except Exception as exc:  # noqa: BLE001 - a failed request must stay a record, not end the run
