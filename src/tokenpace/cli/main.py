@@ -13,7 +13,7 @@ from typing import Any
 from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
 from tokenpace.cli import compare_cmd, export_cmd, sweep_cmd
-from tokenpace.cli import calibrate_cmd
+from tokenpace.cli import calibrate_cmd, plan_cmd
 from tokenpace.cli.streams import guard_stdout
 from tokenpace.errors import ExitCode, RunInterrupted, TokenpaceError
 
@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[Any, str]] = {
     "sweep": (sweep_cmd, "raise the load step by step: the knee, max goodput under an SLO, cost"),
     "workload": (workload_cmd, "look at a workload before sending it"),
     "calibrate": (calibrate_cmd, "fit the simulator's efficiencies and overheads to a measured run"),
+    "plan": (plan_cmd, "the cheapest deployment that meets the SLO at your traffic"),
 }
 
 

@@ -1,0 +1,126 @@
+"""The answer a plan gives: the configurations that meet the SLO, cheapest first, why the rest do
+not, the Pareto frontier of cost against p99 TTFT, one sentence for the winner, the engine flags to
+reproduce it, what-ifs (growth), and which predictor priced it with its validated error."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any
+
+from tokenpace._version import __version__
+from tokenpace.plan.search import Evaluation
+from tokenpace.simulator.catalog import get_gpu, get_model
+
+KIND = "plan"
+SCHEMA_VERSION = 1
+
+
+def answer(config: Any, evaluations: list[Evaluation]) -> dict[str, Any]:
+    t = config.traffic
+    met = sorted((e for e in evaluations if e.meets and e.cost(t) is not None),
+                 key=lambda e: (e.cost(t)["usd_per_hour"], e.at_rate.ttft_p99_ms or math.inf))
+    unpriced = [e for e in evaluations if e.meets and e.cost(t) is None]
+    rest = [e for e in evaluations if not e.meets]
+    band = json.loads(resources.files("tokenpace.plan").joinpath("data/error_band.json").read_text("utf-8"))
+    doc: dict[str, Any] = {
+        "kind": KIND, "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "tokenpace", "version": __version__},
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "model": get_model(config.model).id, "traffic": t.to_dict(),
+        "slo": {"name": config.slo.name, "limits_ms": config.slo.limits_ms(), "attainment": config.slo.attainment},
+        "predictor": _predictor(config, band),
+        "prices": {gpu: p.to_dict() for gpu, p in sorted(config.prices.items())},
+        "candidates": len(evaluations),
+        "ranked": [_row(e, t, i + 1) for i, e in enumerate(met)],
+        "unpriced": [_row(e, t, None) for e in unpriced],
+        "rejected": [_row(e, t, None) for e in sorted(rest, key=_rejected_order)],
+        "frontier": [_row(e, t, None) for e in pareto(met, t)],
+        "winner": None,
+    }
+    if met:
+        w = met[0]
+        doc["winner"] = {**_row(w, t, 1), "sentence": sentence(w, config), "flags": flags(w, config.model)}
+    if config.growth:
+        doc["growth"] = {"factor": config.growth, "rate_rps": t.rate * config.growth,
+                         "finalists": [_growth(e, t, config.growth) for e in met[:config.top]]}
+    return doc
+
+
+def _predictor(config: Any, band: dict[str, Any]) -> dict[str, Any]:
+    if config.calibration:
+        return {"name": "calibration", "file": config.calibration,
+                "applies_to": "candidates on the calibration's GPU; the others use the roofline",
+                "error_band": band["calibration"], "roofline_error_band": band["roofline"]}
+    return {"name": "roofline", "detail": "roofline step times with the catalog's efficiencies per GPU, "
+            "precision and operator class; queueing from the event simulation", "error_band": band["roofline"]}
+
+
+def _rejected_order(e: Evaluation) -> tuple:
+    return (e.pruned is not None, e.binding or "", e.candidate.label())
+
+
+def _row(e: Evaluation, t: Any, rank: int | None) -> dict[str, Any]:
+    row = e.to_dict(t)
+    row["rank"] = rank
+    return row
+
+
+def pareto(met: list[Evaluation], t: Any) -> list[Evaluation]:
+    """Those no other beats on both cost per hour and p99 TTFT at the traffic's rate."""
+    front, best_ttft = [], math.inf
+    for e in sorted(met, key=lambda e: (e.cost(t)["usd_per_hour"], e.at_rate.ttft_p99_ms or math.inf)):
+        ttft = e.at_rate.ttft_p99_ms if e.at_rate.ttft_p99_ms is not None else math.inf
+        if ttft < best_ttft:
+            front.append(e)
+            best_ttft = ttft
+    return front
+
+
+def sentence(e: Evaluation, config: Any) -> str:
+    c, t, cost = e.candidate, config.traffic, e.cost(config.traffic)
+    gpu = get_gpu(c.gpu).name
+    replicas = f"{e.replicas} replica{'s' if e.replicas != 1 else ''}"
+    p = e.at_rate
+    head = f"{c.tp} x {gpu} TP{c.tp} {c.weights.upper()} ({c.engine}), {replicas}"
+    text = (f"{head}: ${cost['usd_per_hour']:,.2f}/h, ${cost['usd_per_1m_output_tokens']:,.2f} per 1M output "
+            f"tokens; TTFT p99 at {t.rate:g} req/s is {p.ttft_p99_ms:,.0f} ms")
+    if p.tpot_p99_ms is not None:
+        text += f", TPOT p99 {p.tpot_p99_ms:,.1f} ms"
+    return text + f" ({p.attainment:.0%} of requests within the SLO; one replica holds {e.max_rps:.2f} req/s)."
+
+
+def flags(e: Evaluation, model: str) -> dict[str, str]:
+    """Engine command lines that reproduce the candidate (the model path is the user's)."""
+    c = e.candidate
+    config = c.sim_config(model)
+    vllm = [f"vllm serve MODEL --tensor-parallel-size {c.tp}",
+            f"--max-num-seqs {config.max_num_seqs}", f"--max-num-batched-tokens {config.max_batched_tokens}",
+            f"--gpu-memory-utilization {config.gpu_memory_utilization:g}"]
+    if c.weights == "fp8":
+        vllm.append("--quantization fp8 --kv-cache-dtype fp8")
+    elif c.weights in ("int4", "int8"):
+        vllm.append(f"# an {c.weights.upper()} checkpoint (AWQ/GPTQ)")
+    if config.policy != "chunked-prefill":
+        vllm.append("--no-enable-chunked-prefill")
+    if c.prefix_caching:
+        vllm.append("--enable-prefix-caching")
+    if c.spec is not None:
+        vllm.append(f"--speculative-config '{{\"num_speculative_tokens\": {c.spec.num_draft_tokens}, \"model\": DRAFT}}'")
+    trt = [f"trtllm-serve MODEL --tp_size {c.tp}", f"--max_batch_size {config.max_num_seqs}",
+           f"--max_num_tokens {config.max_batched_tokens}",
+           f"--kv_cache_free_gpu_memory_fraction {config.gpu_memory_utilization:g}"]
+    sglang = [f"python -m sglang.launch_server --model-path MODEL --tp {c.tp}",
+              f"--max-running-requests {config.max_num_seqs}", f"--chunked-prefill-size {config.max_batched_tokens}"]
+    if c.weights == "fp8":
+        sglang.append("--quantization fp8 --kv-cache-dtype fp8_e4m3")
+    return {"vllm": " ".join(vllm), "trtllm": " ".join(trt), "sglang": " ".join(sglang),
+            "replicas": f"{e.replicas} such server{'s' if e.replicas != 1 else ''} behind a load balancer"}
+
+
+def _growth(e: Evaluation, t: Any, factor: float) -> dict[str, Any]:
+    return {"label": e.candidate.label(), "replicas_now": e.replicas,
+            "needs_another_replica_above_rps": e.replicas * e.max_rps,
+            "replicas_at_growth": max(1, math.ceil(t.rate * factor / e.max_rps - 1e-9))}

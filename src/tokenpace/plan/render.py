@@ -1,0 +1,61 @@
+"""The plan on the console: the winner's sentence, the ranked table, why the others fall out."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tokenpace.cli.streams import stdout_console
+
+
+def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or stdout_console()
+    t, slo = doc["traffic"], doc["slo"]
+    limits = ", ".join(f"{k} <= {v:g} ms" for k, v in slo["limits_ms"].items())
+    console.print(f"[bold]tokenpace plan[/]: {doc['model']} at {t['rate_rps']:g} req/s ({t['arrival']}), input "
+                  f"{t['input_tokens']}, output {t['output_tokens']}; SLO {slo['name'] or ''} ({limits}, "
+                  f"{slo['attainment']:.0%} of requests)")
+    pred = doc["predictor"]
+    band = pred["error_band"].get("median_abs_error")
+    note = (f"; its median error on published measurements: throughput {band['throughput']:.0%}, TTFT "
+            f"{band['ttft']:.0%}, TPOT {band['tpot']:.0%}" if band else f"; {pred['error_band'].get('note', '')}")
+    console.print(f"priced by: {pred['name']}{note} ({pred['error_band']['source']})")
+    console.print(f"{doc['candidates']} candidates: {len(doc['ranked'])} meet the SLO, {len(doc['rejected'])} do not "
+                  f"or were not simulated")
+    if doc["winner"]:
+        console.print(f"\n[bold green]Winner[/]: {doc['winner']['sentence']}")
+        for engine, line in doc["winner"]["flags"].items():
+            console.print(f"  {engine}: {line}")
+    else:
+        console.print("\n[bold red]No candidate meets the SLO at this traffic.[/]")
+    if doc["ranked"]:
+        table = Table(title="Meet the SLO, cheapest first", show_lines=False)
+        for col in ("#", "deployment", "replicas", "GPUs", "$/h", "$/1M out", "max req/s each",
+                    "headroom", "TTFT p99", "TPOT p99", "limit"):
+            table.add_column(col, justify="left" if col == "deployment" else "right")
+        frontier = {r["candidate"]["label"] for r in doc["frontier"]}
+        for r in doc["ranked"][:20]:
+            c, a = r["cost"], r["at_rate"]
+            mark = " *" if r["candidate"]["label"] in frontier else ""
+            table.add_row(str(r["rank"]), r["candidate"]["label"] + mark, str(r["replicas"]), str(c["gpus"]),
+                          f"{c['usd_per_hour']:,.2f}", f"{c['usd_per_1m_output_tokens']:,.3f}",
+                          f"{r['max_rps_per_replica']:.2f}", f"{r['headroom']:+.0%}",
+                          _ms(a["ttft_p99_ms"]), _ms(a["tpot_p99_ms"]), r["binding"] or "")
+        console.print(table)
+        console.print("* on the Pareto frontier of cost against p99 TTFT")
+    why = Counter(("pruned" if r["pruned"] else r["binding"] or "no price") for r in doc["rejected"])
+    if why:
+        console.print("Not chosen: " + ", ".join(f"{n} by {k}" for k, n in why.most_common()) +
+                      " (memory: does not fit; ttft/tpot/e2e: misses that limit even at the lightest load; "
+                      "pruned: its best case costs more than the finalists)")
+    for g in (doc.get("growth") or {}).get("finalists", [])[:5]:
+        console.print(f"growth x{doc['growth']['factor']:g}: {g['label']}: another replica above "
+                      f"{g['needs_another_replica_above_rps']:.1f} req/s; {g['replicas_at_growth']} "
+                      f"replica{'s' if g['replicas_at_growth'] != 1 else ''} at {doc['growth']['rate_rps']:g} req/s")
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f} ms"

@@ -1,0 +1,108 @@
+"""The planner's search, checked from outside: its winner verified by a separate `tokenpace sweep
+--sim` of that configuration, its replica count minimal, its pruning sound, bad input one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tokenpace.metrics.slo import parse_slo
+from tokenpace.plan.candidates import Candidate
+from tokenpace.plan.search import Traffic, probe
+from tokenpace.workload.lengths import parse_length
+
+
+def cli(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tokenpace", *args], capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("plan") / "plan.json"
+    proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "90", "--slo", "chat", "--gpus", "h100-sxm,l40s",
+               "--quant", "fp8", "--tp", "1,2,4", "--input-tokens", "512", "--output-tokens", "128",
+               "--top", "1", "--jobs", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_the_winner_meets_the_slo_in_a_separate_sweep_and_fails_well_past_its_capacity(plan, tmp_path):
+    w = plan["winner"]
+    c = w["candidate"]
+    per_replica = plan["traffic"]["rate_rps"] / w["replicas"]
+    past = 1.3 * w["max_rps_per_replica"]
+    out = tmp_path / "sweep.json"
+    proc = cli("sweep", "--sim", "--model", "llama-3.1-8b", "--gpu", c["gpu"], "--tp", str(c["tp"]),
+               "--quant", c["weights"], "--engine", c["engine"], "--rate", f"{per_replica:.3f},{past:.3f}",
+               "--input-tokens", "512", "--output-tokens", "128", "--slo", "chat",
+               "--duration-per-step", "120", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(out.read_text())["steps"]
+    verdicts = [s["summary"]["goodput"]["verdict"]["met"] for s in steps]
+    assert verdicts == [True, False]
+
+
+def test_one_replica_fewer_would_miss_the_slo(plan):
+    w = plan["winner"]
+    if w["replicas"] == 1:
+        pytest.skip("one replica: nothing fewer to try")
+    c = w["candidate"]
+    traffic = Traffic(plan["traffic"]["rate_rps"], parse_length("512"), parse_length("128"))
+    fewer = probe(Candidate(c["gpu"], c["tp"], c["weights"], c["engine"]), "llama-3.1-8b", traffic,
+                  parse_slo("chat"), traffic.rate / (w["replicas"] - 1))
+    assert fewer.attainment < 0.9
+
+
+def test_a_candidate_left_unsimulated_could_not_have_been_cheaper_than_the_winner(plan):
+    winner_cost = plan["winner"]["cost"]["usd_per_hour"]
+    pruned = [r for r in plan["rejected"] if r["pruned"]]
+    assert pruned, "with --top 1 the search should have skipped some candidates"
+    for r in pruned:
+        ceiling = r["bounds"]["max_rps"]
+        best_case = r["usd_per_gpu_hour"] * r["candidate"]["tp"] * -(-plan["traffic"]["rate_rps"] // ceiling)
+        assert best_case > winner_cost
+
+
+def test_ranked_cheapest_first_and_the_frontier_trades_cost_for_ttft(plan):
+    costs = [r["cost"]["usd_per_hour"] for r in plan["ranked"]]
+    assert costs == sorted(costs)
+    frontier = plan["frontier"]
+    assert frontier[0]["candidate"]["label"] == plan["winner"]["candidate"]["label"]
+    for cheaper, dearer in zip(frontier, frontier[1:]):
+        assert dearer["cost"]["usd_per_hour"] >= cheaper["cost"]["usd_per_hour"]
+        assert dearer["at_rate"]["ttft_p99_ms"] < cheaper["at_rate"]["ttft_p99_ms"]
+
+
+def test_the_plan_states_its_predictor_and_error_band_and_each_prices_source(plan):
+    assert plan["predictor"]["name"] == "roofline"
+    assert set(plan["predictor"]["error_band"]["median_abs_error"]) == {"throughput", "ttft", "tpot"}
+    for price in plan["prices"].values():
+        assert price["source"].startswith("https://") and price["read"]
+
+
+def test_speculative_decoding_helps_an_idle_engine_when_drafts_are_accepted():
+    from tokenpace.plan.candidates import bounds
+    from tokenpace.simulator.spec_decode import SpecDecodeConfig
+
+    plain = Candidate("h100-sxm", 1, "bf16")
+    spec = Candidate("h100-sxm", 1, "bf16", spec=SpecDecodeConfig(4, 0.8, 0.1))
+    rejected = Candidate("h100-sxm", 1, "bf16", spec=SpecDecodeConfig(4, 0.0, 0.1))
+    floors = [bounds(c.sim_config("llama-3.1-8b"), 1024, 256, 64).tpot_floor_ms for c in (plain, spec, rejected)]
+    assert floors[1] < floors[0] < floors[2]  # accepted drafts: faster; none accepted: pure overhead
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rate", "0"], "--rate"),
+    (["--rate", "5", "--gpus", "h900"], "h900"),
+    (["--rate", "5", "--prices", "/nonexistent/prices.json"], "no such file"),
+    (["--rate", "5", "--spec-decode", "draft-tokens=4"], "acceptance="),
+    (["--rate", "5", "--gpus", "a100-80gb", "--quant", "fp8"], "no candidate"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    proc = cli("plan", "--model", "llama-3.1-8b", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
