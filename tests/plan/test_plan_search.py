@@ -59,12 +59,17 @@ def test_one_replica_fewer_would_miss_the_slo(plan):
 
 def test_a_candidate_left_unsimulated_could_not_have_been_cheaper_than_the_winner(plan):
     winner_cost = plan["winner"]["cost"]["usd_per_hour"]
+    rate = plan["traffic"]["rate_rps"]
     pruned = [r for r in plan["rejected"] if r["pruned"]]
     assert pruned, "with --top 1 the search should have skipped some candidates"
     for r in pruned:
-        ceiling = r["bounds"]["max_rps"]
-        best_case = r["usd_per_gpu_hour"] * r["candidate"]["tp"] * -(-plan["traffic"]["rate_rps"] // ceiling)
-        assert best_case > winner_cost
+        per_replica_hour = r["usd_per_gpu_hour"] * r["candidate"]["tp"]
+        if r["probes"] is None:  # never simulated: even its throughput ceiling costs more
+            assert per_replica_hour * -(-rate // r["bounds"]["max_rps"]) > winner_cost
+        else:  # stopped: every replica count it tried missed, and one more would cost more
+            assert all(p["attainment"] < 0.9 for p in r["probes"])
+            most = max(round(rate / p["rate_rps"]) for p in r["probes"])
+            assert per_replica_hour * (most + 1) > winner_cost
 
 
 def test_ranked_cheapest_first_and_the_frontier_trades_cost_for_ttft(plan):

@@ -33,7 +33,7 @@ def answer(config: Any, evaluations: list[Evaluation]) -> dict[str, Any]:
         "slo": {"name": config.slo.name, "limits_ms": config.slo.limits_ms(), "attainment": config.slo.attainment},
         "predictor": _predictor(config, band),
         "prices": {gpu: p.to_dict() for gpu, p in sorted(config.prices.items())},
-        "candidates": len(evaluations),
+        "candidates": len(evaluations), "finalists": config.top,
         "ranked": [_row(e, t, i + 1) for i, e in enumerate(met)],
         "unpriced": [_row(e, t, None) for e in unpriced],
         "rejected": [_row(e, t, None) for e in sorted(rest, key=_rejected_order)],
@@ -45,7 +45,7 @@ def answer(config: Any, evaluations: list[Evaluation]) -> dict[str, Any]:
         doc["winner"] = {**_row(w, t, 1), "sentence": sentence(w, config), "flags": flags(w, config.model)}
     if config.growth:
         doc["growth"] = {"factor": config.growth, "rate_rps": t.rate * config.growth,
-                         "finalists": [_growth(e, t, config.growth) for e in met[:config.top]]}
+                         "finalists": [_growth(e, t, config.growth) for e in met[:config.top] if e.max_rps]}
     return doc
 
 

@@ -42,10 +42,11 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
             mark = " *" if r["candidate"]["label"] in frontier else ""
             table.add_row(str(r["rank"]), r["candidate"]["label"] + mark, str(r["replicas"]), str(c["gpus"]),
                           f"{c['usd_per_hour']:,.2f}", f"{c['usd_per_1m_output_tokens']:,.3f}",
-                          f"{r['max_rps_per_replica']:.2f}", f"{r['headroom']:+.0%}",
+                          _num(r["max_rps_per_replica"], "{:.2f}"), _num(r["headroom"], "{:+.0%}"),
                           _ms(a["ttft_p99_ms"]), _ms(a["tpot_p99_ms"]), r["binding"] or "")
         console.print(table)
-        console.print("* on the Pareto frontier of cost against p99 TTFT")
+        console.print("* on the Pareto frontier of cost against p99 TTFT; capacity and headroom are "
+                      f"measured for the {doc['finalists']} cheapest")
     why = Counter(("pruned" if r["pruned"] else r["binding"] or "no price") for r in doc["rejected"])
     if why:
         console.print("Not chosen: " + ", ".join(f"{n} by {k}" for k, n in why.most_common()) +
@@ -59,3 +60,7 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
 
 def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f} ms"
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else fmt.format(v)

@@ -18,7 +18,7 @@ from tokenpace.metrics.slo import SLO
 from tokenpace.plan.answer import answer
 from tokenpace.plan.candidates import Candidate
 from tokenpace.plan.prices import Price
-from tokenpace.plan.search import Evaluation, Traffic, evaluate, prepare
+from tokenpace.plan.search import Evaluation, Traffic, capacity, evaluate, prepare
 
 
 @dataclass
@@ -41,30 +41,39 @@ def run_plan(config: PlanConfig, on_progress: Callable[[int, int], None] | None 
     todo = sorted((e for e in prepared if e.binding is None), key=lambda e: e.optimistic_usd_per_hour(t))
     done = [e for e in prepared if e.binding is not None]
     jobs = config.jobs or os.cpu_count() or 1
-    met: list[float] = []
+    met: list[float] = []  # usd/h of those that meet the SLO
     with _pool(jobs) as pool:
         i = 0
         while i < len(todo):
+            threshold = sorted(met)[config.top - 1] if len(met) >= config.top else None
             batch = []
             while i < len(todo) and len(batch) < 2 * jobs:
                 e = todo[i]
                 i += 1
-                if len(met) >= config.top and e.optimistic_usd_per_hour(t) > sorted(met)[config.top - 1]:
+                if threshold is not None and e.optimistic_usd_per_hour(t) > threshold:
                     e.pruned = (f"its throughput ceiling already costs ${e.optimistic_usd_per_hour(t):,.2f}/h, more "
                                 f"than the {config.top} cheapest that meet the SLO")
                     done.append(e)
                     continue
-                batch.append(e)
-            results = (pool.map(_evaluate, [(e, model, t, slo) for e in batch]) if pool is not None
-                       else [_evaluate((e, model, t, slo)) for e in batch])
-            for e in results:
+                cap = None
+                if threshold is not None and e.price_usd_per_gpu_hour:
+                    cap = int(threshold // (e.price_usd_per_gpu_hour * e.candidate.tp))
+                batch.append((e, model, t, slo, cap))
+            for e in _map(pool, _evaluate, batch):
                 done.append(e)
                 cost = e.cost(t)
                 if e.meets and cost is not None:
                     met.append(cost["usd_per_hour"])
             if on_progress is not None:
                 on_progress(len(done), len(prepared))
-    return answer(config, done)
+        finalists = sorted((e for e in done if e.meets), key=lambda e: e.cost(t)["usd_per_hour"]
+                           if e.cost(t) else float("inf"))[:config.top]
+        sized = {e.candidate: e for e in _map(pool, _capacity, [(e, model, t, slo) for e in finalists])}
+    return answer(config, [sized.get(e.candidate, e) for e in done])  # workers return copies
+
+
+def _map(pool: Any, fn: Callable, items: list) -> list:
+    return list(pool.map(fn, items)) if pool is not None else [fn(x) for x in items]
 
 
 def _price(config: PlanConfig, c: Candidate) -> float | None:
@@ -72,9 +81,14 @@ def _price(config: PlanConfig, c: Candidate) -> float | None:
     return None if p is None else p.usd_per_gpu_hour
 
 
-def _evaluate(args: tuple[Evaluation, str, Traffic, SLO]) -> Evaluation:
+def _evaluate(args: tuple[Evaluation, str, Traffic, SLO, int | None]) -> Evaluation:
+    e, model, t, slo, cap = args
+    return evaluate(e, model, t, slo, cap)
+
+
+def _capacity(args: tuple[Evaluation, str, Traffic, SLO]) -> Evaluation:
     e, model, t, slo = args
-    return evaluate(e, model, t, slo)
+    return capacity(e, model, t, slo)
 
 
 class _NoPool:

@@ -1,18 +1,25 @@
 """One candidate's capacity under the SLO, found with the event simulator (real queueing, not a
-mean-field formula): the highest open-loop rate of the user's traffic shape at which one replica
-still meets the SLO, then the replicas the traffic needs and what they cost.
+mean-field formula): the fewest replicas that serve the user's traffic within the SLO, what they
+cost, and for the finalists the highest rate one replica serves.
 
-The rate is found by bisection between 0 and the candidate's throughput ceiling (``Bounds.max_rps``).
-Each probe serves the same requests (lengths drawn once, seeded) arriving at the probed rate for
-``PROBE_SECONDS`` of virtual time (between ``MIN_PROBE`` and ``MAX_PROBE`` requests); the first
-``WARMUP`` of them warm the engine up and are not judged. A probe meets the SLO when the fraction of
-judged requests that are good reaches the SLO's attainment (metrics/slo.py).
+A probe serves ``rate`` req/s of the traffic shape on one replica: the same requests each time
+(lengths drawn once, seeded), arriving at the probed rate for ``PROBE_SECONDS`` of virtual time
+(between ``MIN_PROBE`` and ``MAX_PROBE`` requests); the first ``WARMUP`` of them warm the engine up
+and are not judged. It meets the SLO when the fraction of judged requests that are good reaches
+the SLO's attainment (metrics/slo.py).
+
+Replicas (``evaluate``): k replicas share the traffic, so one replica sees rate / k. Starting from
+the fewest the throughput ceiling allows, k doubles until a probe meets the SLO, then a bisection
+finds the fewest that do. A candidate that misses even at 1/128 of its ceiling cannot meet the SLO
+at any size (``binding``: the limit most requests missed). Capacity (``capacity``, finalists only):
+bisection on the rate between the highest seen to meet and the lowest seen to miss.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,7 +36,8 @@ from tokenpace.workload.lengths import LengthSpec
 PROBE_SECONDS = 120.0
 MIN_PROBE, MAX_PROBE = 200, 2000
 WARMUP = 0.1
-BISECTIONS = 7  # the rate to within 1/128 of the ceiling
+BISECTIONS = 7  # "nearly idle": 1/128 of the throughput ceiling
+CAPACITY_BISECTIONS = 6  # a finalist's capacity to within 1/64 of its bracket
 
 
 @dataclass(frozen=True)
@@ -42,8 +50,7 @@ class Traffic:
     seed: int = 0
 
     def lengths(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng(self.seed)
-        return self.input_tokens.sample(rng, n), self.output_tokens.sample(rng, n)
+        return _lengths(self.input_tokens, self.output_tokens, self.seed, n)
 
     def requests(self, rate: float, n: int) -> list[SimRequest]:
         ins, outs = self.lengths(n)
@@ -55,6 +62,12 @@ class Traffic:
                 "input_tokens": self.input_tokens.text, "output_tokens": self.output_tokens.text,
                 "mean_input_tokens": self.input_tokens.mean, "mean_output_tokens": self.output_tokens.mean,
                 "seed": self.seed}
+
+
+@lru_cache(maxsize=8)
+def _lengths(ins: LengthSpec, outs: LengthSpec, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return ins.sample(rng, n), outs.sample(rng, n)
 
 
 @dataclass(frozen=True)
@@ -158,34 +171,71 @@ def prepare(candidate: Candidate, model: str, traffic: Traffic, slo: SLO, price:
     return ev
 
 
-def evaluate(ev: Evaluation, model: str, traffic: Traffic, slo: SLO) -> Evaluation:
-    """The simulated search for a prepared candidate (see the module doc)."""
+def evaluate(ev: Evaluation, model: str, traffic: Traffic, slo: SLO,
+             max_replicas: int | None = None) -> Evaluation:
+    """The fewest replicas that meet the SLO (see the module doc). ``max_replicas``: more than this
+    would cost more than the finalists found so far; the search stops there (``pruned``)."""
     if ev.binding is not None or ev.bounds is None:
         return ev
     probes: list[Probe] = []
-    lo, hi = 0.0, ev.bounds.max_rps
-    first = probe(ev.candidate, model, traffic, slo, hi / 2 ** BISECTIONS)
-    probes.append(first)
-    if first.attainment < slo.attainment:  # not even at the lightest load
-        ev.binding, ev.probes = first.failing, probes
+
+    def at(k: int) -> Probe:
+        p = probe(ev.candidate, model, traffic, slo, traffic.rate / k)
+        probes.append(p)
+        return p
+
+    ev.probes = probes
+    lightest = ev.bounds.max_rps / 2 ** BISECTIONS
+    fail, k = 0, max(1, math.ceil(traffic.rate / ev.bounds.max_rps - 1e-9))  # fewer: past the ceiling
+    if max_replicas is not None and k > max_replicas:
+        ev.pruned = f"{k} replicas at least (its throughput ceiling) would cost more than the finalists"
         return ev
-    lo = first.rate
-    for _ in range(BISECTIONS):
+    while True:
+        if max_replicas is not None and k > max_replicas:
+            if fail >= max_replicas:
+                ev.pruned = (f"{fail} replicas miss the SLO ({probes[-1].failing}); more would cost more "
+                             f"than the finalists")
+                ev.binding = probes[-1].failing
+                return ev
+            k = max_replicas
+        p = at(k)
+        if p.attainment >= slo.attainment:
+            break
+        if traffic.rate / k <= lightest:  # misses even when nearly idle
+            ev.binding = p.failing
+            return ev
+        fail, k = k, 2 * k
+    good = k
+    while good - fail > 1:  # the fewest between the last miss and the first meet
+        mid = (fail + good) // 2
+        if at(mid).attainment >= slo.attainment:
+            good = mid
+        else:
+            fail = mid
+    ev.replicas, ev.meets = good, True
+    ev.at_rate = next(p for p in probes if p.rate == traffic.rate / good)
+    return ev
+
+
+def capacity(ev: Evaluation, model: str, traffic: Traffic, slo: SLO) -> Evaluation:
+    """For a finalist: the highest rate one replica serves within the SLO, by bisection between
+    what it was seen to meet and what it was seen to miss (or its throughput ceiling), and the
+    limit that binds just above it."""
+    if not ev.meets or ev.bounds is None or ev.replicas is None:
+        return ev
+    probes = ev.probes if ev.probes is not None else []
+    lo = traffic.rate / ev.replicas
+    missed = [p for p in probes if p.rate > lo and p.attainment < slo.attainment]
+    hi = min((p.rate for p in missed), default=max(ev.bounds.max_rps, lo))
+    binding = min(missed, key=lambda p: p.rate).failing if missed else None
+    for _ in range(CAPACITY_BISECTIONS):
         mid = (lo + hi) / 2
         p = probe(ev.candidate, model, traffic, slo, mid)
         probes.append(p)
         if p.attainment >= slo.attainment:
             lo = mid
         else:
-            hi = mid
+            hi, binding = mid, p.failing
     ev.max_rps, ev.probes = lo, probes
-    above = [p for p in probes if p.rate > lo and p.failing]
-    ev.binding = min(above, key=lambda p: p.rate).failing if above else "throughput"
-    ev.replicas = max(1, math.ceil(traffic.rate / lo - 1e-9))
-    for _ in range(3):  # a probe at a lower rate can still miss (another arrival sample): add a replica
-        ev.at_rate = probe(ev.candidate, model, traffic, slo, traffic.rate / ev.replicas)
-        ev.meets = ev.at_rate.attainment >= slo.attainment
-        if ev.meets:
-            break
-        ev.replicas += 1
+    ev.binding = binding or "throughput"
     return ev

@@ -9,7 +9,9 @@ or a GGUF model file, and ``get_precision`` a GGUF file (its weights' measured b
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog._files import (
@@ -32,15 +34,21 @@ def _merge(builtin: list, extra: list) -> list:
     return [e for e in builtin if e.id not in ids] + extra
 
 
+@lru_cache(maxsize=None)
+def _builtin(kind: str, make: Any, label: str) -> tuple:
+    """The built-in catalog's objects (frozen dataclasses), built once per process."""
+    return tuple(build(e, make, label) for e in builtin_entries(kind))
+
+
 def list_gpus(extra: str | Path | None = None) -> list[GPU]:
-    items = [build(e, GPU.from_dict, "gpu") for e in builtin_entries("gpus")]
+    items = list(_builtin("gpus", GPU.from_dict, "gpu"))
     if extra is not None:
         items = _merge(items, [build(e, GPU.from_dict, "gpu") for e in entries_of(read_json(extra), "gpus")])
     return items
 
 
 def list_precisions(extra: str | Path | None = None) -> list[Precision]:
-    items = [build(e, Precision.from_dict, "precision") for e in builtin_entries("precisions")]
+    items = list(_builtin("precisions", Precision.from_dict, "precision"))
     if extra is not None:
         more = entries_of(read_json(extra), "precisions")
         items = _merge(items, [build(e, Precision.from_dict, "precision") for e in more])
@@ -48,7 +56,7 @@ def list_precisions(extra: str | Path | None = None) -> list[Precision]:
 
 
 def list_models(extra: str | Path | None = None) -> list[ModelSpec]:
-    items = [build(e, ModelSpec.from_dict, "model") for e in builtin_entries("models")]
+    items = list(_builtin("models", ModelSpec.from_dict, "model"))
     if extra is not None:
         items = _merge(items, load_model_file(extra))
     return items

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,9 +34,16 @@ def read_json(path: str | Path) -> Any:
 
 
 def builtin_entries(kind: str) -> list[dict[str, Any]]:
-    """The entries of the built-in ``data/<kind>.json`` (kind: gpus, models, precisions)."""
+    """The entries of the built-in ``data/<kind>.json`` (kind: gpus, models, precisions). Read once
+    per process (a search prices thousands of candidates): a new list, the entries shared and not
+    to be changed."""
+    return list(_builtin_entries(kind))
+
+
+@lru_cache(maxsize=None)
+def _builtin_entries(kind: str) -> tuple[dict[str, Any], ...]:
     text = resources.files("tokenpace.simulator").joinpath("data").joinpath(f"{kind}.json").read_text("utf-8")
-    return entries_of(json.loads(text), kind)
+    return tuple(entries_of(json.loads(text), kind))
 
 
 def entries_of(data: Any, kind: str) -> list[dict[str, Any]]:
