@@ -13,7 +13,7 @@ EPILOG = """\
 examples:
   tokenpace plan --model llama-3.1-70b --rate 20 --arrival poisson --slo chat \\
       --input-tokens lognormal:mean=1500,sigma=0.8 --output-tokens 300 \\
-      --gpus h100-sxm,h200,a100-80gb,l40s --prices prices.json --out plan.json
+      --gpus h100-sxm,h200,a100-80gb,l40s --prices prices.json --out plan.json --html plan.html
   tokenpace plan --model llama-3.1-8b --rate 50 --slo ttft=300ms,tpot=40ms --quant bf16,fp8 \\
       --spec-decode acceptance=0.7,draft-tokens=4 --growth 1.5
   tokenpace plan --model llama-3.1-8b --rate 5 --slo chat --gpus h100-sxm --calibration cal.json
@@ -66,6 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--top", type=int, default=10, help="finalists to rank exactly (default %(default)s)")
     g.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per CPU)")
     g.add_argument("--out", metavar="FILE", help="write the plan as JSON")
+    g.add_argument("--html", metavar="FILE", help="write the plan as a self-contained HTML page")
     g.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=run)
 
@@ -134,10 +135,12 @@ def _plan(args: argparse.Namespace) -> int:
     from tokenpace.metrics.slo import parse_slo
     from tokenpace.plan.candidates import enumerate_candidates
     from tokenpace.plan.prices import load_prices
-    from tokenpace.plan.render import render_plan
     from tokenpace.plan.run import PlanConfig, run_plan
     from tokenpace.plan.search import Traffic
+    from tokenpace.reports.plan_console import render_plan
     from tokenpace.workload.lengths import parse_length
+
+    from tokenpace.cli.streams import stdout_console
 
     if args.rate is None or not args.rate > 0:
         raise UsageError("--rate: give the traffic's requests/s (> 0)")
@@ -169,10 +172,14 @@ def _plan(args: argparse.Namespace) -> int:
     data = json.dumps(doc, indent=2).encode()
     if args.out:
         write_whole(args.out, data, what="the plan")
+    if args.html:
+        from tokenpace.reports.html.plan_page import render_plan_html
+
+        write_whole(args.html, render_plan_html(doc).encode(), what="the plan page")
     if args.json:
         sys.stdout.write(data.decode() + "\n")
     else:
-        render_plan(doc)
+        render_plan(doc, stdout_console())
         if args.out:
             print(f"plan written to {args.out}")
     return 0

@@ -10,8 +10,8 @@ the SLO's attainment (metrics/slo.py).
 
 Replicas (``evaluate``): k replicas share the traffic, so one replica sees rate / k. Starting from
 the fewest the throughput ceiling allows, k doubles until a probe meets the SLO, then a bisection
-finds the fewest that do. A candidate that misses even at 1/128 of its ceiling cannot meet the SLO
-at any size (``binding``: the limit most requests missed). Capacity (``capacity``, finalists only):
+finds the fewest that do. A first probe at 1/128 of the ceiling settles a candidate that cannot
+meet the SLO at any size (``binding``: the limit most requests missed). Capacity (``capacity``, finalists only):
 bisection on the rate between the highest seen to meet and the lowest seen to miss.
 """
 
@@ -190,6 +190,11 @@ def evaluate(ev: Evaluation, model: str, traffic: Traffic, slo: SLO,
     if max_replicas is not None and k > max_replicas:
         ev.pruned = f"{k} replicas at least (its throughput ceiling) would cost more than the finalists"
         return ev
+    idle = probe(ev.candidate, model, traffic, slo, lightest)  # first: one probe settles the hopeless
+    probes.append(idle)
+    if idle.attainment < slo.attainment:
+        ev.binding = idle.failing
+        return ev
     while True:
         if max_replicas is not None and k > max_replicas:
             if fail >= max_replicas:
@@ -201,9 +206,9 @@ def evaluate(ev: Evaluation, model: str, traffic: Traffic, slo: SLO,
         p = at(k)
         if p.attainment >= slo.attainment:
             break
-        if traffic.rate / k <= lightest:  # misses even when nearly idle
-            ev.binding = p.failing
-            return ev
+        if traffic.rate / k <= lightest:  # a miss at a load the idle probe met: noise; take the idle one
+            k = math.ceil(traffic.rate / lightest)
+            break
         fail, k = k, 2 * k
     good = k
     while good - fail > 1:  # the fewest between the last miss and the first meet
@@ -212,8 +217,11 @@ def evaluate(ev: Evaluation, model: str, traffic: Traffic, slo: SLO,
             good = mid
         else:
             fail = mid
-    ev.replicas, ev.meets = good, True
-    ev.at_rate = next(p for p in probes if p.rate == traffic.rate / good)
+    ev.replicas = good
+    ev.at_rate = next((p for p in probes if p.rate == traffic.rate / good), None) or at(good)
+    ev.meets = ev.at_rate.attainment >= slo.attainment
+    if not ev.meets:
+        ev.binding = ev.at_rate.failing
     return ev
 
 

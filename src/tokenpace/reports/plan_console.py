@@ -8,11 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.cli.streams import stdout_console
-
 
 def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
-    console = console or stdout_console()
+    console = console or Console()
     t, slo = doc["traffic"], doc["slo"]
     limits = ", ".join(f"{k} <= {v:g} ms" for k, v in slo["limits_ms"].items())
     console.print(f"[bold]tokenpace plan[/]: {doc['model']} at {t['rate_rps']:g} req/s ({t['arrival']}), input "
