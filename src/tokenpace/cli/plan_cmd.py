@@ -55,6 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--chunked-prefill", default="preset", metavar="LIST",
                    help="on, off, or on,off (default: each preset's own policy)")
     g.add_argument("--max-num-seqs", default=None, metavar="LIST", help="batch limits to try (default: the preset's)")
+    g.add_argument("--max-batched-tokens", default=None, metavar="LIST",
+                   help="tokens per step to try (default: the preset's)")
     g.add_argument("--prefix-caching", action="store_true", help="simulate with prefix caching on")
     g.add_argument("--spec-decode", metavar="SPEC",
                    help="also try speculative decoding: acceptance=A[,draft-tokens=G][,draft-cost=C]")
@@ -155,6 +157,10 @@ def _plan(args: argparse.Namespace) -> int:
     chunked: list[bool | None] = ([None] if args.chunked_prefill == "preset"
                                   else [_on_off(x) for x in _list(args.chunked_prefill, "--chunked-prefill")])
     seqs: list[int | None] = [None] if args.max_num_seqs is None else _list(args.max_num_seqs, "--max-num-seqs", int)
+    tokens: list[int | None] = ([None] if args.max_batched_tokens is None
+                                else _list(args.max_batched_tokens, "--max-batched-tokens", int))
+    if any(v is not None and v < 1 for v in seqs + tokens):
+        raise UsageError("--max-num-seqs and --max-batched-tokens take whole numbers >= 1")
     calibration = None
     if args.calibration:
         from tokenpace.simulator.calibrate.calibration import load_calibration
@@ -163,7 +169,7 @@ def _plan(args: argparse.Namespace) -> int:
         gpus=_list(args.gpus, "--gpus"), tps=_list(args.tp, "--tp", int), weights=_list(args.quant, "--quant"),
         engines=_list(args.engines, "--engines"), chunked=chunked, max_num_seqs=seqs,
         prefix_caching=args.prefix_caching, specs=[None] + ([_spec(args.spec_decode)] if args.spec_decode else []),
-        calibration=calibration))
+        calibration=calibration, max_batched_tokens=tokens))
     if not candidates:
         raise UsageError("no candidate: none of --gpus can run any of --quant")
     config = PlanConfig(args.model, traffic, parse_slo(args.slo), candidates, load_prices(args.prices),

@@ -33,6 +33,7 @@ class Candidate:
     prefix_caching: bool = False
     spec: SpecDecodeConfig | None = None
     roofline: RooflineParams | None = None  # a calibration's, for its GPU; None: the catalog's
+    max_batched_tokens: int | None = None  # None: the preset's
 
     def label(self) -> str:
         parts = [f"{self.tp} x {get_gpu(self.gpu).name}", f"TP{self.tp}", self.weights.upper(), self.engine]
@@ -40,6 +41,8 @@ class Candidate:
             parts.append("chunked prefill" if self.chunked_prefill else "prefill-first")
         if self.max_num_seqs is not None:
             parts.append(f"max {self.max_num_seqs} seqs")
+        if self.max_batched_tokens is not None:
+            parts.append(f"{self.max_batched_tokens} tokens/step")
         if self.spec is not None:
             parts.append(f"spec decode (γ={self.spec.num_draft_tokens}, α={self.spec.acceptance_rate:g})")
         return " ".join(parts[:3]) + " (" + ", ".join(parts[3:]) + ")"
@@ -56,12 +59,14 @@ class Candidate:
                            chunked_prompts=self.chunked_prefill)
         if self.max_num_seqs is not None:
             changes["max_num_seqs"] = self.max_num_seqs
+        if self.max_batched_tokens is not None:
+            changes["max_batched_tokens"] = self.max_batched_tokens
         return dataclasses.replace(config, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "tp": self.tp, "weights": self.weights, "engine": self.engine,
                 "chunked_prefill": self.chunked_prefill, "max_num_seqs": self.max_num_seqs,
-                "prefix_caching": self.prefix_caching,
+                "max_batched_tokens": self.max_batched_tokens, "prefix_caching": self.prefix_caching,
                 "spec_decode": None if self.spec is None else self.spec.to_dict(),
                 "calibrated": self.roofline is not None, "label": self.label()}
 
@@ -69,15 +74,17 @@ class Candidate:
 def enumerate_candidates(*, gpus: list[str], tps: list[int], weights: list[str], engines: list[str],
                          chunked: list[bool | None], max_num_seqs: list[int | None],
                          prefix_caching: bool, specs: list[SpecDecodeConfig | None],
-                         calibration: Any = None) -> list[Candidate]:
+                         calibration: Any = None,
+                         max_batched_tokens: list[int | None] | None = None) -> list[Candidate]:
     """Every combination, less those a GPU cannot run (FP8 weights without FP8 tensor cores)."""
     out = []
-    for gpu, tp, w, engine, ch, seqs, spec in product(gpus, tps, weights, engines, chunked, max_num_seqs, specs):
+    for gpu, tp, w, engine, ch, seqs, spec, tokens in product(gpus, tps, weights, engines, chunked, max_num_seqs,
+                                                              specs, max_batched_tokens or [None]):
         g = get_gpu(gpu)
         if get_precision(w).compute == "fp8" and not g.fp8_tflops:
             continue
         roofline = calibration.roofline if calibration is not None and calibration.hardware.id == g.id else None
-        out.append(Candidate(g.id, tp, get_precision(w).id, engine, ch, seqs, prefix_caching, spec, roofline))
+        out.append(Candidate(g.id, tp, get_precision(w).id, engine, ch, seqs, prefix_caching, spec, roofline, tokens))
     return out
 
 
