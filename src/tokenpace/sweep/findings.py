@@ -88,12 +88,23 @@ def analyse_group(entries: list[dict[str, Any]], *, axis: str, slo: SLO | None, 
            "quadrants": {"thresholds": thresholds,
                          "steps": {str(e["index"]): q for e, q in zip(steps, quads)}},
            "recommendations": recs}
+    out["curve"] = [_curve_point(e) for e in steps]
     short = [e for e in entries if (e.get("load") or {}).get("short")]
     out["short_steps"] = [e["index"] for e in short]
     out["sentences"] = _sentences(out, steps, quads, unit, slo, held) + [
         f"Step {e['index']} ({e['load']['value']:g} {'concurrency' if e['load'].get('unit') == 'concurrency' else 'req/s'}) "
         f"{e['load']['short_reason']}." for e in short]
     return out
+
+
+def _curve_point(e: dict[str, Any]) -> dict[str, Any]:
+    """One analysed step as the comparison across a grid reads it: its load, p99s and which SLOs
+    it met (``slo``: the sweep's own, None without one)."""
+    s = e["summary"]
+    met = {name: (g or {}).get("met") for name, g in (e.get("goodput_by_preset") or {}).items()}
+    met["slo"] = dig(s, "goodput", "verdict", "met")
+    return {"index": e["index"], "load": e["load"]["value"], "ttft_p99_ms": dig(s, "latency_ms", "ttft", "p99"),
+            "tpot_p99_ms": dig(s, "latency_ms", "tpot", "p99"), "met": met}
 
 
 def _recommend(name: str, steps: list[dict[str, Any]], price: float | None, gpus: int, unit: str,
@@ -152,7 +163,8 @@ def _sentences(out: dict[str, Any], steps: list[dict[str, Any]], quads: list[str
 
 
 def compare_groups(analysis: dict[str, dict[str, Any]], slo: SLO | None) -> list[str]:
-    """`--vary`: each combination's best SLO-meeting point against the first combination's."""
+    """`--vary`: each combination's best SLO-meeting point against the first combination's, and
+    why: both combinations' p99 TTFT and TPOT at one load they both ran (``_why_load``)."""
     if len(analysis) < 2:
         return []
     name = slo.name if slo is not None else "chat"
@@ -171,14 +183,35 @@ def compare_groups(analysis: dict[str, dict[str, Any]], slo: SLO | None) -> list
     for g in groups[1:]:
         value = best(analysis[g])
         if value is None and base is None:
-            said.append(f"Neither {base_name} nor {g} meets the {name} SLO at any load tested.")
+            line = f"Neither {base_name} nor {g} meets the {name} SLO at any load tested."
         elif base is None:
-            said.append(f"{g} meets the {name} SLO at up to {value:.3g} good req/s; {base_name} meets it at no load tested.")
+            line = f"{g} meets the {name} SLO at up to {value:.3g} good req/s; {base_name} meets it at no load tested."
         elif value is None:
-            said.append(f"{g} meets the {name} SLO at no load tested; {base_name} reaches {base:.3g} good req/s.")
+            line = f"{g} meets the {name} SLO at no load tested; {base_name} reaches {base:.3g} good req/s."
         else:
             change = (value - base) / base * 100 if base else 0.0
             verb = "raises" if value > base else "lowers" if value < base else "keeps"
-            said.append(f"{g} {verb} max goodput under the {name} SLO from {base:.3g} to {value:.3g} req/s "
-                        f"({change:+.0f}%) against {base_name} on this traffic.")
+            line = (f"{g} {verb} max goodput under the {name} SLO from {base:.3g} to {value:.3g} req/s "
+                    f"({change:+.0f}%) against {base_name} on this traffic.")
+        said.append(line + _side_by_side(analysis[base_name], analysis[g], base_name, g, key or "slo"))
     return said
+
+
+def _side_by_side(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str, met_key: str) -> str:
+    """" At X req/s, where A first misses the SLO: p99 TPOT 101 ms against 54 ms, p99 TTFT ..."
+    (the lowest load both ran at which either misses it; else the highest load both ran)."""
+    at_a = {p["load"]: p for p in a.get("curve") or []}
+    at_b = {p["load"]: p for p in b.get("curve") or []}
+    common = sorted(set(at_a) & set(at_b))
+    if not common:
+        return ""
+    missed = [x for x in common if at_a[x]["met"].get(met_key) is False or at_b[x]["met"].get(met_key) is False]
+    load = missed[0] if missed else common[-1]
+    where = "where one of them first misses the SLO" if missed else "the highest load both ran"
+    unit = a.get("load_unit", "")
+    parts = []
+    for metric, label in (("tpot_p99_ms", "p99 TPOT"), ("ttft_p99_ms", "p99 TTFT")):
+        x, y = at_a[load].get(metric), at_b[load].get(metric)
+        if x is not None and y is not None:
+            parts.append(f"{label} {y:,.0f} ms for {b_name} against {x:,.0f} ms for {a_name}")
+    return f" At {load:g} {unit} ({where}): {'; '.join(parts)}." if parts else ""
