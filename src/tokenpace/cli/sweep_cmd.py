@@ -127,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
 
     from tokenpace.reports.sweep_console import group_heading, header, headline, render_analysis, step_row
     from tokenpace.sweep import run_sweep
-    from tokenpace.sweep.document import sweep_document
+    from tokenpace.sweep.document import sweep_document, sweep_header_document
 
     config = config_from_args(args)
     console = stdout_console()
-    console.print(headline({"config": config.to_dict()}))
+    console.print(headline(sweep_header_document(config)))
     console.print(header(config.axis), soft_wrap=True)
     seen = {"group": None}
 

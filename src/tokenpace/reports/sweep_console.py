@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from tokenpace.reports.sweep_provenance import headline as provenance_headline
+from tokenpace.reports.sweep_provenance import provenance
 from tokenpace.sweep.findings import dig
 
 _STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "interrupted": "red", "skipped": "dim"}
@@ -76,21 +78,15 @@ def render_sweep(doc: dict[str, Any], console: Console | None = None, *, rows: b
 
 
 def headline(doc: dict[str, Any]) -> str:
-    c = doc.get("config") or {}
-    where = "simulated engine" if c.get("simulated") else (dig(c, "base", "url") or "built-in simulated server")
-    if c.get("axis") == "concurrency":
-        loads = "concurrency " + ", ".join(f"{v:g}" for v in c.get("loads") or [])
-    elif c.get("auto"):
-        loads = "request rate chosen automatically (--rate auto)"
-    else:
-        loads = "request rates " + ", ".join(f"{v:g}" for v in c.get("loads") or [])
-    bound = (f"{c['requests_per_step']} requests per step" if c.get("requests_per_step")
-             else f"{c.get('duration_per_step_s')} s per step")
-    grid = f" · grid: {', '.join(v['key'] for v in c.get('vary') or [])}" if c.get("vary") else ""
-    head = f"[bold]tokenpace sweep[/] · {escape(str(where))} · {loads} · {bound}{grid}"
+    """The sweep's header: what was swept (target, workload, SLO, tool, date), then its
+    configuration, one line each (``reports.sweep_provenance``)."""
+    head = f"[bold]tokenpace sweep[/] · {escape(provenance_headline(doc))}"
     if doc.get("interrupted"):
         head += " · [bold red]INTERRUPTED: completed steps kept[/]"
-    return head
+    rows = provenance(doc)
+    width = max(len(label) for label, _ in rows)
+    config = "\n".join(f"  [dim]{label:<{width}}[/]  {escape(text)}" for label, text in rows)
+    return f"{head}\n[bold]Configuration[/]\n{config}"
 
 
 def render_analysis(doc: dict[str, Any], console: Console) -> None:

@@ -38,6 +38,17 @@ def sweep_document(result: Any) -> dict[str, Any]:
     }
 
 
+def sweep_header_document(config: Any) -> dict[str, Any]:
+    """What the sweep file will say of its configuration, before any step has run (the console's
+    header): the date is now for a measured sweep, none for a simulated one (it reads no clock)."""
+    from datetime import datetime, timezone
+
+    return {"tool": {"name": "tokenpace", "version": __version__}, "config": config.to_dict(),
+            "slo": config.base.slo, "interrupted": False,
+            "started_utc": None if config.sim is not None
+            else datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
 def write_sweep(result: Any) -> None:
     write_whole(result.path, orjson.dumps(sweep_document(result), option=orjson.OPT_INDENT_2) + b"\n",
                 what="the sweep file")

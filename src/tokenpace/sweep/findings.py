@@ -55,7 +55,7 @@ def _cost(best: dict[str, Any], price: float | None, gpus: int) -> dict[str, Any
     return out
 
 
-def _limits(slo: SLO) -> str:
+def limits_text(slo: SLO) -> str:
     parts = [f"{m.upper()} ≤ {v:g} ms" for m, v in slo.limits_ms().items()]
     return (", ".join(parts) or "no latency limit") + f" for {slo.attainment:.0%} of requests"
 
@@ -112,7 +112,7 @@ def _recommend(name: str, steps: list[dict[str, Any]], price: float | None, gpus
     slo = SLO_PRESETS[name]
     points = [_point(e, e["goodput_by_preset"][name]) for e in steps]
     best = slo_crossing(points, slo.attainment)
-    rec: dict[str, Any] = {"slo": name, "limits": _limits(slo), "load": None, "interpolated": False,
+    rec: dict[str, Any] = {"slo": name, "limits": limits_text(slo), "load": None, "interpolated": False,
                            "good_requests_s": None, "output_tokens_s": None}
     if best is None:
         rec["text"] = f"{name} ({rec['limits']}): no load tested meets it; lower the load or add capacity"
@@ -144,7 +144,7 @@ def _sentences(out: dict[str, Any], steps: list[dict[str, Any]], quads: list[str
     if slo is not None:
         best = out["max_goodput"]
         if best is None:
-            said.append(f"No step met the SLO ({_limits(slo)}), not even the lowest load.")
+            said.append(f"No step met the SLO ({limits_text(slo)}), not even the lowest load.")
         else:
             where = (f"{best['load']:.3g} {unit}, interpolated between {best['between'][0]:g} and {best['between'][1]:g}"
                      if best["interpolated"] else f"{best['load']:g} {unit}")
@@ -154,7 +154,7 @@ def _sentences(out: dict[str, Any], steps: list[dict[str, Any]], quads: list[str
                         f"${best['usd_per_1m_good_output_tokens']:.3g} per 1M good ones")
             limit = ("" if best["held_at_every_step"] or best["limit_load"] == best["load"]
                      else f"; the SLO holds up to about {best['limit_load']:.3g} {unit} (interpolated)")
-            said.append(f"Max goodput under the SLO ({_limits(slo)}): {best['good_requests_s'] or 0:.3g} req/s "
+            said.append(f"Max goodput under the SLO ({limits_text(slo)}): {best['good_requests_s'] or 0:.3g} req/s "
                         f"at {where}{cost}{limit}." + (f" {held[0].upper()}{held[1:]}." if best["held_at_every_step"] else ""))
     avoid = [e["load"]["value"] for e, q in zip(steps, quads) if q == "avoid"]
     if avoid:

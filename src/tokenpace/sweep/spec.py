@@ -203,4 +203,5 @@ class SweepConfig:
             "vary": [{"key": k, "values": v} for k, v in self.vary],
             "base": base,
             "engine": None if self.sim is None else self.sim.to_dict(),
+            "calibration": None if self.calibration is None else self.calibration.get("path"),
         }
