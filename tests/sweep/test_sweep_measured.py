@@ -38,6 +38,9 @@ def test_cli_sweep_against_the_builtin_server(tmp_path):
     thr = [s["summary"]["throughput"]["output_tokens_s"] for s in doc["steps"]]
     assert thr[0] < thr[1] < thr[2]
     assert "Recommended operating points" in proc.stdout and "chat (TTFT" in proc.stdout
+    # The header names the target and the workload, and dates the sweep.
+    assert "the built-in server (sim timing)" in proc.stdout
+    assert "input 64 tokens, output 16 tokens" in proc.stdout and "started 20" in proc.stdout
     assert doc["analysis"][""]["recommendations"][0]["usd_per_1m_output_tokens"] is not None
     # The console report of the sweep file renders the same analysis.
     again = run_cli("report", str(out))

@@ -202,3 +202,18 @@ def test_vary_grid_chunked_prefill_beats_prefill_first_on_p99_tpot_under_mixed_l
     said = result.comparison[0]
     assert said.startswith("policy=chunked-prefill raises max goodput under the chat SLO")
     assert "p99 TPOT" in said
+    # The console names what was swept: the engine, the workload, the SLO, the grid.
+    import io
+
+    from rich.console import Console
+
+    from tokenpace.reports.sweep_console import render_sweep
+    from tokenpace.sweep.document import sweep_document
+
+    console = Console(record=True, width=300, file=io.StringIO())
+    render_sweep(sweep_document(result), console)
+    text = console.export_text()
+    assert "simulated llama-3.1-8b on 1× h100-sxm (TP 1), bf16 weights" in text
+    assert f"input {MIXED['input_tokens']} tokens, output {MIXED['output_tokens']} tokens" in text
+    assert "chat (TTFT ≤ 500 ms, TPOT ≤ 50 ms for 90% of requests)" in text
+    assert "grid: policy prefill-first, chunked-prefill" in text and "2048 tokens per step" in text
