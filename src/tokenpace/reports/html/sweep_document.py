@@ -73,7 +73,8 @@ def render_sweep_document(doc: dict[str, Any]) -> str:
     return render_sweep_html(title, sweep_steps(doc), load_label=load_label, limits_ms=limits,
                              recommendations=_recommendations(doc, load_label, priced), findings=findings,
                              cost_unit="$" if priced else "GPU-hours", headline=headline(doc),
-                             configuration=provenance(doc), exact=c, rate_axis=c.get("axis") != "concurrency")
+                             configuration=provenance(doc), exact=c, rate_axis=c.get("axis") != "concurrency",
+                             perceived=doc.get("perceived") or ())
 
 
 def write_sweep_html(doc: dict[str, Any], path: str | Path) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenpace.reports.gates import figure_value
 from tokenpace.reports.html import sweep_plots
-from tokenpace.reports.html.markup import esc, num, plot, section, table
+from tokenpace.reports.html.markup import esc, ms, num, plot, section, table
 from tokenpace.reports.html.style import CSS
 from tokenpace.reports.html.sweep_plots import SweepStep
 
@@ -19,12 +19,13 @@ def render_sweep_html(title: str, steps: Sequence[SweepStep], *, load_label: str
                       recommendations: Sequence[dict[str, Any]] = (), findings: Sequence[str] = (),
                       cost_unit: str = "$", headline: str = "",
                       configuration: Sequence[tuple[str, str]] = (), exact: dict[str, Any] | None = None,
-                      rate_axis: bool = False) -> str:
+                      rate_axis: bool = False, perceived: Sequence[dict[str, Any]] = ()) -> str:
     """``cost_unit``: "$" (the summaries' cost section) or "GPU-hours" (each summary carries
     ``gpu_hours.per_1m_output`` / ``per_1m_good_output``: the cost when no price was given).
     ``headline`` and ``configuration`` ((label, text) rows) say what was swept; ``exact``: the
     configuration as the sweep file holds it. ``rate_axis``: the load is a request rate, the
-    unit of goodput, so the goodput plot gets its y = x line."""
+    unit of goodput, so the goodput plot gets its y = x line. ``perceived``: the sweep's
+    streamed-against-not-streamed comparisons (``sweep.perceived``)."""
     limits_ms = limits_ms or {}
     cost_series = ((("cost.usd_per_1m_output_tokens", "per 1M output"),
                     ("cost.usd_per_1m_good_output_tokens", "per 1M good"))
@@ -67,8 +68,31 @@ def render_sweep_html(title: str, steps: Sequence[SweepStep], *, load_label: str
     body = (f"<h1>{esc(title)}</h1>" + (f'<p class="headline">{esc(headline)}</p>' if headline else "")
             + (section("configuration", "Configuration", config) if config else "")
             + (section("findings", "Findings", said) if said else "")
+            + (section("perceived", "Perceived latency: streamed against not streamed",
+                       _perceived(perceived, load_label)) if perceived else "")
             + section("curves", "Curves", curves)
             + section("recommendations", "Recommended operating points", recs)
             + section("steps", "Steps", steps_table))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")
+
+
+def _perceived(pairs: Sequence[dict[str, Any]], load_label: str) -> str:
+    out = ['<p class="small">What a user feels: when the first words appear, and when the answer is complete. '
+           "Not streamed, nothing appears until the whole answer has arrived. p50, and in brackets p99 "
+           "(1 user in 100 waits longer).</p>"]
+    for pair in pairs:
+        rows = [(f"{r['load']:g}", _p(r["streamed_first_words_ms"]), _p(r["streamed_complete_ms"]),
+                 _p(r["not_streamed_complete_ms"]),
+                 "—" if r.get("wait_ratio_p50") is None else f"{r['wait_ratio_p50']:,.1f}×")
+                for r in pair["rows"]]
+        out.append(f"<h3>{esc(pair['streamed'])} against {esc(pair['not_streamed'])}</h3>")
+        out.append(table((load_label, "streamed: first words", "streamed: answer complete",
+                          "not streamed: anything at all (= answer complete)", "wait before anything shows, not streamed / streamed"),
+                         rows))
+        out.append("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in pair["sentences"]) + "</ul>")
+    return "".join(out)
+
+
+def _p(q: dict[str, Any]) -> str:
+    return f"{ms(q.get('p50'))} ({ms(q.get('p99'))})"
