@@ -75,5 +75,6 @@ def test_the_console_says_why_completions_outnumber_sends(tmp_path):
     assert w["requests_completed"] > w["requests_sent"]
     assert w["requests_in_flight_at_start"] == 16
     # Every request inside is accounted for (none failed here: ended inside = completed ok inside).
-    assert w["requests_in_flight_at_start"] + w["requests_sent"] == w["requests_completed"] + w["requests_in_flight_at_end"]
+    assert (w["requests_in_flight_at_start"] + w["requests_sent"]
+            == w["requests_completed"] + w["requests_in_flight_at_end"])
     assert "16 already in flight when it began" in inside_counts(w)

@@ -60,7 +60,8 @@ def test_sweep_page_in_chromium(chromium, tmp_path):
 
 def _tick_labels(svg: str) -> list[float]:
     """The numbers the axes print (tick labels are SVG text: svg.fonttype none)."""
-    return [float(t.replace(",", "").replace("−", "-")) for t in re.findall(r">\s*([−-]?[\d,]+(?:\.\d+)?)\s*</text>", svg)]
+    texts = re.findall(r">\s*([−-]?[\d,]+(?:\.\d+)?)\s*</text>", svg)
+    return [float(t.replace(",", "").replace("−", "-")) for t in texts]
 
 
 def test_an_slo_limit_far_above_the_curves_is_an_arrow_not_a_squashing_line():
@@ -125,7 +126,8 @@ def test_report_of_a_sweep_file_in_chromium(chromium, tmp_path):
     assert seen["errors"] == [] and [u for u in seen["requests"] if not u.startswith("file://")] == []
     assert [p["id"] for p in page["plots"]] == SWEEP_PLOTS
     # What a reader sees names the model, its hardware and precision, and the workload.
-    named = json.loads(asyncio.run(visit(chromium, html, artifacts_dir() / "report-sweep-doc-names.png", NAMES))["probe"])
+    shot = artifacts_dir() / "report-sweep-doc-names.png"
+    named = json.loads(asyncio.run(visit(chromium, html, shot, NAMES))["probe"])
     for where in (named["headline"], named["configuration"]):
         assert "simulated llama-3.1-8b on 1× h100-sxm (TP 1), bf16 weights" in where
         assert "input 1024 tokens, output 128 tokens" in where

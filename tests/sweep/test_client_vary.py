@@ -45,7 +45,8 @@ def test_a_bad_grid_is_refused_before_any_step(vary, sim, said):
 
 
 def test_the_cli_refuses_a_bad_grid_in_one_line(tmp_path):
-    proc = run_cli("sweep", "--sim", "--concurrency", "1,2", "--vary", "stream=on,off", "--out", str(tmp_path / "s.json"))
+    proc = run_cli("sweep", "--sim", "--concurrency", "1,2", "--vary", "stream=on,off",
+                   "--out", str(tmp_path / "s.json"))
     assert proc.returncode == ExitCode.USAGE
     assert proc.stderr.count("\n") == 1 and "--vary stream is measured against an endpoint" in proc.stderr
     assert not (tmp_path / "s.json").exists()

@@ -109,7 +109,8 @@ def render_analysis(doc: dict[str, Any], console: Console) -> None:
         for sentence in comparison:
             console.print(f"  • {escape(sentence)}")
     for pair in doc.get("perceived") or []:
-        console.print(f"\n[bold]Perceived latency[/]: {escape(pair['streamed'])} against {escape(pair['not_streamed'])} "
+        console.print(f"\n[bold]Perceived latency[/]: {escape(pair['streamed'])} against "
+                      f"{escape(pair['not_streamed'])} "
                       "(when the first words appear, when the answer is complete)")
         for sentence in pair["sentences"]:
             console.print(f"  • {escape(sentence)}")

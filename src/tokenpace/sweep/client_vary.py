@@ -21,7 +21,7 @@ from tokenpace.errors import UsageError
 from tokenpace.workload.lengths import parse_length
 
 
-def _on_off(text: str) -> bool:
+def on_off(text: str) -> bool:
     value = text.strip().lower()
     if value in ("on", "true", "yes", "1"):
         return True
@@ -50,7 +50,7 @@ def _max_tokens(text: str) -> int:
 
 # --vary KEY → (BenchConfig changes from the value, whether a simulated sweep can vary it)
 CLIENT_KEYS: dict[str, tuple[Any, bool]] = {
-    "stream": (lambda t: {"stream": _on_off(t)}, False),
+    "stream": (lambda t: {"stream": on_off(t)}, False),
     "api": (lambda t: {"api": _api(t)}, False),
     "output-tokens": (lambda t: {"output_tokens": _length(t), "ignore_eos": True}, True),
     "max-tokens": (lambda t: {"output_tokens": str(_max_tokens(t)), "ignore_eos": False}, True),

@@ -4,8 +4,8 @@ were chosen, and the analysis. Written atomically after every step.
 
 Everything the sweep report plots is in it: per step ``load.value`` (the offered load),
 ``summary`` (throughput, latency percentiles, goodput, cost), ``status``, ``group`` (the --vary
-combination) and per combination ``analysis[group].knee`` / ``max_goodput`` / ``recommendations``; with ``--vary stream=on,off``,
-``perceived``: streamed against not streamed, load by load (``sweep.perceived``).
+combination) and per combination ``analysis[group].knee`` / ``max_goodput`` / ``recommendations``;
+with ``--vary stream=on,off``, ``perceived``: streamed against not streamed, load by load (``sweep.perceived``).
 """
 
 from __future__ import annotations

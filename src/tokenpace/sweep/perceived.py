@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenpace.sweep.client_vary import on_off
 from tokenpace.sweep.findings import analysed, dig
 
 
@@ -47,7 +48,10 @@ def perceived_latency(steps: list[dict[str, Any]], vary: list[tuple[str, list[st
 
 
 def _is(text: str | None, on: bool) -> bool:
-    return text is not None and text.strip().lower() in (("on", "true", "yes", "1") if on else ("off", "false", "no", "0"))
+    try:
+        return text is not None and on_off(text) is on
+    except ValueError:
+        return False
 
 
 def _row(load: float, on: dict[str, Any], off: dict[str, Any]) -> dict[str, Any] | None:

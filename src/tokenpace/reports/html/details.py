@@ -85,7 +85,8 @@ def workload(doc: dict[str, Any]) -> str:
     if w.get("input_length_source"):
         rows.append(("input lengths counted by", w["input_length_source"]))
     if not t.get("simulated"):
-        rows.append(("requests", f"{c.get('api', 'chat')} API, {'streaming' if c.get('stream', True) else 'not streaming'}"))
+        streaming = "streaming" if c.get("stream", True) else "not streaming"
+        rows.append(("requests", f"{c.get('api', 'chat')} API, {streaming}"))
     if not rows:
         return "<p>The workload is not in this file.</p>"
     return table(("", ""), rows, "config")

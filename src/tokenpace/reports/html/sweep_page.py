@@ -88,7 +88,8 @@ def _perceived(pairs: Sequence[dict[str, Any]], load_label: str) -> str:
                 for r in pair["rows"]]
         out.append(f"<h3>{esc(pair['streamed'])} against {esc(pair['not_streamed'])}</h3>")
         out.append(table((load_label, "streamed: first words", "streamed: answer complete",
-                          "not streamed: anything at all (= answer complete)", "wait before anything shows, not streamed / streamed"),
+                          "not streamed: anything at all (= answer complete)",
+                          "wait before anything shows, not streamed / streamed"),
                          rows))
         out.append("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in pair["sentences"]) + "</ul>")
     return "".join(out)
