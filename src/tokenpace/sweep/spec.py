@@ -13,8 +13,8 @@ from typing import Any
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.runner.counting import check_holdable
-from tokenpace.sweep.client_vary import CLIENT_KEYS, apply_client, check_client_key
 from tokenpace.simulator.config import SimConfig
+from tokenpace.sweep.client_vary import CLIENT_KEYS, apply_client, check_client_key
 from tokenpace.sweep.rates import DEFAULT_AUTO_STEPS
 
 AXES = ("concurrency", "rate")

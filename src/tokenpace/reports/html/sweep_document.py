@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.reports.html.sweep_page import render_sweep_html
-from tokenpace.reports.sweep_provenance import headline, provenance
 from tokenpace.reports.html.sweep_plots import SweepStep
+from tokenpace.reports.sweep_provenance import headline, provenance
 
 
 def sweep_steps(doc: dict[str, Any]) -> list[SweepStep]:
