@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from tokenpace.reports.sweep_provenance import headline as provenance_headline
 from tokenpace.reports.sweep_provenance import provenance
-from tokenpace.sweep.findings import dig
+from tokenpace.sweep.findings import dig, frontier
 
 _STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "interrupted": "red", "skipped": "dim"}
 # (header, width) of each column; the load column's header depends on the axis.
@@ -103,6 +103,14 @@ def render_analysis(doc: dict[str, Any], console: Console) -> None:
         console.print("[bold]Recommended operating points[/] (per SLO preset):")
         for rec in a.get("recommendations", []):
             console.print(f"  • {escape(rec['text'])}")
+    front = frontier(doc.get("steps") or [])
+    if len(front) > 1:
+        unit = "concurrency" if (doc.get("config") or {}).get("axis") == "concurrency" else "req/s"
+        console.print("\n[bold]Pareto frontier[/] (output tokens/s per user, 1000 / p50 TPOT, against per GPU; "
+                      "no other step beats these on both):")
+        console.print("  " + escape("; ".join(
+            f"{(p['group'] + ' at ') if p['group'] else ''}{p['load']:g} {unit}: {p['per_user_tokens_s']:,.0f} "
+            f"per user, {p['per_gpu_tokens_s']:,.0f} per GPU" for p in front)), soft_wrap=True)
     comparison = doc.get("comparison") or []
     if comparison:
         console.print("\n[bold]What-if comparison[/]")

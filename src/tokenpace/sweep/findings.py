@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenpace.metrics import SLO, SLO_PRESETS
-from tokenpace.sweep.analysis import QUADRANT_WORDS, CurvePoint, knee, quadrants, slo_crossing
+from tokenpace.sweep.analysis import QUADRANT_WORDS, CurvePoint, knee, pareto_frontier, quadrants, slo_crossing
 from tokenpace.sweep.steps import RECOMMEND_PRESETS
 
 
@@ -215,3 +215,17 @@ def _side_by_side(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str
         if x is not None and y is not None:
             parts.append(f"{label} {y:,.0f} ms for {b_name} against {x:,.0f} ms for {a_name}")
     return f" At {load:g} {unit} ({where}): {'; '.join(parts)}." if parts else ""
+
+
+def frontier(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The analysed steps of every combination on the Pareto frontier of output tokens/s per user
+    (1000 / p50 TPOT) against output tokens/s per GPU, fastest per user first."""
+    points, steps = [], []
+    for e in (e for e in entries if e["status"] == "ok" and e["role"] == "step"):
+        tpot, thr = dig(e["summary"], "latency_ms", "tpot", "p50"), dig(e["summary"], "throughput", "output_tokens_s")
+        if tpot and thr is not None:
+            points.append((1000.0 / tpot, thr / (e.get("gpus") or 1)))
+            steps.append(e)
+    return [{"index": steps[i]["index"], "group": steps[i]["group"], "load": steps[i]["load"]["value"],
+             "per_user_tokens_s": points[i][0], "per_gpu_tokens_s": points[i][1]}
+            for i in reversed(pareto_frontier(points))]
