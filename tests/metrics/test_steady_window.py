@@ -48,3 +48,33 @@ def test_warmup_and_ramp_hold_the_start_back():
     records = steady(30, every=100.0)
     w = steady_window(records, closed_loop=False, concurrency=None, start_ns=0, warmup_s=0.5, ramp_s=1.0)
     assert w.start_ns == ns(1500) and "0.5 s of warmup and the 1 s ramp" in w.rule
+
+
+def test_completions_can_outnumber_sends_and_every_request_is_accounted_for():
+    # A closed loop of 2 clients, 100 ms requests, its window begun at 150 ms (after a ramp): the
+    # two requests sent at 100 ms are in flight then and complete inside it without being sent in it.
+    records = _closed_loop(2, 6, 100.0)
+    w = summarize(records, window=(ns(150), ns(250)))["window"]
+    assert (w["requests_sent"], w["requests_completed"]) == (2, 2)  # sent at 200; done at 200
+    assert (w["requests_in_flight_at_start"], w["requests_in_flight_at_end"]) == (2, 2)  # sent at 100; at 200
+    w = summarize(records, window=(ns(50), ns(210)))["window"]
+    # In flight at 50 ms: the two sent at 0. Sent inside: at 100 and 200 (4); done inside: at 100 and 200 (4).
+    assert (w["requests_sent"], w["requests_completed"], w["requests_in_flight_at_start"],
+            w["requests_in_flight_at_end"]) == (4, 4, 2, 2)
+
+
+def test_the_console_says_why_completions_outnumber_sends(tmp_path):
+    from tokenpace.config import BenchConfig
+    from tokenpace.reports.console import inside_counts
+    from tokenpace.runner.simulate import SimRunConfig, run_sim
+
+    # A closed loop at 16 reached over a 5 s ramp: its window opens with all 16 already in flight.
+    run = run_sim(SimRunConfig(load=BenchConfig(concurrency=16, requests=200, ramp_s=5, output_tokens="64",
+                                                progress=False, out=str(tmp_path / "r.json"))))
+    w = run.summary["window"]
+    assert w["requests_completed"] > w["requests_sent"]
+    assert w["requests_in_flight_at_start"] == 16
+    # Every request inside is accounted for (none failed here: ended inside = completed ok inside).
+    assert (w["requests_in_flight_at_start"] + w["requests_sent"]
+            == w["requests_completed"] + w["requests_in_flight_at_end"])
+    assert "16 already in flight when it began" in inside_counts(w)

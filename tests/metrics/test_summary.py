@@ -44,7 +44,8 @@ def test_shape_follows_the_contract():
     assert {"sent", "ok", "error", "timeout", "cancelled", "warmup_excluded",
             "errors_by_kind"} <= set(summary["counts"])
     assert set(summary["window"]) == {"start_ns", "end_ns", "duration_s", "definition",
-                                      "requests_sent", "requests_completed"}
+                                      "requests_sent", "requests_completed", "requests_in_flight_at_start",
+                                      "requests_in_flight_at_end"}
     assert {"output_tokens_s", "input_tokens_s", "total_tokens_s", "requests_s",
             "cached_prompt_tokens_s", "output_tokens", "input_tokens", "cached_prompt_tokens",
             "uncached_input_tokens_s"} <= set(summary["throughput"])

@@ -29,6 +29,7 @@ PROBE = """JSON.stringify({
   title: document.title,
   scripts: document.scripts.length,
   images: Array.from(document.images).map(i => i.src),
+  workload: (document.querySelector('#workload') || {}).innerText || null,
 })"""
 
 
@@ -64,6 +65,9 @@ def test_measured_run_report_in_chromium(chromium, tmp_path):
     seen, page = open_report(chromium, html, "report-bench")
     assert_renders(seen, page, RUN_PLOTS)
     assert page["title"] == "tokenpace report: run.json"
+    # The page says what each request asked for.
+    assert "input tokens\t512" in page["workload"] and "output tokens\t32" in page["workload"]
+    assert "chat API, streaming" in page["workload"]
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from .runs import make_records, write_run
 
 RUN_PLOTS = [f"{kind}-{m}" for m in ("ttft", "tpot", "itl", "e2e") for kind in ("cdf", "hist")] + [
     "request-timeline", "load-over-time"]
-SECTIONS = ["summary", "distributions", "timeline", "load", "tokens", "load-generator", "console",
+SECTIONS = ["workload", "summary", "distributions", "timeline", "load", "tokens", "load-generator", "console",
             "configuration", "definitions"]
 
 

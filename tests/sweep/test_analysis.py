@@ -128,3 +128,15 @@ def test_wide_miss_is_two_times_a_limit_or_half_the_attainment():
     few = {"slo": slo, "fraction": 0.4, "verdict": {}}
     assert "40%" in wide_miss(few)
     assert wide_miss(None) is None
+
+
+def test_pareto_frontier_keeps_the_points_nothing_beats_on_both_axes():
+    from tokenpace.sweep.analysis import pareto_frontier
+
+    # (tokens/s per user, tokens/s per GPU): a light load is fast per user, a heavy one per GPU.
+    pts = [(100, 500), (80, 1500), (60, 1400), (40, 3000), (90, 400), (40, 2000), (20, 3000)]
+    # (60, 1400) is beaten by (80, 1500); (90, 400) by (100, 500); (40, 2000) by (40, 3000);
+    # (20, 3000) ties (40, 3000) on throughput and is slower per user.
+    assert pareto_frontier(pts) == [3, 1, 0]
+    assert pareto_frontier([(1, 1), (1, 1)]) == [0]
+    assert pareto_frontier([]) == []

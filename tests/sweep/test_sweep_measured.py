@@ -38,6 +38,9 @@ def test_cli_sweep_against_the_builtin_server(tmp_path):
     thr = [s["summary"]["throughput"]["output_tokens_s"] for s in doc["steps"]]
     assert thr[0] < thr[1] < thr[2]
     assert "Recommended operating points" in proc.stdout and "chat (TTFT" in proc.stdout
+    # The header names the target and the workload, and dates the sweep.
+    assert "the built-in server (sim timing)" in proc.stdout
+    assert "input 64 tokens, output 16 tokens" in proc.stdout and "started 20" in proc.stdout
     assert doc["analysis"][""]["recommendations"][0]["usd_per_1m_output_tokens"] is not None
     # The console report of the sweep file renders the same analysis.
     again = run_cli("report", str(out))
@@ -107,3 +110,53 @@ def test_scrape_metrics_gives_every_step_the_engines_own_view(tmp_path):
     assert ems[1]["peaks"]["running"]["max"] > ems[0]["peaks"]["running"]["max"]
     assert "engine: " in proc.stdout  # each step's diagnosis under its row
     assert run_cli("sweep", "--sim", "--scrape-metrics").returncode == 2
+
+
+def test_stream_on_off_puts_perceived_latency_side_by_side(tmp_path):
+    # Against the built-in server: 64-token replies at concurrency 1 and 4, streamed and not.
+    from tokenpace.reports.html.sweep_document import write_sweep_html
+    from tokenpace.sweep.spec import parse_vary
+
+    config = SweepConfig(base=BenchConfig(requests=12, output_tokens="64", slo="chat", progress=False),
+                         axis="concurrency", loads=[1, 4], vary=parse_vary(["stream=on,off"]),
+                         out=str(tmp_path / "s.json"))
+    result = run_sweep(config)
+    assert [s["status"] for s in result.steps] == ["ok"] * 4
+    for s in result.steps:  # each step asked as its combination says, and was measured so
+        step = json.loads((result.path.parent / s["result_path"]).read_text())
+        assert step["config"]["stream"] is (s["vary"]["stream"] == "on")
+        assert (s["summary"]["latency_ms"]["tpot"] is None) is (s["vary"]["stream"] == "off")
+    [pair] = result.perceived
+    assert (pair["streamed"], pair["not_streamed"]) == ("stream=on", "stream=off")
+    assert [r["load"] for r in pair["rows"]] == [1, 4]
+    for r in pair["rows"]:
+        # Streamed, the first words come long before the answer is complete; not streamed, nothing
+        # shows until then: the wait before anything shows is several times longer.
+        assert r["streamed_first_words_ms"]["p50"] * 3 < r["streamed_complete_ms"]["p50"]
+        assert r["not_streamed_complete_ms"]["p50"] > 3 * r["streamed_first_words_ms"]["p50"]
+        assert r["wait_ratio_p50"] > 3
+    assert "streamed, the first words appear after" in pair["sentences"][0]
+    assert "not streamed, nothing appears for" in pair["sentences"][0]
+    html = write_sweep_html(json.loads(result.path.read_text()), tmp_path / "s.html").read_text()
+    assert '<section id="perceived">' in html and "streamed: first words" in html
+
+
+def test_api_and_output_length_what_ifs_against_the_builtin_server(tmp_path):
+    from tokenpace.sweep.spec import parse_vary
+
+    config = SweepConfig(base=BenchConfig(requests=6, progress=False), axis="concurrency", loads=[2],
+                         vary=parse_vary(["api=chat,completions", "output-tokens=8,40"]),
+                         out=str(tmp_path / "a.json"))
+    result = run_sweep(config)
+    assert [s["group"] for s in result.steps] == [
+        "api=chat, output-tokens=8", "api=chat, output-tokens=40",
+        "api=completions, output-tokens=8", "api=completions, output-tokens=40"]
+    for s in result.steps:
+        assert s["status"] == "ok"
+        step = json.loads((result.path.parent / s["result_path"]).read_text())
+        assert step["config"]["api"] == s["vary"]["api"]
+        # The server's own counts (usage): every reply was as long as the combination asked.
+        tokens = s["summary"]["tokens"]
+        assert tokens["output_sources"] == {"usage": 6}
+        assert tokens["mismatch"]["server_total"] == 6 * int(s["vary"]["output-tokens"])
+    assert len(result.comparison) == 3

@@ -23,6 +23,8 @@ examples:
   tokenpace sweep --sim --calibration cal.json --concurrency 1,2,4,8,16   # a calibrated engine's curve
   tokenpace sweep --sim --rate auto --slo chat --vary policy=prefill-first,chunked-prefill \\
       --vary quant=bf16,fp8                                   # what-if grid: one sweep per combination
+  tokenpace sweep --url http://127.0.0.1:8000/v1 --model m --concurrency 1,8,32 --slo chat \
+      --vary stream=on,off          # measured what-if: perceived latency, streamed against whole responses
 
 Without --url and --sim, the steps run against the built-in simulated server (started once).
 --rate auto (the default) first measures the synchronous rate (concurrency 1) and the saturation
@@ -35,8 +37,12 @@ are kept, marked, and left out of the analysis. Ctrl-C keeps the completed steps
 Steps last --duration-per-step (default 60 s; 300 virtual s with --sim) unless --requests-per-step
 is given; rates count over each step's steady-state window (from the target load reached to the
 end of sending), and a step that achieved under 95% of its offered load below saturation is flagged.
---vary KEY=V1,V2 (with --sim; repeatable, crossed): policy, quant, kv-dtype, tp, gpu, max-num-seqs
-(or max-batch), max-batched-tokens, prefix-caching (on/off), spec-decode (on/off).
+--vary KEY=V1,V2 (repeatable, crossed): engine keys with --sim: policy, quant, kv-dtype, tp, gpu,
+max-num-seqs (or max-batch), max-batched-tokens, prefix-caching (on/off), spec-decode (on/off);
+client keys, measured against --url or the built-in server: stream (on/off), api (chat/completions),
+and (also with --sim) output-tokens (a length spec, EOS ignored) and max-tokens (a cap, EOS honoured).
+With stream=on,off the report sets the perceived latency side by side at each load: when the first
+words appear against when the whole answer has arrived.
 """
 
 
@@ -63,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--saturation-concurrency", type=int, default=256, metavar="N",
                    help="--rate auto: the highest concurrency the saturation probes try (default 256)")
     g.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
-                   help="with --sim: cross engine parameters; one sweep per combination")
+                   help="cross engine (--sim) or client parameters; one sweep per combination")
     g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
                    help="with --sim: every prompt starts with the same N tokens")
     options.add_load_workload_slo(p, sweep=True)
@@ -127,11 +133,11 @@ def run(args: argparse.Namespace) -> int:
 
     from tokenpace.reports.sweep_console import group_heading, header, headline, render_analysis, step_row
     from tokenpace.sweep import run_sweep
-    from tokenpace.sweep.document import sweep_document
+    from tokenpace.sweep.document import sweep_document, sweep_header_document
 
     config = config_from_args(args)
     console = stdout_console()
-    console.print(headline({"config": config.to_dict()}))
+    console.print(headline(sweep_header_document(config)))
     console.print(header(config.axis), soft_wrap=True)
     seen = {"group": None}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from tokenpace.metrics.breakdowns import breakdowns
 from tokenpace.metrics.columns import columns
 from tokenpace.metrics.cost import cost
@@ -68,9 +70,22 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
 
 
 def inside(cols, span: Window) -> dict:
-    """How many measured requests fell inside the window: sent in it, and completed ok in it."""
+    """How many measured requests fell inside the window: sent in it, completed ok in it, and in
+    flight when it began and when it ended. Sent and completed count different requests: those in
+    flight at its start (sent during a ramp, or a closed loop's first C - 1) complete inside it
+    without having been sent inside it, so completions can outnumber sends. Every request is
+    accounted for: in flight at the start + sent inside = ended inside (ok or not) + in flight at the end."""
+    sent = cols.sent_ns >= 0
+    if span.start_ns is None or span.end_ns is None:
+        at_start = at_end = np.zeros(sent.shape, dtype=bool)
+    else:
+        open_ = ~cols.has_completion
+        at_start = sent & (cols.sent_ns < span.start_ns) & (open_ | (cols.completion_ns >= span.start_ns))
+        at_end = sent & (cols.sent_ns <= span.end_ns) & (open_ | (cols.completion_ns > span.end_ns))
     return {"requests_sent": int(span.contains_all(cols.sent_ns).sum()),
-            "requests_completed": int(completed_ok(cols, span).sum())}
+            "requests_completed": int(completed_ok(cols, span).sum()),
+            "requests_in_flight_at_start": int(at_start.sum()),
+            "requests_in_flight_at_end": int(at_end.sum())}
 
 
 def judge_goodput(records: Iterable[RequestRecord], slo: SLO | str,

@@ -135,6 +135,17 @@ def _ratings_line(s: dict[str, Any]) -> str | None:
     return ("Ratings (p50/p99): " + " · ".join(parts)) if parts else None
 
 
+def inside_counts(w: dict[str, Any]) -> str:
+    """The requests of a measurement window in words. Sent and completed inside it are different
+    requests: those already in flight when it began complete inside it too, so completions may
+    outnumber sends; saying how many were in flight at each end accounts for every one."""
+    said = f"{w['requests_sent']} requests sent inside it, {w['requests_completed']} completed ok inside it"
+    if "requests_in_flight_at_start" in w:  # summaries written before these counts lack them
+        said += (f"; {w['requests_in_flight_at_start']} already in flight when it began, "
+                 f"{w['requests_in_flight_at_end']} still in flight when it ended")
+    return said
+
+
 def _lines(doc: dict[str, Any]) -> list[str]:
     s = doc["summary"]
     out = [f"[dim]{LEGEND}[/]"]
@@ -153,8 +164,8 @@ def _lines(doc: dict[str, Any]) -> list[str]:
         out.append(f"  first {kind}: {_one_line(message)}")
     tp, w = s.get("throughput") or {}, s.get("window") or {}
     steady = str(w.get("definition", "")).startswith("Steady-state")
-    inside = (f" ({'steady state' if steady else 'first sent to last done'}; {w['requests_sent']} requests "
-              f"sent, {w['requests_completed']} completed inside)" if "requests_sent" in w else "")
+    inside = (f" ({'steady state' if steady else 'first sent to last done'}; {inside_counts(w)})"
+              if "requests_sent" in w else "")
     out.append(f"Throughput over {w.get('duration_s', 0):.2f} s{inside}: {_n(tp.get('output_tokens_s'))} output tok/s · "
                f"{_n(tp.get('total_tokens_s'))} total tok/s · {_n(tp.get('requests_s'), 2)} req/s · "
                f"cached prompt tokens {tp.get('cached_prompt_tokens', 0)} (reported apart)")

@@ -9,7 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from tokenpace.sweep.findings import dig
+from tokenpace.reports.sweep_provenance import headline as provenance_headline
+from tokenpace.reports.sweep_provenance import provenance
+from tokenpace.sweep.findings import dig, frontier
 
 _STATUS_STYLE = {"ok": "green", "invalid": "yellow", "failed": "red", "interrupted": "red", "skipped": "dim"}
 # (header, width) of each column; the load column's header depends on the axis.
@@ -76,21 +78,15 @@ def render_sweep(doc: dict[str, Any], console: Console | None = None, *, rows: b
 
 
 def headline(doc: dict[str, Any]) -> str:
-    c = doc.get("config") or {}
-    where = "simulated engine" if c.get("simulated") else (dig(c, "base", "url") or "built-in simulated server")
-    if c.get("axis") == "concurrency":
-        loads = "concurrency " + ", ".join(f"{v:g}" for v in c.get("loads") or [])
-    elif c.get("auto"):
-        loads = "request rate chosen automatically (--rate auto)"
-    else:
-        loads = "request rates " + ", ".join(f"{v:g}" for v in c.get("loads") or [])
-    bound = (f"{c['requests_per_step']} requests per step" if c.get("requests_per_step")
-             else f"{c.get('duration_per_step_s')} s per step")
-    grid = f" · grid: {', '.join(v['key'] for v in c.get('vary') or [])}" if c.get("vary") else ""
-    head = f"[bold]tokenpace sweep[/] · {escape(str(where))} · {loads} · {bound}{grid}"
+    """The sweep's header: what was swept (target, workload, SLO, tool, date), then its
+    configuration, one line each (``reports.sweep_provenance``)."""
+    head = f"[bold]tokenpace sweep[/] · {escape(provenance_headline(doc))}"
     if doc.get("interrupted"):
         head += " · [bold red]INTERRUPTED: completed steps kept[/]"
-    return head
+    rows = provenance(doc)
+    width = max(len(label) for label, _ in rows)
+    config = "\n".join(f"  [dim]{label:<{width}}[/]  {escape(text)}" for label, text in rows)
+    return f"{head}\n[bold]Configuration[/]\n{config}"
 
 
 def render_analysis(doc: dict[str, Any], console: Console) -> None:
@@ -107,8 +103,22 @@ def render_analysis(doc: dict[str, Any], console: Console) -> None:
         console.print("[bold]Recommended operating points[/] (per SLO preset):")
         for rec in a.get("recommendations", []):
             console.print(f"  • {escape(rec['text'])}")
+    front = frontier(doc.get("steps") or [])
+    if len(front) > 1:
+        unit = "concurrency" if (doc.get("config") or {}).get("axis") == "concurrency" else "req/s"
+        console.print("\n[bold]Pareto frontier[/] (output tokens/s per user, 1000 / p50 TPOT, against per GPU; "
+                      "no other step beats these on both):")
+        console.print("  " + escape("; ".join(
+            f"{(p['group'] + ' at ') if p['group'] else ''}{p['load']:g} {unit}: {p['per_user_tokens_s']:,.0f} "
+            f"per user, {p['per_gpu_tokens_s']:,.0f} per GPU" for p in front)), soft_wrap=True)
     comparison = doc.get("comparison") or []
     if comparison:
         console.print("\n[bold]What-if comparison[/]")
         for sentence in comparison:
+            console.print(f"  • {escape(sentence)}")
+    for pair in doc.get("perceived") or []:
+        console.print(f"\n[bold]Perceived latency[/]: {escape(pair['streamed'])} against "
+                      f"{escape(pair['not_streamed'])} "
+                      "(when the first words appear, when the answer is complete)")
+        for sentence in pair["sentences"]:
             console.print(f"  • {escape(sentence)}")

@@ -165,3 +165,16 @@ QUADRANT_WORDS = {
     "saturated": "high throughput at high latency: the engine is full; fine for batch work, not for users",
     "avoid": "high latency with low throughput: overload or misconfiguration; avoid",
 }
+
+
+def pareto_frontier(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both axes (higher is better on each), in
+    ascending x: the trade-off between speed per user and throughput per GPU that a configuration
+    can reach. A point equal to another on both axes is kept once (the first)."""
+    order = sorted(range(len(points)), key=lambda i: (-points[i][0], -points[i][1], i))
+    frontier, best_y = [], float("-inf")
+    for i in order:  # from the fastest per user down: keep each that raises the best throughput
+        if points[i][1] > best_y:
+            frontier.append(i)
+            best_y = points[i][1]
+    return sorted(frontier, key=lambda i: points[i][0])

@@ -4,7 +4,8 @@ were chosen, and the analysis. Written atomically after every step.
 
 Everything the sweep report plots is in it: per step ``load.value`` (the offered load),
 ``summary`` (throughput, latency percentiles, goodput, cost), ``status``, ``group`` (the --vary
-combination) and per combination ``analysis[group].knee`` / ``max_goodput`` / ``recommendations``.
+combination) and per combination ``analysis[group].knee`` / ``max_goodput`` / ``recommendations``;
+with ``--vary stream=on,off``, ``perceived``: streamed against not streamed, load by load (``sweep.perceived``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,19 @@ def sweep_document(result: Any) -> dict[str, Any]:
         "steps": result.steps,
         "analysis": result.analysis,
         "comparison": result.comparison,
+        "perceived": result.perceived,
     }
+
+
+def sweep_header_document(config: Any) -> dict[str, Any]:
+    """What the sweep file will say of its configuration, before any step has run (the console's
+    header): the date is now for a measured sweep, none for a simulated one (it reads no clock)."""
+    from datetime import datetime, timezone
+
+    return {"tool": {"name": "tokenpace", "version": __version__}, "config": config.to_dict(),
+            "slo": config.base.slo, "interrupted": False,
+            "started_utc": None if config.sim is not None
+            else datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
 def write_sweep(result: Any) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenpace.metrics import SLO, SLO_PRESETS
-from tokenpace.sweep.analysis import QUADRANT_WORDS, CurvePoint, knee, quadrants, slo_crossing
+from tokenpace.sweep.analysis import QUADRANT_WORDS, CurvePoint, knee, pareto_frontier, quadrants, slo_crossing
 from tokenpace.sweep.steps import RECOMMEND_PRESETS
 
 
@@ -55,7 +55,7 @@ def _cost(best: dict[str, Any], price: float | None, gpus: int) -> dict[str, Any
     return out
 
 
-def _limits(slo: SLO) -> str:
+def limits_text(slo: SLO) -> str:
     parts = [f"{m.upper()} ≤ {v:g} ms" for m, v in slo.limits_ms().items()]
     return (", ".join(parts) or "no latency limit") + f" for {slo.attainment:.0%} of requests"
 
@@ -88,6 +88,7 @@ def analyse_group(entries: list[dict[str, Any]], *, axis: str, slo: SLO | None, 
            "quadrants": {"thresholds": thresholds,
                          "steps": {str(e["index"]): q for e, q in zip(steps, quads)}},
            "recommendations": recs}
+    out["curve"] = [_curve_point(e) for e in steps]
     short = [e for e in entries if (e.get("load") or {}).get("short")]
     out["short_steps"] = [e["index"] for e in short]
     out["sentences"] = _sentences(out, steps, quads, unit, slo, held) + [
@@ -96,12 +97,22 @@ def analyse_group(entries: list[dict[str, Any]], *, axis: str, slo: SLO | None, 
     return out
 
 
+def _curve_point(e: dict[str, Any]) -> dict[str, Any]:
+    """One analysed step as the comparison across a grid reads it: its load, p99s and which SLOs
+    it met (``slo``: the sweep's own, None without one)."""
+    s = e["summary"]
+    met = {name: (g or {}).get("met") for name, g in (e.get("goodput_by_preset") or {}).items()}
+    met["slo"] = dig(s, "goodput", "verdict", "met")
+    return {"index": e["index"], "load": e["load"]["value"], "ttft_p99_ms": dig(s, "latency_ms", "ttft", "p99"),
+            "tpot_p99_ms": dig(s, "latency_ms", "tpot", "p99"), "met": met}
+
+
 def _recommend(name: str, steps: list[dict[str, Any]], price: float | None, gpus: int, unit: str,
                held: str) -> dict[str, Any]:
     slo = SLO_PRESETS[name]
     points = [_point(e, e["goodput_by_preset"][name]) for e in steps]
     best = slo_crossing(points, slo.attainment)
-    rec: dict[str, Any] = {"slo": name, "limits": _limits(slo), "load": None, "interpolated": False,
+    rec: dict[str, Any] = {"slo": name, "limits": limits_text(slo), "load": None, "interpolated": False,
                            "good_requests_s": None, "output_tokens_s": None}
     if best is None:
         rec["text"] = f"{name} ({rec['limits']}): no load tested meets it; lower the load or add capacity"
@@ -133,7 +144,7 @@ def _sentences(out: dict[str, Any], steps: list[dict[str, Any]], quads: list[str
     if slo is not None:
         best = out["max_goodput"]
         if best is None:
-            said.append(f"No step met the SLO ({_limits(slo)}), not even the lowest load.")
+            said.append(f"No step met the SLO ({limits_text(slo)}), not even the lowest load.")
         else:
             where = (f"{best['load']:.3g} {unit}, interpolated between {best['between'][0]:g} and {best['between'][1]:g}"
                      if best["interpolated"] else f"{best['load']:g} {unit}")
@@ -143,7 +154,7 @@ def _sentences(out: dict[str, Any], steps: list[dict[str, Any]], quads: list[str
                         f"${best['usd_per_1m_good_output_tokens']:.3g} per 1M good ones")
             limit = ("" if best["held_at_every_step"] or best["limit_load"] == best["load"]
                      else f"; the SLO holds up to about {best['limit_load']:.3g} {unit} (interpolated)")
-            said.append(f"Max goodput under the SLO ({_limits(slo)}): {best['good_requests_s'] or 0:.3g} req/s "
+            said.append(f"Max goodput under the SLO ({limits_text(slo)}): {best['good_requests_s'] or 0:.3g} req/s "
                         f"at {where}{cost}{limit}." + (f" {held[0].upper()}{held[1:]}." if best["held_at_every_step"] else ""))
     avoid = [e["load"]["value"] for e, q in zip(steps, quads) if q == "avoid"]
     if avoid:
@@ -152,7 +163,8 @@ def _sentences(out: dict[str, Any], steps: list[dict[str, Any]], quads: list[str
 
 
 def compare_groups(analysis: dict[str, dict[str, Any]], slo: SLO | None) -> list[str]:
-    """`--vary`: each combination's best SLO-meeting point against the first combination's."""
+    """`--vary`: each combination's best SLO-meeting point against the first combination's, and
+    why: both combinations' p99 TTFT and TPOT at one load they both ran (``_why_load``)."""
     if len(analysis) < 2:
         return []
     name = slo.name if slo is not None else "chat"
@@ -171,14 +183,49 @@ def compare_groups(analysis: dict[str, dict[str, Any]], slo: SLO | None) -> list
     for g in groups[1:]:
         value = best(analysis[g])
         if value is None and base is None:
-            said.append(f"Neither {base_name} nor {g} meets the {name} SLO at any load tested.")
+            line = f"Neither {base_name} nor {g} meets the {name} SLO at any load tested."
         elif base is None:
-            said.append(f"{g} meets the {name} SLO at up to {value:.3g} good req/s; {base_name} meets it at no load tested.")
+            line = f"{g} meets the {name} SLO at up to {value:.3g} good req/s; {base_name} meets it at no load tested."
         elif value is None:
-            said.append(f"{g} meets the {name} SLO at no load tested; {base_name} reaches {base:.3g} good req/s.")
+            line = f"{g} meets the {name} SLO at no load tested; {base_name} reaches {base:.3g} good req/s."
         else:
             change = (value - base) / base * 100 if base else 0.0
             verb = "raises" if value > base else "lowers" if value < base else "keeps"
-            said.append(f"{g} {verb} max goodput under the {name} SLO from {base:.3g} to {value:.3g} req/s "
-                        f"({change:+.0f}%) against {base_name} on this traffic.")
+            line = (f"{g} {verb} max goodput under the {name} SLO from {base:.3g} to {value:.3g} req/s "
+                    f"({change:+.0f}%) against {base_name} on this traffic.")
+        said.append(line + _side_by_side(analysis[base_name], analysis[g], base_name, g, key or "slo"))
     return said
+
+
+def _side_by_side(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str, met_key: str) -> str:
+    """" At X req/s, where A first misses the SLO: p99 TPOT 101 ms against 54 ms, p99 TTFT ..."
+    (the lowest load both ran at which either misses it; else the highest load both ran)."""
+    at_a = {p["load"]: p for p in a.get("curve") or []}
+    at_b = {p["load"]: p for p in b.get("curve") or []}
+    common = sorted(set(at_a) & set(at_b))
+    if not common:
+        return ""
+    missed = [x for x in common if at_a[x]["met"].get(met_key) is False or at_b[x]["met"].get(met_key) is False]
+    load = missed[0] if missed else common[-1]
+    where = "where one of them first misses the SLO" if missed else "the highest load both ran"
+    unit = a.get("load_unit", "")
+    parts = []
+    for metric, label in (("tpot_p99_ms", "p99 TPOT"), ("ttft_p99_ms", "p99 TTFT")):
+        x, y = at_a[load].get(metric), at_b[load].get(metric)
+        if x is not None and y is not None:
+            parts.append(f"{label} {y:,.0f} ms for {b_name} against {x:,.0f} ms for {a_name}")
+    return f" At {load:g} {unit} ({where}): {'; '.join(parts)}." if parts else ""
+
+
+def frontier(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The analysed steps of every combination on the Pareto frontier of output tokens/s per user
+    (1000 / p50 TPOT) against output tokens/s per GPU, fastest per user first."""
+    points, steps = [], []
+    for e in (e for e in entries if e["status"] == "ok" and e["role"] == "step"):
+        tpot, thr = dig(e["summary"], "latency_ms", "tpot", "p50"), dig(e["summary"], "throughput", "output_tokens_s")
+        if tpot and thr is not None:
+            points.append((1000.0 / tpot, thr / (e.get("gpus") or 1)))
+            steps.append(e)
+    return [{"index": steps[i]["index"], "group": steps[i]["group"], "load": steps[i]["load"]["value"],
+             "per_user_tokens_s": points[i][0], "per_gpu_tokens_s": points[i][1]}
+            for i in reversed(pareto_frontier(points))]

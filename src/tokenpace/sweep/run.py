@@ -27,6 +27,7 @@ from tokenpace.runner.paths import result_paths
 from tokenpace.sweep.achieved import AT_SATURATION, flag_group, flag_shortfall
 from tokenpace.sweep.document import write_sweep
 from tokenpace.sweep.findings import analyse_group, compare_groups
+from tokenpace.sweep.perceived import perceived_latency
 from tokenpace.sweep.rates import auto_rates, how_chosen, saturation_ladder, still_growing, wide_miss
 from tokenpace.sweep.spec import (SYNC_PROBE_MAX_REQUESTS, SweepConfig, apply_combination, combination_label,
                                   combinations)
@@ -46,6 +47,7 @@ class SweepResult:
     interrupted: bool = False
     started_utc: str | None = None
     target: dict[str, Any] = field(default_factory=dict)
+    perceived: list[dict[str, Any]] = field(default_factory=list)  # --vary stream=on,off (perceived.py)
 
 
 class _Stop(KeyboardInterrupt):
@@ -76,6 +78,8 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
                                                        up_to_saturation=config.auto and not any(
                                                            s["status"] == "skipped" for s in members))
         result.comparison = compare_groups(result.analysis, slo)
+        result.perceived = perceived_latency(result.steps, config.vary,
+                                             "concurrency" if config.axis == "concurrency" else "req/s")
         write_sweep(result)
 
     with _executor(config) as execute:
@@ -109,7 +113,7 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
         if on_start:
             on_start({"index": index, "role": role, "group": group, "axis": axis, "value": value})
         cfg = config.step_config(concurrency=concurrency, rate=rate, requests=requests,
-                                 out=str(steps_dir / name))
+                                 out=str(steps_dir / name), combo=combo)
         gpus = base.gpus if base.gpus != 1 or engine is None else engine.tp
         run = None
         try:

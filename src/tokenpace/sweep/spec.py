@@ -1,5 +1,6 @@
 """What a sweep runs: its axis (concurrency or request rate), the loads, the per-step bound, the
-base run configuration, and (on the simulator) the `--vary` grid of engine what-ifs."""
+base run configuration, and the `--vary` grid: engine what-ifs on the simulator, client what-ifs
+(client_vary.py) against any target."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.runner.counting import check_holdable
 from tokenpace.simulator.config import SimConfig
+from tokenpace.sweep.client_vary import CLIENT_KEYS, apply_client, check_client_key
 from tokenpace.sweep.rates import DEFAULT_AUTO_STEPS
 
 AXES = ("concurrency", "rate")
@@ -86,18 +88,21 @@ def parse_loads(text: str, flag: str, *, integer: bool) -> list[float]:
 
 
 def parse_vary(items: list[str]) -> list[tuple[str, list[str]]]:
-    """['policy=a,b', 'quant=bf16,fp8'] → [('policy', ['a', 'b']), ('quant', ['bf16', 'fp8'])]."""
+    """['policy=a,b', 'quant=bf16,fp8'] → [('policy', ['a', 'b']), ('quant', ['bf16', 'fp8'])].
+    output-tokens may separate its values by ';' (a length spec has commas of its own)."""
     out: list[tuple[str, list[str]]] = []
     for item in items:
         key, sep, values = item.partition("=")
         key = key.strip().lower().lstrip("-")
         if not sep or not values.strip():
             raise UsageError(f"--vary takes KEY=V1,V2,..., not {item!r}")
-        if key not in VARY_KEYS:
-            raise UsageError(f"--vary: unknown key {key!r} (known: {', '.join(VARY_KEYS)})")
+        if key not in VARY_KEYS and key not in CLIENT_KEYS:
+            raise UsageError(f"--vary: unknown key {key!r} (engine, with --sim: {', '.join(VARY_KEYS)}; "
+                             f"client, measured: {', '.join(CLIENT_KEYS)})")
         if any(k == key for k, _ in out):
             raise UsageError(f"--vary {key} given twice")
-        vals = [v.strip() for v in values.split(",")]
+        # A length spec holds commas itself: its values may be separated by ';' instead.
+        vals = [v.strip() for v in values.split(";" if key == "output-tokens" and ";" in values else ",")]
         if any(not v for v in vals) or len(set(vals)) != len(vals):
             raise UsageError(f"--vary {key}: empty or repeated value in {values!r}")
         out.append((key, vals))
@@ -122,6 +127,8 @@ def apply_combination(engine: SimConfig, combo: dict[str, str]) -> SimConfig:
 
     changes: dict[str, Any] = {}
     for key, text in combo.items():
+        if key not in VARY_KEYS:
+            continue  # a client key (client_vary.py)
         name, parse = VARY_KEYS[key]
         try:
             changes[name] = parse(text, engine)
@@ -167,8 +174,12 @@ class SweepConfig:
             raise UsageError(f"--steps must be >= 2, not {self.auto_steps}")
         if self.saturation_concurrency < 1:
             raise UsageError(f"--saturation-concurrency must be >= 1, not {self.saturation_concurrency}")
-        if self.vary and self.sim is None:
-            raise UsageError("--vary crosses engine parameters: it needs --sim")
+        for key, _ in self.vary:
+            if key in CLIENT_KEYS:
+                check_client_key(key, simulated=self.sim is not None)
+            elif self.sim is None:
+                raise UsageError(f"--vary {key} is an engine parameter: it needs --sim "
+                                 f"(against an endpoint: {', '.join(CLIENT_KEYS)})")
         b = self.base
         if b.trace or b.conversations:
             raise UsageError("a sweep sets the load itself: --trace and --conversations runs cannot be swept")
@@ -181,12 +192,14 @@ class SweepConfig:
         for combo in combinations(self.vary):  # a typo in the grid fails before any step runs
             if self.sim is not None:
                 apply_combination(self.sim, combo)
+            apply_client(self.base, combo).validate()
         return self
 
     def step_config(self, *, concurrency: int | None = None, rate: float | None = None,
-                    requests: int | None = None, out: str | None = None) -> BenchConfig:
-        """The BenchConfig of one step."""
-        b = self.base
+                    requests: int | None = None, out: str | None = None,
+                    combo: dict[str, str] | None = None) -> BenchConfig:
+        """The BenchConfig of one step (of the grid's combination ``combo``: its client keys)."""
+        b = apply_client(self.base, combo or {})
         changes: dict[str, Any] = dict(concurrency=concurrency, rate=rate, out=out, progress=self.progress)
         if requests is not None:
             changes["requests"] = requests
@@ -203,4 +216,5 @@ class SweepConfig:
             "vary": [{"key": k, "values": v} for k, v in self.vary],
             "base": base,
             "engine": None if self.sim is None else self.sim.to_dict(),
+            "calibration": None if self.calibration is None else self.calibration.get("path"),
         }

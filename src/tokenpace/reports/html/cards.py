@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tokenpace.reports.console import inside_counts
 from tokenpace.reports.html.markup import esc, ms, num
 
 CARD_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E"))
@@ -48,8 +49,8 @@ def rate_cards(summary: dict[str, Any]) -> str:
                f"{num(tp.get('requests_s'), 2)} req/s",
                f"cached prompt tokens {tp.get('cached_prompt_tokens', 0)} (reported apart)",
                f"window {num(window.get('duration_s'), 2)} s"
-               + (f" ({'steady state, ' if str(window.get('definition', '')).startswith('Steady-state') else ''}"
-                  f"{window['requests_sent']} requests sent inside)" if "requests_sent" in window else "")])]
+               + (f" ({'steady state; ' if str(window.get('definition', '')).startswith('Steady-state') else ''}"
+                  f"{inside_counts(window)})" if "requests_sent" in window else "")])]
     g = summary.get("goodput")
     if g:
         met = g["verdict"]["met"]

@@ -66,6 +66,32 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def workload(doc: dict[str, Any]) -> str:
+    """What each request asked for: the length specs, or the dataset or trace they came from, how
+    input lengths were counted, the shared prefix and the API shape."""
+    w, c, t = doc.get("workload") or {}, doc.get("config") or {}, doc.get("target") or {}
+    rows = []
+    for source in ("dataset", "trace"):
+        if isinstance(w.get(source), dict):
+            rows.append((source, w[source].get("path")))
+    if w.get("input_tokens"):
+        rows.append(("input tokens", w["input_tokens"]))
+    if w.get("output_tokens"):
+        rows.append(("output tokens", w["output_tokens"]))
+    prefix = (w.get("shared_prefix") or {}).get("prefix_tokens") if isinstance(w.get("shared_prefix"), dict) else None
+    prefix = prefix or w.get("shared_prefix_tokens")
+    if prefix:
+        rows.append(("shared prefix tokens", prefix))
+    if w.get("input_length_source"):
+        rows.append(("input lengths counted by", w["input_length_source"]))
+    if not t.get("simulated"):
+        streaming = "streaming" if c.get("stream", True) else "not streaming"
+        rows.append(("requests", f"{c.get('api', 'chat')} API, {streaming}"))
+    if not rows:
+        return "<p>The workload is not in this file.</p>"
+    return table(("", ""), rows, "config")
+
+
 def configuration(doc: dict[str, Any]) -> str:
     parts = {key: doc.get(key) for key in ("kind", "schema_version", "tool", "started_utc", "interrupted",
                                           "target", "workload", "config", "preflight")}

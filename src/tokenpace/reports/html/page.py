@@ -27,6 +27,7 @@ def render_run_html(data: RunData) -> str:
     headline, console_html = _console_summary(doc)
     body = [f"<h1>tokenpace report: {esc(data.label)}</h1>", f'<p class="headline">{esc(headline)}</p>']
     body += _banners(data)
+    body.append(section("workload", "Workload", details.workload(doc)))
     body.append(section("summary", "Summary", cards.latency_cards(summary) + cards.rate_cards(summary)
                         + details.outcomes(summary)))
     body.append(section("distributions", "Latency distributions", _distributions(data, summary)))

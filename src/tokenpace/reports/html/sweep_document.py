@@ -10,6 +10,7 @@ from typing import Any
 
 from tokenpace.reports.html.sweep_page import render_sweep_html
 from tokenpace.reports.html.sweep_plots import SweepStep
+from tokenpace.reports.sweep_provenance import headline, provenance
 
 
 def sweep_steps(doc: dict[str, Any]) -> list[SweepStep]:
@@ -23,14 +24,21 @@ def sweep_steps(doc: dict[str, Any]) -> list[SweepStep]:
         summary["gpu_hours"] = {"per_1m_output": e.get("gpu_hours_per_1m_output_tokens"),
                                 "per_1m_good_output": e.get("gpu_hours_per_1m_good_output_tokens")}
         out.append(SweepStep(offered_load=e["load"]["value"], summary=summary, group=e["group"],
-                             valid=e["status"] == "ok", knee=e["index"] in knees))
+                             valid=e["status"] == "ok", knee=e["index"] in knees,
+                             achieved_load=e["load"].get("achieved"), gpus=e.get("gpus") or 1))
     return out
 
 
 def _recommendations(doc: dict[str, Any], load_label: str, priced: bool) -> list[dict[str, Any]]:
+    """One row per (combination, SLO): the sweep's own SLO first when it has one, then each preset."""
     rows = []
     for group, a in (doc.get("analysis") or {}).items():
-        for r in a.get("recommendations", []):
+        own = a.get("max_goodput")
+        recs = list(a.get("recommendations", []))
+        if a.get("slo") and (doc.get("slo") or "") not in {r["slo"] for r in recs}:  # a preset's row says it
+            recs.insert(0, {"slo": f"{doc.get('slo') or 'given'} (this sweep's SLO)", "limits": _limits(a["slo"]),
+                            **({"load": None} if own is None else own)})
+        for r in recs:
             cost = r.get("usd_per_1m_output_tokens") if priced else r.get("gpu_hours_per_1m_output_tokens")
             row = {"combination": group or "—", "SLO": r["slo"], "limits": r["limits"],
                    load_label: "none meets it" if r["load"] is None else
@@ -39,6 +47,14 @@ def _recommendations(doc: dict[str, Any], load_label: str, priced: bool) -> list
                    ("$ / 1M output" if priced else "GPU-h / 1M output"): "—" if cost is None else f"{cost:.3g}"}
             rows.append(row)
     return rows
+
+
+def _limits(slo: dict[str, Any]) -> str:
+    from tokenpace.metrics import SLO
+    from tokenpace.sweep.findings import limits_text
+
+    return limits_text(SLO(**{k: slo.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms")},
+                           attainment=slo.get("attainment") or 0.9))
 
 
 def render_sweep_document(doc: dict[str, Any]) -> str:
@@ -56,7 +72,9 @@ def render_sweep_document(doc: dict[str, Any]) -> str:
     title = "tokenpace sweep" + (" (simulated)" if c.get("simulated") else "")
     return render_sweep_html(title, sweep_steps(doc), load_label=load_label, limits_ms=limits,
                              recommendations=_recommendations(doc, load_label, priced), findings=findings,
-                             cost_unit="$" if priced else "GPU-hours")
+                             cost_unit="$" if priced else "GPU-hours", headline=headline(doc),
+                             configuration=provenance(doc), exact=c, rate_axis=c.get("axis") != "concurrency",
+                             perceived=doc.get("perceived") or ())
 
 
 def write_sweep_html(doc: dict[str, Any], path: str | Path) -> Path:
