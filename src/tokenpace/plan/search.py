@@ -33,11 +33,11 @@ from tokenpace.simulator.simulate import simulate
 from tokenpace.workload.arrivals import arrival_offsets
 from tokenpace.workload.lengths import LengthSpec
 
-PROBE_SECONDS = 120.0
-MIN_PROBE, MAX_PROBE = 200, 2000
+PROBE_SECONDS = 60.0
+MIN_PROBE, MAX_PROBE = 200, 1200
 WARMUP = 0.1
 BISECTIONS = 7  # "nearly idle": 1/128 of the throughput ceiling
-CAPACITY_BISECTIONS = 6  # a finalist's capacity to within 1/64 of its bracket
+CAPACITY_BISECTIONS = 4  # a finalist's capacity to within 1/16 of its bracket
 
 
 @dataclass(frozen=True)
