@@ -34,7 +34,7 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
             if progress.saw_done:
                 return
             # What close() completes arrived with the last read.
-            if (_on_events(parser.close(), progress.last_read_ns, record, progress)
+            if (apply_events(parser.close(), progress.last_read_ns, record, progress)
                     or _parser_stopped(parser, progress, now)):
                 return
             progress.done_ns = now
@@ -48,7 +48,7 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
             return
         progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
         # After [DONE], reading on to EOF lets the connection go back to the pool.
-        if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
+        if not progress.saw_done and (apply_events(parser.feed(data), now, record, progress)
                                       or _parser_stopped(parser, progress, now)):
             return
 
@@ -63,7 +63,7 @@ def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRe
     data = b"".join(buffer)[getattr(content, "_buffer_offset", 0):]
     buffer.clear()
     now = progress.last_read_ns = monotonic_ns()
-    if not _on_events(parser.feed(data), now, record, progress):
+    if not apply_events(parser.feed(data), now, record, progress):
         _parser_stopped(parser, progress, now)
 
 
@@ -80,7 +80,7 @@ def _parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
     return True
 
 
-def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
+def apply_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
     """Apply the events of one read, all stamped ``now``. True when the stream must stop (an error)."""
     for event in events:
         payload = event.data
