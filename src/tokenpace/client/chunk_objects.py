@@ -31,36 +31,60 @@ def usage_dict(usage: Any) -> dict[str, Any] | None:
     return dump() if dump is not None else None
 
 
+def _fields(obj: Any) -> dict[str, Any]:
+    """An object's declared fields as a dict, read without ``getattr`` on names it may lack: a
+    pydantic model answers a missing name through ``__getattr__`` and an exception, ~1 µs each.
+    Pydantic v2 keeps declared fields in ``__dict__``; a plain dict is its own fields."""
+    try:
+        return obj.__dict__
+    except AttributeError:
+        return obj if type(obj) is dict else {}
+
+
+def _extra(obj: Any, fields: dict[str, Any], name: str) -> Any:
+    """A field the SDK does not declare (``reasoning_content``): pydantic keeps those apart."""
+    value = fields.get(name)
+    if value is None:
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if extra:
+            value = extra.get(name)
+    return value
+
+
 def _classify(obj: Any, part: str) -> ChunkInfo:
     content_chars = reasoning_chars = tool_call_chars = 0
     has_tool_call = False
     finish_reason = None
-    for choice in getattr(obj, "choices", None) or ():
-        reason = getattr(choice, "finish_reason", None)
+    top = _fields(obj)
+    for choice in top.get("choices") or ():
+        fields = _fields(choice)
+        reason = fields.get("finish_reason")
         if reason is not None:
             finish_reason = reason
-        text = getattr(choice, "text", None)  # legacy completions
+        text = fields.get("text")  # legacy completions
         if type(text) is str:
             content_chars += len(text)
-        delta = getattr(choice, part, None)
-        if delta is None:
+        delta_obj = fields.get(part)
+        if delta_obj is None:
             continue
-        content = getattr(delta, "content", None)
+        delta = _fields(delta_obj)
+        content = delta.get("content")
         if type(content) is str:
             content_chars += len(content)
-        # Extra fields of the SDK's models are attributes too (reasoning_content from DeepSeek, vLLM).
-        reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+        # Servers name it differently: DeepSeek and vLLM < 0.9 "reasoning_content", others "reasoning".
+        reasoning = _extra(delta_obj, delta, "reasoning_content") or _extra(delta_obj, delta, "reasoning")
         if type(reasoning) is str:
             reasoning_chars += len(reasoning)
-        tool_calls = getattr(delta, "tool_calls", None)
+        tool_calls = delta.get("tool_calls")
         if tool_calls:
             has_tool_call = True
             for call in tool_calls:
-                function = getattr(call, "function", None)
+                function = _fields(call).get("function")
                 if function is not None:
-                    for value in (getattr(function, "name", None), getattr(function, "arguments", None)):
+                    function = _fields(function)
+                    for value in (function.get("name"), function.get("arguments")):
                         if type(value) is str:
                             tool_call_chars += len(value)
-    usage = getattr(obj, "usage", None)
+    usage = top.get("usage")
     return ChunkInfo(content_chars, reasoning_chars, tool_call_chars, has_tool_call,
                      usage_dict(usage) if usage is not None else None, finish_reason, None)
