@@ -10,6 +10,7 @@ request counters, and goodput under an SLO over a sliding window.
 | ``tokenpace_goodput_requests_per_second`` | gauge | good requests per second, last ``window_s`` |
 | ``tokenpace_window_requests`` | gauge | finished requests in the last ``window_s`` |
 
+Latencies are observed for ok requests only (as a bench summary counts them); tokens for all.
 ITL is observed once per token (the token-weighted samples of ``metrics.latency.itl_samples``).
 No prompt or completion text is ever exported: a record holds none.
 """
@@ -102,6 +103,8 @@ class PrometheusExporter:
         api = record.api
         self.requests.labels(api, model, record.status, record.error_kind or "").inc()
         self.window.add(record)
+        if record.status != "ok":  # latencies describe successful requests only, as in a bench summary
+            return self._count_tokens(record, api, model)
         for histogram, measure in ((self.ttft, ttft), (self.tpot, tpot), (self.e2e, e2e)):
             value_ms = measure(record)
             if value_ms is not None:
@@ -111,6 +114,9 @@ class PrometheusExporter:
             child = self.itl.labels(api, model)
             for sample_ms in samples:
                 child.observe(sample_ms / 1000)
+        self._count_tokens(record, api, model)
+
+    def _count_tokens(self, record: RequestRecord, api: str, model: str) -> None:
         for kind, count in (("input", record.prompt_tokens), ("output", record.output_tokens),
                             ("cached_input", record.cached_prompt_tokens), ("reasoning", record.reasoning_tokens)):
             if count:
