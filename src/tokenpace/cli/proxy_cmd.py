@@ -60,9 +60,7 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - ProxyConfig, i
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from tokenpace.proxy import serve_until_stopped
+    from tokenpace.proxy import run_proxy
 
     config = config_from_args(args)
     watch = None
@@ -73,6 +71,6 @@ def run(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     try:
-        return asyncio.run(serve_until_stopped(config, announce=announce, watch=watch))
+        return run_proxy(config, announce=announce, watch=watch)
     except OSError as exc:
         raise UsageError(f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}") from None

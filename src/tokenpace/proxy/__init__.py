@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from .app import ProxyState, create_app
 from .config import ProxyConfig
-from .serve import running_proxy, serve_until_stopped
+from .serve import run_proxy, running_proxy, serve_until_stopped
 
-__all__ = ["ProxyConfig", "ProxyState", "create_app", "running_proxy", "serve_until_stopped"]
+__all__ = ["ProxyConfig", "ProxyState", "create_app", "run_proxy", "running_proxy", "serve_until_stopped"]
