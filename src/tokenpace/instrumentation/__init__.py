@@ -41,7 +41,7 @@ def instrument(client: Any, *, slo: str | SLO | None = None,
     to, or a callable. ``prometheus``: True feeds one exporter shared by the process, registered in
     ``prometheus_client.REGISTRY`` (serve it with ``prometheus_client.start_http_server``; its SLO
     is the first one given); or an exporter of your own. ``otel``: True for the global
-    OpenTelemetry ``MeterProvider``/``TracerProvider``, or a ``MeterProvider``. ``inject_usage``:
+    OpenTelemetry ``MeterProvider``/``TracerProvider``, a ``MeterProvider``, or an ``OTelExporter``. ``inject_usage``:
     ask streams for usage (``stream_options.include_usage``) when the caller did not, and hide
     the extra usage-only chunk from the caller.
     """
@@ -84,6 +84,6 @@ def observers_for(*, slo: str | SLO | None, records: Any, prometheus: bool | Pro
     if otel:
         from .otel import OTelExporter
 
-        chosen.append(OTelExporter(None if otel is True else otel))
+        chosen.append(otel if isinstance(otel, OTelExporter) else OTelExporter(None if otel is True else otel))
     chosen.extend(observers)
     return tuple(chosen)

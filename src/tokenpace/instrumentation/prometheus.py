@@ -88,7 +88,7 @@ class PrometheusExporter:
                               labels, buckets=buckets.ITL_S, registry=reg)
         self.itl = Histogram("tokenpace_itl_seconds", "Inter-token latency, one sample per token",
                              labels, buckets=buckets.ITL_S, registry=reg)
-        self.e2e = Histogram("tokenpace_e2e_seconds", "End-to-end request latency (sent to done)",
+        self.e2e = Histogram("tokenpace_e2e_seconds", "End-to-end latency: sent to last token (tokenpace E2E)",
                              labels, buckets=buckets.OPERATION_DURATION_S, registry=reg)
         self.tokens = Counter("tokenpace_tokens", "Tokens by type (input includes cached_input; output "
                               "includes reasoning)", (*labels, "type"), registry=reg)
