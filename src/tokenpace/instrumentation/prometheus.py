@@ -18,11 +18,12 @@ No prompt or completion text is ever exported: a record holds none.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections import deque
 from time import monotonic_ns
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
 from tokenpace.metrics.latency import e2e, itl_samples, tpot, ttft
 from tokenpace.metrics.slo import SLO
@@ -86,8 +87,9 @@ class PrometheusExporter:
                               labels, buckets=buckets.TIME_TO_FIRST_CHUNK_S, registry=reg)
         self.tpot = Histogram("tokenpace_tpot_seconds", "Time per output token after the first, per request",
                               labels, buckets=buckets.ITL_S, registry=reg)
-        self.itl = Histogram("tokenpace_itl_seconds", "Inter-token latency, one sample per token",
-                             labels, buckets=buckets.ITL_S, registry=reg)
+        self.itl = ManyHistogram("tokenpace_itl_seconds", "Inter-token latency, one sample per token",
+                                 labels, buckets.ITL_S)
+        reg.register(self.itl)
         self.e2e = Histogram("tokenpace_e2e_seconds", "End-to-end latency: sent to last token (tokenpace E2E)",
                              labels, buckets=buckets.OPERATION_DURATION_S, registry=reg)
         self.tokens = Counter("tokenpace_tokens", "Tokens by type (input includes cached_input; output "
@@ -96,31 +98,96 @@ class PrometheusExporter:
                                 (*labels, "status", "error_kind"), registry=reg)
         reg.register(_GoodputCollector(self.window))
 
+        self._children: dict[tuple[str, str], tuple] = {}  # labels() costs ~1 µs a call: look up once
+        self._request_children: dict[tuple[str, str, str, str], object] = {}
+
     def __call__(self, record: RequestRecord) -> None:
-        self.observe(record, getattr(record, "model", None) or "")
+        self.observe(record, record.model or "")
+
+    def _for(self, api: str, model: str) -> tuple:
+        children = self._children.get((api, model))
+        if children is None:
+            children = self._children[(api, model)] = (
+                self.ttft.labels(api, model), self.tpot.labels(api, model), self.e2e.labels(api, model),
+                self.itl.child((api, model)),
+                tuple(self.tokens.labels(api, model, kind) for kind in ("input", "output", "cached_input", "reasoning")))
+        return children
 
     def observe(self, record: RequestRecord, model: str = "") -> None:
         api = record.api
-        self.requests.labels(api, model, record.status, record.error_kind or "").inc()
+        key = (api, model, record.status, record.error_kind or "")
+        counter = self._request_children.get(key)
+        if counter is None:
+            counter = self._request_children[key] = self.requests.labels(*key)
+        counter.inc()
         self.window.add(record)
-        if record.status != "ok":  # latencies describe successful requests only, as in a bench summary
-            return self._count_tokens(record, api, model)
-        for histogram, measure in ((self.ttft, ttft), (self.tpot, tpot), (self.e2e, e2e)):
-            value_ms = measure(record)
-            if value_ms is not None:
-                histogram.labels(api, model).observe(value_ms / 1000)
-        samples = itl_samples(record)
-        if samples:
-            child = self.itl.labels(api, model)
-            for sample_ms in samples:
-                child.observe(sample_ms / 1000)
-        self._count_tokens(record, api, model)
-
-    def _count_tokens(self, record: RequestRecord, api: str, model: str) -> None:
-        for kind, count in (("input", record.prompt_tokens), ("output", record.output_tokens),
-                            ("cached_input", record.cached_prompt_tokens), ("reasoning", record.reasoning_tokens)):
+        ttft_child, tpot_child, e2e_child, itl_child, token_children = self._for(api, model)
+        if record.status == "ok":  # latencies describe successful requests only, as in a bench summary
+            for child, measure in ((ttft_child, ttft), (tpot_child, tpot), (e2e_child, e2e)):
+                value_ms = measure(record)
+                if value_ms is not None:
+                    child.observe(value_ms / 1000)
+            samples = itl_samples(record)
+            if samples:
+                itl_child.observe_ms(samples)
+        for child, count in zip(token_children, (record.prompt_tokens, record.output_tokens,
+                                                 record.cached_prompt_tokens, record.reasoning_tokens)):
             if count:
-                self.tokens.labels(api, model, kind).inc(count)
+                child.inc(count)
+
+
+class ManyHistogram:
+    """A labelled histogram fed many samples at once (one request's ITLs): the samples are
+    bucketed with one ``bisect`` each under one lock, instead of one ``Histogram.observe`` (a lock,
+    a scan of the buckets, two counters) per token."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...], bounds: tuple[float, ...]) -> None:
+        self.name, self.documentation, self.labelnames = name, documentation, labelnames
+        self.bounds_ms = [b * 1000 for b in bounds]
+        self.bounds = bounds
+        self._children: dict[tuple[str, ...], _ManyChild] = {}
+        self._lock = threading.Lock()
+
+    def child(self, labels: tuple[str, ...]) -> _ManyChild:
+        with self._lock:
+            child = self._children.get(labels)
+            if child is None:
+                child = self._children[labels] = _ManyChild(self.bounds_ms)
+            return child
+
+    def collect(self):  # noqa: ANN201 - prometheus_client's collector protocol
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        with self._lock:
+            children = list(self._children.items())
+        for labels, child in children:
+            counts, total_ms = child.snapshot()
+            cumulative, running = [], 0
+            for bound, count in zip((*map(repr, self.bounds), "+Inf"), counts):
+                running += count
+                cumulative.append((bound, running))
+            family.add_metric(list(labels), cumulative, total_ms / 1000)
+        yield family
+
+
+class _ManyChild:
+    __slots__ = ("_bounds_ms", "_counts", "_sum_ms", "_lock")
+
+    def __init__(self, bounds_ms: list[float]) -> None:
+        self._bounds_ms = bounds_ms
+        self._counts = [0] * (len(bounds_ms) + 1)  # the last: above every bound (+Inf)
+        self._sum_ms = 0.0
+        self._lock = threading.Lock()
+
+    def observe_ms(self, samples_ms: list[float]) -> None:
+        bounds, counts = self._bounds_ms, self._counts
+        with self._lock:
+            for value in samples_ms:
+                counts[bisect_left(bounds, value)] += 1  # le: a value on a bound falls in that bucket
+            self._sum_ms += sum(samples_ms)
+
+    def snapshot(self) -> tuple[list[int], float]:
+        with self._lock:
+            return list(self._counts), self._sum_ms
 
 
 class _GoodputCollector:
