@@ -42,7 +42,13 @@ def main() -> None:
     app.on_cleanup.append(stop)
     app.router.add_route("*", "/{tail:.*}", relay)
     print(f"passthrough on http://127.0.0.1:{port}/v1", flush=True)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, handler_cancellation=True)
+    try:  # the same event loop as tokenpace proxy, so that only the relays differ
+        import uvloop
+        loop = uvloop.new_event_loop()
+    except ImportError:
+        loop = None
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, handler_cancellation=True,
+                loop=loop)
 
 
 if __name__ == "__main__":

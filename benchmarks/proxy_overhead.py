@@ -78,6 +78,19 @@ def delays_ms(records: list[RequestRecord], truth: dict) -> np.ndarray:
     return np.array(values)
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def proxy_added_histogram(port: int) -> str:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     buckets, count = [], 0.0
@@ -116,9 +129,16 @@ def main() -> None:
              "aiohttp pass-through": f"http://127.0.0.1:{plain_port}/v1"}
     try:
         results: dict[str, list[RequestRecord]] = {name: [] for name in paths}
+        rss = []
+        pids = {"tokenpace proxy": ours.pid, "aiohttp pass-through": plain.pid}
+        cpu = {name: 0.0 for name in pids}
         for rep in range(args.rounds):  # interleaved, so drift in the machine's load hits all three
             for name, url in paths.items():
+                before = cpu_s(pids[name]) if name in pids else 0.0
                 results[name] += asyncio.run(load(url, f"{name[:6]}{rep}", args.streams, args.tokens, 1))
+                if name in pids:
+                    cpu[name] += cpu_s(pids[name]) - before
+            rss.append(rss_mib(ours.pid))
         histogram = proxy_added_histogram(ours_port)
     finally:
         ours.terminate(), plain.terminate()
@@ -144,6 +164,10 @@ def main() -> None:
         print(f"{name:<22}{ok:>6}{p50:>14.3f}{p99:>14.3f}{p50 - b50:>14.3f}{p99 - b99:>14.3f}{itl:>12.3f}"
               f"{(itl / base_itl - 1) * 100:>+10.2f}%")
     print(f"\ntokenpace proxy's own tokenpace_proxy_added_seconds: {histogram}")
+    chunks = args.streams * args.rounds * (args.tokens + 3)  # role, tokens, usage, [DONE]
+    print("proxy process CPU per relayed chunk (load-independent): " + "; ".join(
+        f"{name} {seconds / chunks * 1e6:.0f} µs" for name, seconds in cpu.items()))
+    print(f"tokenpace proxy RSS after each round, MiB: {', '.join(f'{m:.1f}' for m in rss)}")
 
 
 if __name__ == "__main__":
