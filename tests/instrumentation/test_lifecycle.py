@@ -204,3 +204,26 @@ def test_async_early_break_is_recorded_when_collected(server_url):
 
     asyncio.run(scenario())
     assert [(r.status, r.error_kind) for r in records] == [("cancelled", "abandoned")]
+
+
+def test_async_errors_unconsumed_stream_and_completions(server_url):
+    records: list = []
+
+    async def scenario() -> None:
+        client = async_client(server_url, records)
+        with pytest.raises(openai.BadRequestError):
+            await client.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=10**8, stream=True)
+        await client.chat.completions.create(model=MODEL, messages=MSGS, max_tokens=5, stream=True)  # dropped
+        gc.collect()
+        texts = [c.choices[0].text async for c in await client.completions.create(
+            model=MODEL, prompt="x", max_tokens=4, stream=True)]
+        assert len([t for t in texts if t]) == 4
+        dead = async_client("http://127.0.0.1:9/v1", records)
+        with pytest.raises(openai.APIConnectionError):
+            await dead.completions.create(model=MODEL, prompt="x", max_tokens=4)
+
+    asyncio.run(scenario())
+    assert [(r.api, r.status, r.error_kind) for r in records] == [
+        ("chat", "error", "http_400"), ("chat", "cancelled", "abandoned"), ("completions", "ok", None),
+        ("completions", "error", "connect")]
+    assert records[2].output_tokens_source == "usage"
