@@ -75,6 +75,8 @@ class InstrumentedStream:
             recorder.finish()
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("_stream", "_iterator", "_recorder"):  # not set: __init__ failed part way
+            raise AttributeError(name)
         return getattr(self._stream, name)
 
 
@@ -124,4 +126,6 @@ class InstrumentedAsyncStream:
             recorder.finish()
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("_stream", "_iterator", "_recorder"):  # not set: __init__ failed part way
+            raise AttributeError(name)
         return getattr(self._stream, name)
