@@ -26,6 +26,7 @@ _EXPORTS = {
     "UsageError": "tokenpace.errors",
     "SLO": "tokenpace.metrics", "parse_slo": "tokenpace.metrics", "summarize": "tokenpace.metrics",
     "RequestRecord": "tokenpace.record",
+    "instrument": "tokenpace.instrumentation", "observe_events": "tokenpace.instrumentation",
     "BenchResult": "tokenpace.runner.bench", "run_bench": "tokenpace.runner.bench",
     "run_bench_async": "tokenpace.runner.bench",
     "read_records": "tokenpace.runner.sink",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from tokenpace.errors import (ExitCode, NotSaved, RunInterrupted, TargetError, TokenpaceError,
                                   UsageError)
     from tokenpace.metrics import SLO, parse_slo, summarize
+    from tokenpace.instrumentation import instrument, observe_events
     from tokenpace.record import RequestRecord
     from tokenpace.runner.bench import BenchResult, run_bench, run_bench_async
     from tokenpace.runner.sink import read_records

@@ -32,6 +32,7 @@ class RequestRecord:
     api: str = "chat"  # "chat" or "completions"
     stream: bool = True
     warmup: bool = False  # excluded from metrics
+    model: str | None = None  # the model asked for, when the record's source knows it (instrumentation, proxy)
 
     # What was asked for.
     requested_input_tokens: int | None = None

@@ -13,7 +13,7 @@ from typing import Any
 from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
 from tokenpace.cli import compare_cmd, export_cmd, sweep_cmd
-from tokenpace.cli import calibrate_cmd, plan_cmd
+from tokenpace.cli import calibrate_cmd, plan_cmd, proxy_cmd
 from tokenpace.cli.streams import guard_stdout
 from tokenpace.errors import ExitCode, RunInterrupted, TokenpaceError
 
@@ -24,6 +24,7 @@ examples:
   tokenpace sweep --sim --rate auto --slo chat     # the knee and max goodput, simulated
   tokenpace serve --port 8000                      # the built-in OpenAI-compatible server
   tokenpace report run.json --html run.html        # a self-contained HTML report
+  tokenpace proxy --upstream http://127.0.0.1:8000/v1 --records live.jsonl   # measure live traffic
   tokenpace compare base.json new.json --fail-if "ttft.p99 > +10%"
 
 exit codes: 0 ok · 1 internal error · 2 bad usage or input · 3 target unreachable or refused ·
@@ -56,6 +57,7 @@ COMMANDS: dict[str, tuple[Any, str]] = {
     "workload": (workload_cmd, "look at a workload before sending it"),
     "calibrate": (calibrate_cmd, "fit the simulator's efficiencies and overheads to a measured run"),
     "plan": (plan_cmd, "the cheapest deployment that meets the SLO at your traffic"),
+    "proxy": (proxy_cmd, "measuring reverse proxy: record live traffic to an OpenAI-compatible API"),
 }
 
 

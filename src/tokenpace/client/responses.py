@@ -31,26 +31,30 @@ async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progr
             raise
         now = monotonic_ns()
         if not data:  # EOF
-            if progress.saw_done:
-                return
-            # What close() completes arrived with the last read.
-            if (_on_events(parser.close(), progress.last_read_ns, record, progress)
-                    or _parser_stopped(parser, progress, now)):
-                return
-            progress.done_ns = now
-            if not record.chunk_ns:
-                progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
-            elif record.finish_reason is None and progress.expected_tokens is not None:
-                got = progress.tokens_so_far()
-                if got < progress.expected_tokens:  # ignore_eos promised them all: the stream was cut
-                    progress.fail("error", "incomplete", f"the stream ended after {got} of "
-                                  f"{progress.expected_tokens} tokens with no finish_reason and no [DONE]", now)
+            if not progress.saw_done:
+                stream_ended(parser, record, progress, now)
             return
         progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
         # After [DONE], reading on to EOF lets the connection go back to the pool.
-        if not progress.saw_done and (_on_events(parser.feed(data), now, record, progress)
-                                      or _parser_stopped(parser, progress, now)):
+        if not progress.saw_done and (apply_events(parser.feed(data), now, record, progress)
+                                      or parser_stopped(parser, progress, now)):
             return
+
+
+def stream_ended(parser: SSEParser, record: RequestRecord, progress: Progress, now: int) -> None:
+    """The stream reached EOF before [DONE]: complete what the parser holds, and judge the end."""
+    # What close() completes arrived with the last read.
+    if (apply_events(parser.close(), progress.last_read_ns, record, progress)
+            or parser_stopped(parser, progress, now)):
+        return
+    progress.done_ns = now
+    if not record.chunk_ns:
+        progress.fail("error", "empty_response", "stream ended with no token and no [DONE]", now)
+    elif record.finish_reason is None and progress.expected_tokens is not None:
+        got = progress.tokens_so_far()
+        if got < progress.expected_tokens:  # ignore_eos promised them all: the stream was cut
+            progress.fail("error", "incomplete", f"the stream ended after {got} of "
+                          f"{progress.expected_tokens} tokens with no finish_reason and no [DONE]", now)
 
 
 def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRecord, progress: Progress) -> None:
@@ -63,11 +67,11 @@ def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRe
     data = b"".join(buffer)[getattr(content, "_buffer_offset", 0):]
     buffer.clear()
     now = progress.last_read_ns = monotonic_ns()
-    if not _on_events(parser.feed(data), now, record, progress):
-        _parser_stopped(parser, progress, now)
+    if not apply_events(parser.feed(data), now, record, progress):
+        parser_stopped(parser, progress, now)
 
 
-def _parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
+def parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
     """True (and the failure recorded) when the parser met a line it will not go past."""
     if parser.line_too_long:
         progress.fail("error", "line_too_long",
@@ -80,7 +84,7 @@ def _parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
     return True
 
 
-def _on_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
+def apply_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
     """Apply the events of one read, all stamped ``now``. True when the stream must stop (an error)."""
     for event in events:
         payload = event.data

@@ -77,9 +77,17 @@ class SLO:
 
     def is_good(self, record: RequestRecord) -> bool:
         """``good_mask`` for one record."""
-        values = {metric: np.array([measure(record)], dtype=np.float64)
-                  for metric, measure in LIMITED_METRICS.items()}
-        return bool(self.good_mask(np.array([record.status == "ok"]), values)[0])
+        # The same rule for one record without numpy: live exports judge every record as it ends.
+        if record.status != "ok":
+            return False
+        for metric, limit in self.limits_ms().items():
+            value = LIMITED_METRICS[metric](record)
+            if value is None:
+                if metric not in VACUOUS_WHEN_UNDEFINED:
+                    return False
+            elif not value <= limit:
+                return False
+        return True
 
     def to_dict(self) -> dict:
         return {"name": self.name, "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,

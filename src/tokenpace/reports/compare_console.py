@@ -16,6 +16,7 @@ def render_comparison(cmp: Comparison, console: Console | None = None) -> None:
     for i, run in enumerate(cmp.runs):
         t = run.doc.get("target") or {}
         what = ("simulation" if t.get("simulated") else
+                "live traffic" if run.doc.get("live") else
                 "records only" if run.doc.get("kind") == "records" else "measured")
         role = "base" if i == 0 else f"run {i}"
         console.print(f"[bold]{role}[/]: {run.path} · {what} · {run.doc.get('started_utc') or '—'}")

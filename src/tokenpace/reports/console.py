@@ -38,6 +38,9 @@ def render_run(doc: dict[str, Any], console: Console | None = None) -> None:
 
 def _headline(doc: dict[str, Any]) -> str:
     t, c = doc.get("target") or {}, doc.get("config") or {}
+    if doc.get("kind") == "records" and doc.get("live"):
+        return (f"[bold]tokenpace report[/] · {t.get('url')} · live traffic (instrumented client or proxy): "
+                "no load generator; window: first request sent to last done")
     if doc.get("kind") == "records":
         return (f"[bold]tokenpace report[/] · {t.get('url')} · records only: the run's "
                 "configuration is not in this file")

@@ -18,8 +18,10 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
     JSONL, the summary is computed again from the records."""
     if path.suffix == ".jsonl":
         records, skipped = read_records_counted(path)
+        if not records:
+            raise UsageError(f"{path}: no records yet (an empty file)")
         doc: dict[str, Any] = {"kind": "records", "target": {"url": str(path)}, "config": {},
-                               "skipped_lines": skipped}
+                               "skipped_lines": skipped, "live": is_live(records)}
         config: dict[str, Any] = {}
     else:
         doc = load_document(path)
@@ -35,6 +37,13 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         gpus=gpus if gpus is not None else config.get("gpus", 1),
         window=saved_window(window, config))
     return doc
+
+
+def is_live(records: list) -> bool:
+    """Records of live traffic (``tokenpace.instrument``, ``tokenpace proxy``): no load schedule
+    sent them, so no record has a scheduled time. Their window is the default one: first request
+    sent to last done."""
+    return all(r.scheduled_ns is None for r in records)
 
 
 def saved_window(window: dict[str, Any], config: dict[str, Any]) -> Window | None:

@@ -71,7 +71,11 @@ def _banners(data: RunData) -> list[str]:
     if lg and not lg.get("valid", True):
         out.append('<div class="banner"><b>INVALID: load generator was the bottleneck</b>: '
                    f"{esc('; '.join(lg.get('invalid_reasons') or []))}</div>")
-    if doc.get("kind") == "records":
+    if doc.get("live"):
+        out.append('<div class="note">Live traffic (an instrumented client or tokenpace proxy): no load '
+                   "generator sent it; the window runs from the first request sent to the last done. "
+                   "Pass --slo / --gpu-hour-usd to judge goodput and cost.</div>")
+    elif doc.get("kind") == "records":
         out.append('<div class="note">Records only (e.g. a partial JSONL): the run\'s configuration, SLO '
                    "and price are not in this file; pass --slo / --gpu-hour-usd to judge them.</div>")
     if (doc.get("target") or {}).get("simulated"):

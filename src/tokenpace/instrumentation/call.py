@@ -1,0 +1,110 @@
+"""One observed call: its record, what its response showed so far, and the one place it ends.
+
+``CallRecorder.finish`` is idempotent and every exit path calls it (end of stream, an exception,
+``close()``, cancellation, garbage collection), so a call yields exactly one record. The record is
+the bench client's: the same ``Progress`` stamps it and ``finish_record`` fills its counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from time import monotonic_ns
+from typing import Any
+
+from tokenpace.client.chunks import ChunkInfo
+from tokenpace.client.progress import Progress, finish_record, one_line
+from tokenpace.record import RequestRecord
+
+Observer = Callable[[RequestRecord], None]
+
+
+class CallRecorder:
+    __slots__ = ("record", "progress", "_observers", "finished", "injected_usage")
+
+    def __init__(self, record: RequestRecord, observers: tuple[Observer, ...], *, streaming: bool) -> None:
+        self.record = record
+        self.progress = Progress(streaming=streaming)
+        self._observers = observers
+        self.finished = False
+        self.injected_usage = False  # the caller did not ask for usage: the usage-only chunk is ours
+
+    def chunk(self, info: ChunkInfo, now_ns: int) -> None:
+        self.progress.last_read_ns = now_ns
+        self.progress.add(self.record, info, now_ns)
+
+    def done(self, now_ns: int) -> None:
+        """The response ended normally (end of stream, or a whole body)."""
+        progress = self.progress
+        if progress.status != "ok":
+            return
+        if not self.record.chunk_ns:
+            progress.fail("error", "empty_response", "the response ended with no token", now_ns)
+            return
+        progress.saw_done = True
+        if progress.done_ns is None:
+            progress.done_ns = now_ns
+
+    def fail(self, status: str, error_kind: str | None, message: str | None, now_ns: int | None = None) -> None:
+        self.progress.fail(status, error_kind, message, monotonic_ns() if now_ns is None else now_ns)
+
+    def finish(self) -> None:
+        """Fill the record and hand it to the observers, once; later calls do nothing."""
+        if self.finished:
+            return
+        self.finished = True
+        progress = self.progress
+        if progress.status == "ok" and not progress.saw_done:  # it stopped short of its end
+            progress.fail("cancelled", "abandoned", None, monotonic_ns())
+        finish_record(self.record, progress)
+        for observer in self._observers:
+            try:
+                observer(self.record)
+            except Exception:  # noqa: BLE001 - an exporter's failure must not break the caller's call
+                pass
+
+
+class RecordFactory:
+    """Numbers the calls of one instrumented client and gives each a fresh record."""
+
+    __slots__ = ("_counter", "observers")
+
+    def __init__(self, observers: tuple[Observer, ...]) -> None:
+        self._counter = itertools.count()
+        self.observers = observers
+
+    def start(self, api: str, stream: bool, max_tokens: Any = None, model: Any = None) -> CallRecorder:
+        record = RequestRecord(request_id=uuid.uuid4().hex, index=next(self._counter), api=api, stream=stream,
+                               model=model if type(model) is str else None)
+        if type(max_tokens) is int:
+            record.requested_output_tokens = max_tokens
+        recorder = CallRecorder(record, self.observers, streaming=stream)
+        record.sent_ns = recorder.progress.last_read_ns = monotonic_ns()
+        return recorder
+
+
+def classify_exception(exc: BaseException, response_seen: bool) -> tuple[str, str, str, int | None]:
+    """(status, error_kind, message, http_status) for an exception raised by an HTTP client library.
+
+    Read from class names and attributes, so that neither ``openai`` nor ``httpx`` is imported.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    message = one_line(str(exc) or type(exc).__name__)
+    status_code = getattr(exc, "status_code", None)
+    if type(status_code) is int:
+        return "error", f"http_{status_code}", message, status_code
+    if "CancelledError" in names or "KeyboardInterrupt" in names:
+        return "cancelled", "cancelled", message, None
+    if names & {"APITimeoutError", "TimeoutException", "TimeoutError"}:
+        return "timeout", "total_timeout", message, None
+    if response_seen and names & {"APIConnectionError", "RemoteProtocolError", "ReadError",
+                                  "NetworkError", "ClientPayloadError", "ServerDisconnectedError"}:
+        return "error", "reset_mid_stream", message, None
+    if names & {"APIConnectionError", "ConnectError", "ClientConnectorError"}:
+        return "error", "connect", message, None
+    if names & {"RemoteProtocolError", "ReadError", "ServerDisconnectedError"}:
+        return "error", "reset_before_headers", message, None
+    if "APIError" in names:  # the SDK raises it for an error object inside the stream
+        return "error", "stream_error", message, None
+    return "error", "client_exception", message, None

@@ -1,0 +1,20 @@
+"""What a measuring proxy is told: where to listen, where to send, what to record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenpace.instrumentation.sink import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    upstream: str  # the upstream's base URL with its API prefix, e.g. http://127.0.0.1:8000/v1
+    host: str = "127.0.0.1"  # loopback unless told otherwise
+    port: int = 9000  # 0: any free port
+    slo: str | None = None  # goodput in /metrics and --watch is judged against it
+    records_path: str | None = None  # rotating JSONL sink of the per-request records
+    records_max_bytes: int = DEFAULT_MAX_BYTES
+    records_backups: int = DEFAULT_BACKUPS
+    window_s: float = 60.0  # the sliding window of goodput and the live view
+    upstream_timeout_s: float = 600.0  # one request's whole life upstream

@@ -1,0 +1,226 @@
+"""One request through the proxy: forwarded upstream, the answer relayed to the client read by read
+(never buffered: each read is written before it is parsed), and measured on the way into the same
+``RequestRecord`` the bench client fills, with the bench client's own parsing and stamping.
+
+Stamps are the proxy's: ``sent_ns`` when the request reached the proxy, each chunk when it arrived
+from upstream. What the proxy changes: hop-by-hop headers are dropped, ``Accept-Encoding`` is not
+forwarded (so that the stream arrives readable), and an ``X-Request-ID`` is added when the client
+sent none. The ``Authorization`` header is forwarded and never stored; an upstream error text that
+echoes it is masked in the record.
+
+| status | error_kind | when |
+|---|---|---|
+| error | ``http_<status>`` | the upstream answered >= 400 (relayed unchanged) |
+| error | ``connect`` | no connection upstream (the client gets a 502) |
+| error | ``reset_before_headers`` / ``reset_mid_stream`` | upstream closed early; the client's connection is cut too |
+| cancelled | ``client_disconnected`` | the client left; the upstream request is closed at once |
+| (any) | as the bench client's | stream errors, malformed SSE, empty responses |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from time import monotonic_ns
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from tokenpace.client.chunks import classify_response, error_message
+from tokenpace.client.progress import Progress, finish_record, one_line
+from tokenpace.client.responses import apply_events, keep_server_timing, parser_stopped, stream_ended
+from tokenpace.client.sse import SSEParser
+from tokenpace.record import RequestRecord
+
+HOP_BY_HOP = frozenset(h.lower() for h in (
+    "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer", "Trailers",
+    "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "Accept-Encoding"))
+_RESPONSE_DROP = frozenset(("connection", "keep-alive", "transfer-encoding", "content-length",
+                            "content-encoding", "upgrade", "trailer"))
+GENERATION_PATHS = {"chat/completions": "chat", "completions": "completions"}
+_ERROR_BODY_BYTES = 64 * 1024
+
+
+def forward_headers(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in HOP_BY_HOP}
+
+
+def response_headers(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in _RESPONSE_DROP}
+
+
+class ClientGone(Exception):
+    """The client closed its connection while the answer was being relayed."""
+
+
+class Timing:
+    """The proxy's own share of one request's latency, ns: the time it held the request before
+    sending it upstream, plus the time it held the response headers and the first read."""
+
+    __slots__ = ("received_ns", "upstream_sent_ns", "added_ns")
+
+    def __init__(self, received_ns: int) -> None:
+        self.received_ns = received_ns
+        self.upstream_sent_ns = 0
+        self.added_ns = 0
+
+
+async def relay_generation(request: web.Request, session: aiohttp.ClientSession, url: str, api: str,
+                           record_done: Any) -> web.StreamResponse:
+    """Forward one generation request and relay its answer; ``record_done(record, timing)`` once."""
+    timing = Timing(monotonic_ns())
+    body = await request.read()
+    headers = forward_headers(request.headers)
+    request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
+    headers.setdefault("X-Request-ID", request_id)
+    record = RequestRecord(request_id=request_id, index=0, api=api, sent_ns=timing.received_ns)
+    _read_request(record, body)
+    secret = _bearer(request.headers.get("Authorization"))
+    progress = Progress(streaming=record.stream, secrets=(secret,) if secret else ())
+    progress.last_read_ns = timing.received_ns
+    resp: web.StreamResponse | None = None
+    try:
+        timing.upstream_sent_ns = monotonic_ns()
+        async with session.post(url, data=body, headers=headers) as upstream:
+            headers_at = monotonic_ns()
+            progress.response_seen = True
+            record.http_status = upstream.status
+            out_headers = response_headers(upstream.headers)
+            if upstream.status >= 400:
+                resp = await _relay_error(request, upstream, out_headers, record, progress)
+            elif upstream.content_type == "text/event-stream":
+                resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=out_headers)
+                await resp.prepare(request)
+                timing.added_ns = (timing.upstream_sent_ns - timing.received_ns) + (monotonic_ns() - headers_at)
+                await _relay_stream(resp, upstream, record, progress, timing)
+            else:
+                resp = await _relay_whole(request, upstream, out_headers, record, progress, headers_at, timing)
+    except asyncio.CancelledError:
+        progress.fail("cancelled", "client_disconnected", None, monotonic_ns())
+        _finish(record, progress, timing, record_done)
+        raise
+    except ClientGone:  # leaving the `async with` closed the upstream request: the engine stops too
+        progress.fail("cancelled", "client_disconnected", None, monotonic_ns())
+    except aiohttp.ClientConnectorError as exc:
+        progress.fail("error", "connect", one_line(exc), monotonic_ns())
+        resp = _error_response(502, f"tokenpace proxy: upstream unreachable: {one_line(exc)}")
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        kind = "reset_mid_stream" if progress.response_seen else "reset_before_headers"
+        progress.fail("error", kind, one_line(exc), monotonic_ns())
+        if resp is not None and resp.prepared:
+            _cut(request)  # the client must see the stream broken, not ended
+        else:
+            resp = _error_response(502, f"tokenpace proxy: upstream closed the connection: {one_line(exc)}")
+    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        kind = "total_timeout" if isinstance(exc, asyncio.TimeoutError) else "client_error"
+        progress.fail("timeout" if kind == "total_timeout" else "error", kind, one_line(exc) or kind, monotonic_ns())
+        if resp is not None and resp.prepared:
+            _cut(request)
+        else:
+            resp = _error_response(504 if kind == "total_timeout" else 502, f"tokenpace proxy: {kind}")
+    _finish(record, progress, timing, record_done)
+    return resp
+
+
+def _read_request(record: RequestRecord, body: bytes) -> None:
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return
+    if type(obj) is not dict:
+        return
+    record.stream = obj.get("stream") is True
+    model = obj.get("model")
+    record.model = model if type(model) is str else None
+    max_tokens = obj.get("max_tokens", obj.get("max_completion_tokens"))
+    if type(max_tokens) is int:
+        record.requested_output_tokens = max_tokens
+
+
+def _bearer(value: str | None) -> str | None:
+    if not value:
+        return None
+    return value.split(None, 1)[1] if value.lower().startswith("bearer ") and " " in value else value
+
+
+async def _relay_stream(resp: web.StreamResponse, upstream: aiohttp.ClientResponse, record: RequestRecord,
+                        progress: Progress, timing: Timing) -> None:
+    parser = SSEParser(strict=True)
+    read = upstream.content.readany
+    measuring = True  # false once the measurement has ended (an error in the stream): relaying goes on
+    first = True
+    while True:
+        data = await read()
+        now = monotonic_ns()
+        if not data:
+            break
+        try:
+            await resp.write(data)  # relay first, measure after: the client never waits for the parse
+        except (ConnectionError, RuntimeError) as exc:  # aiohttp: "Cannot write to closing transport"
+            raise ClientGone from exc
+        if first:
+            timing.added_ns += monotonic_ns() - now
+            first = False
+        if measuring and not progress.saw_done:
+            progress.last_read_ns = now
+            if apply_events(parser.feed(data), now, record, progress) or parser_stopped(parser, progress, now):
+                measuring = False
+    if measuring and not progress.saw_done:
+        stream_ended(parser, record, progress, monotonic_ns())
+    await resp.write_eof()
+
+
+async def _relay_whole(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str],
+                       record: RequestRecord, progress: Progress, headers_at: int, timing: Timing) -> web.Response:
+    body = await upstream.read()
+    now = monotonic_ns()
+    resp = web.Response(status=upstream.status, reason=upstream.reason, body=body, headers=headers)
+    progress.streaming = False
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        progress.fail("error", "malformed_response", "undecodable body", now)
+        return resp
+    info = classify_response(obj) if type(obj) is dict else classify_response({})
+    if type(obj) is dict and obj.get("timings") is not None:
+        keep_server_timing(record, obj["timings"])
+    if info.error is not None:
+        progress.fail("error", "response_error", error_message(info.error), now)
+        return resp
+    progress.add(record, info, now)
+    progress.saw_done = True
+    progress.done_ns = now
+    timing.added_ns = (timing.upstream_sent_ns - timing.received_ns) + (monotonic_ns() - now)
+    return resp
+
+
+async def _relay_error(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str],
+                       record: RequestRecord, progress: Progress) -> web.Response:
+    from tokenpace.client.openai import retry_after_s
+
+    body = await upstream.read()
+    record.retry_after_s = retry_after_s(upstream.headers)
+    try:
+        message = error_message(orjson.loads(body))
+    except orjson.JSONDecodeError:
+        message = body[:_ERROR_BODY_BYTES].decode("utf-8", "replace") or (upstream.reason or "")
+    progress.fail("error", f"http_{upstream.status}", message, monotonic_ns())
+    return web.Response(status=upstream.status, reason=upstream.reason, body=body, headers=headers)
+
+
+def _cut(request: web.Request) -> None:
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+
+
+def _error_response(status: int, message: str) -> web.Response:
+    body = orjson.dumps({"error": {"message": message, "type": "proxy_error", "code": status}})
+    return web.Response(status=status, body=body, content_type="application/json")
+
+
+def _finish(record: RequestRecord, progress: Progress, timing: Timing, record_done: Any) -> None:
+    finish_record(record, progress)
+    record_done(record, timing)
