@@ -85,7 +85,13 @@ def test_an_unsorted_trace_is_refused_or_sorted_and_said(tmp_path):
         "the trace must be in time order (--sort-trace sorts it)"]
     sorted_run = run_cli("bench", "--trace", str(trace), "--sort-trace", "--no-progress",
                          "--out", str(tmp_path / "b.json"))
-    assert sorted_run.returncode == ExitCode.OK, sorted_run.stderr
+    # The sorted trace is sent on its schedule. On a busy machine the client may keep it late (schedule
+    # lag p99 over 10 ms: exit 5, the run marked invalid); that is the load check's business, not the
+    # sorting's, so either verdict is accepted as long as it is the lag that was judged.
+    assert sorted_run.returncode in (ExitCode.OK, ExitCode.INVALID_RUN), sorted_run.stderr
     assert "trace sorted by timestamp (1 line was out of order)" in " ".join(sorted_run.stdout.split())
     doc = json.loads((tmp_path / "b.json").read_text())
-    assert doc["summary"]["counts"]["ok"] == 4 and doc["load_generator"]["valid"] is True
+    assert doc["summary"]["counts"]["ok"] == 4
+    lg = doc["load_generator"]
+    assert lg["valid"] is (sorted_run.returncode == ExitCode.OK)
+    assert lg["valid"] or all("schedule lag" in reason for reason in lg["invalid_reasons"]), lg
