@@ -23,11 +23,16 @@ from tokenpace.simulator.timeline import TimelineRow, timeline_stats
 from tokenpace.simulator.world import World
 
 
-def build_predictor(config: SimConfig) -> RooflinePredictor:
-    """The default step-time model for ``config``'s model, GPU, precisions and TP."""
-    return RooflinePredictor(get_model(config.model), get_gpu(config.gpu), get_precision(config.weights),
-                             get_precision(config.kv_cache_dtype), config.tp, config.roofline,
-                             config.efficiency_file)
+def build_predictor(config: SimConfig) -> StepPredictor:
+    """The step-time model ``config`` names (default: the roofline) for its model, GPU, precisions
+    and TP."""
+    parts = (get_model(config.model), get_gpu(config.gpu), get_precision(config.weights),
+             get_precision(config.kv_cache_dtype), config.tp, config.roofline, config.efficiency_file)
+    if config.predictor == "kernels":
+        from tokenpace.simulator.kernels.predictor import KernelPredictor
+
+        return KernelPredictor(*parts, engine=config.engine)
+    return RooflinePredictor(*parts)
 
 
 def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | None = None,
