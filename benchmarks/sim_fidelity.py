@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _aic_estimate import estimate as aic_estimate  # noqa: E402
 from _fidelity_points import Setup, published_points, reference_points  # noqa: E402
 
 import dataclasses  # noqa: E402
@@ -33,7 +34,7 @@ from tokenpace.errors import UsageError  # noqa: E402
 from tokenpace.simulator import RooflineParams, SimConfig, SimRequest, simulate  # noqa: E402
 from tokenpace.simulator.kernels import tables_available  # noqa: E402
 
-WHENS = ("before", "after", "kernels")
+WHENS = ("before", "after", "kernels", "aic")
 
 GROUPS = {
     "throughput": ("output_tok_s_total", "output_tok_s_per_gpu", "output_tok_s", "prefill_tok_s", "decode_tok_s"),
@@ -91,12 +92,17 @@ def run(setups: list[Setup]) -> list[dict]:
                 why_not = str(exc)
         else:
             why_not = "aiconfigurator-core not installed"
+        aic = aic_estimate(s)
+        if isinstance(aic, dict):
+            got["aic"] = aic
         wall = time.perf_counter() - t0
         for metric, published in s.published.items():
             row = {"point": s.name, "metric": metric, "group": group_of(metric), "published": published,
                    "source": s.source, "kind": s.kind, "input": s.prompt, "output": s.output, "requests": s.n,
                    "assumptions": s.assumptions, "wall_s": round(wall, 2)}
             for when, m in got.items():
+                if metric not in m:
+                    continue
                 row[when] = round(m[metric], 2)
                 row[f"{when}_error_pct"] = round((m[metric] / published - 1) * 100, 1)
                 if "preemptions" in m:
@@ -106,6 +112,9 @@ def run(setups: list[Setup]) -> list[dict]:
                 row["kernels_why_not"] = why_not
             else:
                 row["kernels_tables"] = _tables_line(got["kernels"]["config"])
+            if "aic" not in row:
+                row["aic"] = row["aic_error_pct"] = None
+                row["aic_why_not"] = aic if isinstance(aic, str) else f"no estimate of {metric}"
             row["config"] = _config_line(got["after"]["config"])
             rows.append(row)
     return rows
@@ -140,6 +149,11 @@ def summary(rows: list[dict]) -> dict[str, dict[str, float | int | None]]:
         both = [r for r in sel if r.get("kernels_error_pct") is not None]
         out[g]["after_on_kernel_points_median_abs_error_pct"] = (
             round(statistics.median(abs(r["after_error_pct"]) for r in both), 1) if both else None)
+        # aiconfigurator's own estimate beside ours on the points it estimates.
+        aic = [r for r in sel if r.get("aic_error_pct") is not None]
+        for when in ("after", "kernels"):
+            errs = [abs(r[f"{when}_error_pct"]) for r in aic if r.get(f"{when}_error_pct") is not None]
+            out[g][f"{when}_on_aic_points_median_abs_error_pct"] = round(statistics.median(errs), 1) if errs else None
     return out
 
 
@@ -173,10 +187,13 @@ def main() -> None:
             for a in r["assumptions"]:
                 print(f"  - {a}")
             print(f"  kernels: {r.get('kernels_tables') or r.get('kernels_why_not')}")
+            if r.get("aic_why_not"):
+                print(f"  aic: {r['aic_why_not']}")
         pre = "".join(f"  preemptions {r['before_preemptions']} -> {r['after_preemptions']}"
                       for _ in [0] if "after_preemptions" in r)
         kern = ("kernels —" if r["kernels"] is None
                 else f"kernels {r['kernels']:>9.2f} ({r['kernels_error_pct']:+6.1f}%)")
+        kern += ("   aic —" if r["aic"] is None else f"   aic {r['aic']:>9.2f} ({r['aic_error_pct']:+6.1f}%)")
         print(f"    {r['metric']:<21} published {r['published']:>9.2f}   before {r['before']:>9.2f} "
               f"({r['before_error_pct']:+6.1f}%)   after {r['after']:>9.2f} ({r['after_error_pct']:+6.1f}%)   "
               f"{kern}{pre}")
@@ -188,9 +205,13 @@ def main() -> None:
                   f"{v['after_median_abs_error_pct']:>5}%   kernels {v['kernels_median_abs_error_pct']}% on "
                   f"{v['kernels_points']} points (roofline {v['after_on_kernel_points_median_abs_error_pct']}% "
                   "on those)")
+            if v["aic_points"]:
+                print(f"  {'':<11} aiconfigurator's static estimate {v['aic_median_abs_error_pct']}% on "
+                      f"{v['aic_points']} points (roofline {v['after_on_aic_points_median_abs_error_pct']}%, "
+                      f"kernels {v['kernels_on_aic_points_median_abs_error_pct']}% on those)")
         else:
             print(f"  {g:<11}  0 points")
-    for when in ("after", "kernels"):
+    for when in ("after", "kernels", "aic"):
         worst = sorted((r for r in rows if r.get(f"{when}_error_pct") is not None),
                        key=lambda r: -abs(r[f"{when}_error_pct"]))[:6]
         print(f"\nWorst points, {when}:")
