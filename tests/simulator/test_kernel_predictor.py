@@ -156,3 +156,17 @@ def test_the_command_without_the_extra_fails_in_one_line_with_exit_code_2(tmp_pa
 def test_a_gpu_without_tables_is_refused_naming_those_with_them(h100_vllm):
     with pytest.raises(UsageError, match="h100-sxm"):
         simulate(SimConfig(gpu="rtx-a6000", predictor="kernels", concurrency=1), [SimRequest(16, 2)])
+
+
+def test_sim_list_shows_the_predictors_and_the_gpus_with_measured_tables():
+    proc = subprocess.run([sys.executable, "-m", "tokenpace", "sim", "--list"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Step-time predictors (--predictor)" in out and "roofline" in out and "kernels" in out
+    if kt.tables_available():
+        assert "Measured kernel tables" in out
+        rows = [line.split() for line in out.splitlines() if line.startswith(("h100-sxm ", "a100-80gb "))]
+        assert {(r[0], r[1]) for r in rows} >= {("h100-sxm", "vllm"), ("h100-sxm", "trtllm"), ("a100-80gb", "sglang")}
+    else:
+        assert "pip install 'tokenpace[kernels]'" in out
