@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.kernels.tables import GEMM_DTYPES, KernelTables, interp, load_tables
@@ -63,13 +61,11 @@ class KernelPredictor:
         self.shapes = {"qkv": ((heads + 2 * kv_heads) * hd, h), "o": (h, heads * hd), "up": (up, h),
                        "down": (h, inter)}
         t = self.tables
-        _, curves = t._gemm_table(dtype)
-        grid = np.unique(np.concatenate([c[0] for c in curves.values()]))
+        grid = t.gemm_rows(dtype)
         per_layer = sum(t.gemm_curve(dtype, n, k, grid) for n, k in self.shapes.values())
         self._m = grid.tolist()
         self._gemm_s = (per_layer * layers * MS).tolist()
-        _, bf16_curves = t._gemm_table("bfloat16")
-        head_grid = np.unique(np.concatenate([c[0] for c in bf16_curves.values()]))
+        head_grid = t.gemm_rows("bfloat16")
         self._head_m = head_grid.tolist()
         self._head_s = (t.gemm_curve("bfloat16", -(-model.vocab_size // tp), h, head_grid) * MS).tolist()
         self.context = t.attention("context", heads, kv_heads, hd, kv_dtype)
@@ -81,9 +77,7 @@ class KernelPredictor:
         else:
             self._ar_size, self._ar_s, self.allreduce_source = [], [], None
         self._ar_bytes_tok = h * 2
-        r = self.roofline
-        self._elementwise_s_tok = r._elementwise_mem_tok / (
-            r._memory_eff[4] if self.params.mbu is None else self.params.mbu)
+        self._elementwise_s_tok = self.roofline.elementwise_s_per_token()
 
     def step_s(self, batch: StepBatch) -> float:
         g = batch.decode_tokens_per_seq

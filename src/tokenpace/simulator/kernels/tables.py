@@ -241,6 +241,10 @@ class KernelTables:
     def gemm_kernel(self, dtype: str) -> str:
         return self._gemm_table(dtype)[0]
 
+    def gemm_rows(self, dtype: str) -> np.ndarray:
+        """Every row count (m) measured for this dtype, ascending."""
+        return np.unique(np.concatenate([c[0] for c in self._gemm_table(dtype)[1].values()]))
+
     def gemm_ms(self, dtype: str, m: float, n: int, k: int) -> float:
         """One GEMM's latency (ms): ``m`` rows × the (``n`` × ``k``) weight."""
         return float(self.gemm_curve(dtype, n, k, np.array([m], dtype=float))[0])
