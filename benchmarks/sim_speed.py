@@ -8,7 +8,9 @@ target 2,000x); a third with varied lengths shows the cost when batches change a
 Two measurements per workload: ``simulate()`` in this process (the simulator core), and the whole
 ``tokenpace sim`` command in a fresh process (start-up, the run, metrics, result and records files).
 With ``--src`` given more than once, each tree's source is run in turn, interleaved run by run (a
-peer in the same run on the same noisy machine), and the medians are compared as ratios.
+peer in the same run on the same noisy machine), and the medians are compared as ratios. Each run's
+CPU time (user + system) is reported beside its wall time: on a shared machine it moves far less
+with the other load than the wall time does.
 
     .venv/bin/python benchmarks/sim_speed.py                                  # this tree, median of 5
     .venv/bin/python benchmarks/sim_speed.py --src OLD/src --src src --repeat 5
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,10 +48,10 @@ else:
 c = 1024 if name == "c1024" else 64
 cfg = SimConfig(model="llama-3.1-8b", gpu="h100-sxm", weights="bf16", policy="chunked-prefill", concurrency=c,
                 max_num_seqs=1024 if name == "c1024" else 256, timeline=True)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 res = simulate(cfg, reqs)
-wall = time.perf_counter() - t0
-print(json.dumps({"wall": wall, "sim_s": res.duration_s, "steps": res.stats["engine_steps"],
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"wall": wall, "cpu": cpu, "sim_s": res.duration_s, "steps": res.stats["engine_steps"],
                   "events": res.stats["events"], "preemptions": res.stats["preemptions"]}))
 """
 
@@ -70,13 +73,19 @@ def command_run(src: Path, flags: list[str], n: int, out_dir: Path) -> dict:
     argv = [sys.executable, "-m", "tokenpace", "sim", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
             "--requests", str(n), *flags, "--input-tokens", "1024", "--output-tokens", "256", "--no-progress",
             "--out", str(out_dir / "run.json")]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-500:]}")
     doc = json.loads((out_dir / "run.json").read_text())
-    return {"wall": wall, "sim_s": _sim_duration(doc)}
+    return {"wall": wall, "cpu": cpu, "sim_s": _sim_duration(doc)}
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the child processes that have ended."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _sim_duration(doc: dict) -> float:
@@ -106,25 +115,28 @@ def main() -> None:
                 if kind == "command" and flags is None:
                     continue
                 walls: dict[Path, list[float]] = {s: [] for s in srcs}
+                cpus: dict[Path, list[float]] = {s: [] for s in srcs}
                 sims: dict[Path, float] = {}
                 for _ in range(args.repeat):
                     for s in srcs:  # interleaved: each tree sees the same machine
                         r = (core_run(s, name, args.requests) if kind == "core"
                              else command_run(s, flags, args.requests, Path(tmp)))
                         walls[s].append(r["wall"])
+                        cpus[s].append(r["cpu"])
                         sims[s] = r["sim_s"]
                 what = "simulate() in process" if kind == "core" else "whole `tokenpace sim` command"
                 print(f"{label} — {what}, {args.requests:,} requests")
-                meds = {}
+                meds, cmeds = {}, {}
                 for s in srcs:
-                    med = statistics.median(walls[s])
-                    meds[s] = med
-                    print(f"  {s}: simulated {sims[s]:,.1f} s; wall median {med:.2f} s ("
-                          + ", ".join(f"{w:.2f}" for w in walls[s]) + f"); {sims[s] / med:,.0f}x real time")
+                    meds[s], cmeds[s] = statistics.median(walls[s]), statistics.median(cpus[s])
+                    print(f"  {s}: simulated {sims[s]:,.1f} s; wall median {meds[s]:.2f} s ("
+                          + ", ".join(f"{w:.2f}" for w in walls[s]) + f"), {sims[s] / meds[s]:,.0f}x real time; "
+                          f"CPU median {cmeds[s]:.2f} s (" + ", ".join(f"{w:.2f}" for w in cpus[s])
+                          + f"), {sims[s] / cmeds[s]:,.0f}x")
                 if len(srcs) > 1:
-                    base = meds[srcs[0]]
-                    print("  ratio of medians to the first: "
-                          + ", ".join(f"{meds[s] / base:.2f}" for s in srcs[1:]))
+                    print("  ratio of medians to the first: wall "
+                          + ", ".join(f"{meds[s] / meds[srcs[0]]:.2f}" for s in srcs[1:]) + "; CPU "
+                          + ", ".join(f"{cmeds[s] / cmeds[srcs[0]]:.2f}" for s in srcs[1:]))
                 print()
 
 
