@@ -170,3 +170,21 @@ def test_sim_list_shows_the_predictors_and_the_gpus_with_measured_tables():
         assert {(r[0], r[1]) for r in rows} >= {("h100-sxm", "vllm"), ("h100-sxm", "trtllm"), ("a100-80gb", "sglang")}
     else:
         assert "pip install 'tokenpace[kernels]'" in out
+
+
+def test_prefill_attention_past_the_longest_measured_prompt_keeps_growing_with_the_context(h100_vllm):
+    from tokenpace.simulator.kernels.predictor import KernelPredictor
+
+    p = KernelPredictor(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), get_precision("bf16"),
+                        get_precision("bf16"), engine="vllm")
+    top, chunk = int(p.context.grid.b[-1]), 2048  # the longest prompt measured (16,384 here)
+
+    def chunk_s(cached: int) -> float:  # a 2,048-token chunk after ``cached`` tokens (same GEMMs each time)
+        return p.step_s(StepBatch(prefill=((chunk, cached),)))
+
+    base = chunk_s(0)
+    at_edge, just_past, double = (chunk_s(c) - base for c in (top - chunk, top - chunk + 64, 2 * top - chunk))
+    assert at_edge < just_past < at_edge * 1.02  # no jump where the table ends
+    # Twice the context behind the chunk is about twice its (query, key) pairs: a linear extension
+    # of the table's last segment would give ~1.4x here, the causal pairs ~2.06x.
+    assert double / at_edge > 1.8

@@ -9,7 +9,9 @@ Per step, for all layers on one GPU:
 - decode attention: the generation-attention table at (decode sequences, their mean KV length);
 - prefill attention, per prompt chunk of ``n`` new tokens after ``c`` cached ones: the
   context-attention table at one prompt of ``n + c`` tokens, times the chunk's share of that
-  prompt's causal (query, key) pairs, (n·c + n(n+1)/2) / ((n+c)(n+c+1)/2), exact for c = 0;
+  prompt's causal (query, key) pairs, (n·c + n(n+1)/2) / ((n+c)(n+c+1)/2), exact for c = 0; past
+  the longest prompt measured (16,384 tokens in most tables), that prompt's latency scaled by the
+  ratio of causal pairs, as attention's work grows with them (not extended linearly);
 - under TP, two all-reduces per layer of tokens × hidden × 2 bytes from the all-reduce table;
 - what the tables do not measure (norms, rotary, the activation, FP8 input quantization) and the
   host overheads, as the roofline prices them (``RooflinePredictor``; its efficiency catalog).
@@ -70,6 +72,7 @@ class KernelPredictor:
         self._head_s = (t.gemm_curve("bfloat16", -(-model.vocab_size // tp), h, head_grid) * MS).tolist()
         self.context = t.attention("context", heads, kv_heads, hd, kv_dtype)
         self.generation = t.attention("generation", heads, kv_heads, hd, kv_dtype)
+        self._context_max = float(self.context.grid.b[-1])  # the longest prompt measured
         self._layers = layers
         if tp > 1:
             size, lat, self.allreduce_source = t.allreduce(tp)
@@ -89,12 +92,13 @@ class KernelPredictor:
         if nd:
             ctx = sum(batch.decode_context)
             t += self.generation.ms(nd, ctx / nd + g) * MS * self._layers
+        top = self._context_max
         for n, c in batch.prefill:
             tokens += n
             logits += 1
             whole = n + c
-            share = (n * c + n * (n + 1) / 2) / (whole * (whole + 1) / 2)
-            t += self.context.ms(1, whole) * share * MS * self._layers
+            at = whole if whole <= top else top  # past the grid: the longest prompt, scaled by pairs
+            t += self.context.ms(1, at) * (n * c + n * (n + 1) / 2) / (at * (at + 1) / 2) * MS * self._layers
         if tokens == 0:
             return t
         t += interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, logits)
