@@ -14,13 +14,19 @@ batch:
   in its own driver, which this benchmark does not run).
 
 Models: those aiconfigurator ships a config for (Llama-3.1 8B/70B/405B, Llama-3.3-70B as 3.1-70B's
-architecture, Qwen3-8B); GPUs: those with tables (``tokenpace.simulator.kernels.GPU_SYSTEMS``).
+architecture, Qwen3-8B); other dense Llama-architecture models of our catalog (Llama-2 7B/13B/70B)
+through a Hugging Face ``config.json`` written from the catalog entry into a temporary directory
+(aiconfigurator reads a local path as it reads a hub name). GPUs: those with tables
+(``tokenpace.simulator.kernels.GPU_SYSTEMS``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import tempfile
 from functools import lru_cache
+from pathlib import Path
 
 from tokenpace.simulator import get_gpu, get_model, get_precision
 from tokenpace.simulator.kernels import GPU_SYSTEMS, tables_available
@@ -28,6 +34,25 @@ from tokenpace.simulator.kernels import GPU_SYSTEMS, tables_available
 MODELS = {"llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B", "llama-3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
           "llama-3.3-70b": "meta-llama/Meta-Llama-3.1-70B", "llama-3.1-405b": "meta-llama/Meta-Llama-3.1-405B",
           "qwen3-8b": "Qwen/Qwen3-8B"}
+
+
+@lru_cache(maxsize=16)
+def _model_path(model_id: str) -> str | None:
+    """aiconfigurator's name for a model, or a directory holding a config.json written from our
+    catalog (dense, gated-MLP Llama architecture only); None when neither applies."""
+    if model_id in MODELS:
+        return MODELS[model_id]
+    m = get_model(model_id)
+    if m.is_moe or not m.gated_mlp or not m.id.startswith("llama"):
+        return None
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": m.hidden_size,
+           "num_hidden_layers": m.num_layers, "num_attention_heads": m.num_heads,
+           "num_key_value_heads": m.num_kv_heads, "head_dim": m.head_dim, "intermediate_size": m.intermediate_size,
+           "vocab_size": m.vocab_size, "tie_word_embeddings": m.tie_word_embeddings, "hidden_act": "silu",
+           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "torch_dtype": "float16"}
+    d = Path(tempfile.mkdtemp(prefix=f"aic-{m.id}-"))
+    (d / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    return str(d)
 
 
 @lru_cache(maxsize=32)
@@ -45,8 +70,9 @@ def estimate(s) -> dict[str, float] | str:
         return "aiconfigurator-core not installed"
     c = s.after
     model, gpu = get_model(c.model).id, get_gpu(c.gpu).id
-    if model not in MODELS:
-        return f"aiconfigurator ships no config for {model}"
+    path = _model_path(model)
+    if path is None:
+        return f"aiconfigurator ships no config for {model}, and it is not a Llama-architecture model"
     if gpu not in GPU_SYSTEMS:
         return f"aiconfigurator has no tables for {gpu}"
     if s.kind == "offline":
@@ -57,7 +83,7 @@ def estimate(s) -> dict[str, float] | str:
         return f"no mapping for {w.id} weights"
     backend = c.engine if c.engine in ("vllm", "sglang", "trtllm") else "vllm"
     try:
-        h = _handle(MODELS[model], GPU_SYSTEMS[gpu], backend, c.tp, gemm, "fp8" if kv.id == "fp8" else "bfloat16")
+        h = _handle(path, GPU_SYSTEMS[gpu], backend, c.tp, gemm, "fp8" if kv.id == "fp8" else "bfloat16")
     except Exception as exc:  # noqa: BLE001 - its own errors, reported as the reason
         return f"aiconfigurator failed: {type(exc).__name__}: {str(exc)[:120]}"
     batch = {"single": 1, "closed": c.concurrency, "static": s.n, "batch": s.n}[s.kind]
