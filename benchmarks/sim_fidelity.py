@@ -25,9 +25,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _aic_estimate import estimate as aic_estimate  # noqa: E402
 from _fidelity_points import Setup, published_points, reference_points  # noqa: E402
 
+import dataclasses  # noqa: E402
+
+from tokenpace.errors import UsageError  # noqa: E402
 from tokenpace.simulator import RooflineParams, SimConfig, SimRequest, simulate  # noqa: E402
+from tokenpace.simulator.kernels import tables_available  # noqa: E402
+
+WHENS = ("before", "after", "kernels", "aic")
 
 GROUPS = {
     "throughput": ("output_tok_s_total", "output_tok_s_per_gpu", "output_tok_s", "prefill_tok_s", "decode_tok_s"),
@@ -77,16 +84,37 @@ def run(setups: list[Setup]) -> list[dict]:
     for s in setups:
         t0 = time.perf_counter()
         got = {"before": measure(s, s.before), "after": measure(s, s.after)}
+        why_not = None
+        if tables_available():
+            try:
+                got["kernels"] = measure(s, dataclasses.replace(s.after, predictor="kernels"))
+            except UsageError as exc:
+                why_not = str(exc)
+        else:
+            why_not = "aiconfigurator-core not installed"
+        aic = aic_estimate(s)
+        if isinstance(aic, dict):
+            got["aic"] = aic
         wall = time.perf_counter() - t0
         for metric, published in s.published.items():
             row = {"point": s.name, "metric": metric, "group": group_of(metric), "published": published,
                    "source": s.source, "kind": s.kind, "input": s.prompt, "output": s.output, "requests": s.n,
                    "assumptions": s.assumptions, "wall_s": round(wall, 2)}
             for when, m in got.items():
+                if metric not in m:
+                    continue
                 row[when] = round(m[metric], 2)
                 row[f"{when}_error_pct"] = round((m[metric] / published - 1) * 100, 1)
                 if "preemptions" in m:
                     row[f"{when}_preemptions"] = m["preemptions"]
+            if "kernels" not in got:
+                row["kernels"] = row["kernels_error_pct"] = None
+                row["kernels_why_not"] = why_not
+            else:
+                row["kernels_tables"] = _tables_line(got["kernels"]["config"])
+            if "aic" not in row:
+                row["aic"] = row["aic_error_pct"] = None
+                row["aic_why_not"] = aic if isinstance(aic, str) else f"no estimate of {metric}"
             row["config"] = _config_line(got["after"]["config"])
             rows.append(row)
     return rows
@@ -101,14 +129,31 @@ def _config_line(d: dict) -> str:
             f"step_overhead_ms={d['roofline']['step_overhead_s'] * 1e3:g}")
 
 
+def _tables_line(d: dict) -> str:
+    t = d["predictor"]["tables"]
+    return (f"tables {t['engine']} {t['version']} on {t['system']}: GEMM {t['gemm_dtype']} "
+            f"({t['gemm_kernel']}), attention {t['generation_attention']['kernel']} KV {t['kv_cache_dtype']}"
+            + (f", all-reduce {t['allreduce']}" if t["allreduce"] else ""))
+
+
 def summary(rows: list[dict]) -> dict[str, dict[str, float | int | None]]:
     out = {}
     for g in GROUPS:
         sel = [r for r in rows if r["group"] == g]
         out[g] = {"points": len(sel)}
-        for when in ("before", "after"):
-            errs = [abs(r[f"{when}_error_pct"]) for r in sel]
+        for when in WHENS:
+            errs = [abs(r[f"{when}_error_pct"]) for r in sel if r.get(f"{when}_error_pct") is not None]
             out[g][f"{when}_median_abs_error_pct"] = round(statistics.median(errs), 1) if errs else None
+            out[g][f"{when}_points"] = len(errs)
+        # The kernel predictor beside the preset's roofline on the same points only.
+        both = [r for r in sel if r.get("kernels_error_pct") is not None]
+        out[g]["after_on_kernel_points_median_abs_error_pct"] = (
+            round(statistics.median(abs(r["after_error_pct"]) for r in both), 1) if both else None)
+        # aiconfigurator's own estimate beside ours on the points it estimates.
+        aic = [r for r in sel if r.get("aic_error_pct") is not None]
+        for when in ("after", "kernels"):
+            errs = [abs(r[f"{when}_error_pct"]) for r in aic if r.get(f"{when}_error_pct") is not None]
+            out[g][f"{when}_on_aic_points_median_abs_error_pct"] = round(statistics.median(errs), 1) if errs else None
     return out
 
 
@@ -141,21 +186,37 @@ def main() -> None:
             print(f"  after: {r['config']}")
             for a in r["assumptions"]:
                 print(f"  - {a}")
+            print(f"  kernels: {r.get('kernels_tables') or r.get('kernels_why_not')}")
+            if r.get("aic_why_not"):
+                print(f"  aic: {r['aic_why_not']}")
         pre = "".join(f"  preemptions {r['before_preemptions']} -> {r['after_preemptions']}"
                       for _ in [0] if "after_preemptions" in r)
+        kern = ("kernels —" if r["kernels"] is None
+                else f"kernels {r['kernels']:>9.2f} ({r['kernels_error_pct']:+6.1f}%)")
+        kern += ("   aic —" if r["aic"] is None else f"   aic {r['aic']:>9.2f} ({r['aic_error_pct']:+6.1f}%)")
         print(f"    {r['metric']:<21} published {r['published']:>9.2f}   before {r['before']:>9.2f} "
-              f"({r['before_error_pct']:+6.1f}%)   after {r['after']:>9.2f} ({r['after_error_pct']:+6.1f}%){pre}")
-    print("\nMedian |error| by metric group (before -> after):")
+              f"({r['before_error_pct']:+6.1f}%)   after {r['after']:>9.2f} ({r['after_error_pct']:+6.1f}%)   "
+              f"{kern}{pre}")
+    print("\nMedian |error| by metric group (before -> after roofline; kernels, and the roofline on the "
+          "points the kernels cover):")
     for g, v in summ.items():
         if v["points"]:
             print(f"  {g:<11} {v['points']:>2} points  {v['before_median_abs_error_pct']:>5}% -> "
-                  f"{v['after_median_abs_error_pct']:>5}%")
+                  f"{v['after_median_abs_error_pct']:>5}%   kernels {v['kernels_median_abs_error_pct']}% on "
+                  f"{v['kernels_points']} points (roofline {v['after_on_kernel_points_median_abs_error_pct']}% "
+                  "on those)")
+            if v["aic_points"]:
+                print(f"  {'':<11} aiconfigurator's static estimate {v['aic_median_abs_error_pct']}% on "
+                      f"{v['aic_points']} points (roofline {v['after_on_aic_points_median_abs_error_pct']}%, "
+                      f"kernels {v['kernels_on_aic_points_median_abs_error_pct']}% on those)")
         else:
             print(f"  {g:<11}  0 points")
-    worst = sorted(rows, key=lambda r: -abs(r["after_error_pct"]))[:6]
-    print("\nWorst points after:")
-    for r in worst:
-        print(f"  {r['after_error_pct']:+6.1f}%  {r['point']} {r['metric']}")
+    for when in ("after", "kernels", "aic"):
+        worst = sorted((r for r in rows if r.get(f"{when}_error_pct") is not None),
+                       key=lambda r: -abs(r[f"{when}_error_pct"]))[:6]
+        print(f"\nWorst points, {when}:")
+        for r in worst:
+            print(f"  {r[f'{when}_error_pct']:+6.1f}%  {r['point']} {r['metric']}")
 
 
 if __name__ == "__main__":

@@ -1,68 +1,143 @@
 """How much faster than real time the simulator runs.
 
-Workload of the speed target (issue 5): Llama-3.1-8B in BF16 on one H100, chunked prefill, closed loop
-with 64 concurrent streams, 1,024 prompt / 256 output tokens, 20,000 requests. A second workload
-with varied lengths shows the cost when batches change at almost every step.
+Workloads (issue 14's speed targets): Llama-3.1-8B in BF16 on one H100, chunked prefill, closed loop,
+1,024 prompt / 256 output tokens, 20,000 requests, at concurrency 64 (target 10,000x real time for
+the whole command), and with 1,024 running sequences (``--max-num-seqs 1024 --concurrency 1024``,
+target 2,000x); a third with varied lengths shows the cost when batches change at almost every step.
 
-    .venv/bin/python benchmarks/sim_speed.py                 # both workloads, best of 3
-    .venv/bin/python benchmarks/sim_speed.py --requests 5000 --repeat 1
+Two measurements per workload: ``simulate()`` in this process (the simulator core), and the whole
+``tokenpace sim`` command in a fresh process (start-up, the run, metrics, result and records files).
+With ``--src`` given more than once, each tree's source is run in turn, interleaved run by run (a
+peer in the same run on the same noisy machine), and the medians are compared as ratios. Each run's
+CPU time (user + system) is reported beside its wall time: on a shared machine it moves far less
+with the other load than the wall time does.
+
+    .venv/bin/python benchmarks/sim_speed.py                                  # this tree, median of 5
+    .venv/bin/python benchmarks/sim_speed.py --src OLD/src --src src --repeat 5
+    .venv/bin/python benchmarks/sim_speed.py --only core --requests 5000 --repeat 1
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+
+# In-process run of one workload against the tokenpace found first on sys.path (a child process
+# gets PYTHONPATH=<tree>/src): prints one JSON line.
+CORE = r"""
+import json, sys, time
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from tokenpace.simulator import SimConfig, SimRequest, simulate  # noqa: E402
-
-
-def fixed(n: int) -> list[SimRequest]:
-    return [SimRequest(1024, 256) for _ in range(n)]
-
-
-def varied(n: int) -> list[SimRequest]:
+from tokenpace.simulator import SimConfig, SimRequest, simulate
+name, n = sys.argv[1], int(sys.argv[2])
+if name == "varied":
     rng = np.random.default_rng(0)
-    return [SimRequest(int(p), int(o)) for p, o in zip(rng.integers(256, 2048, n), rng.integers(64, 512, n))]
+    reqs = [SimRequest(int(p), int(o)) for p, o in zip(rng.integers(256, 2048, n), rng.integers(64, 512, n))]
+else:
+    reqs = [SimRequest(1024, 256) for _ in range(n)]
+c = 1024 if name == "c1024" else 64
+cfg = SimConfig(model="llama-3.1-8b", gpu="h100-sxm", weights="bf16", policy="chunked-prefill", concurrency=c,
+                max_num_seqs=1024 if name == "c1024" else 256, timeline=True)
+t0, c0 = time.perf_counter(), time.process_time()
+res = simulate(cfg, reqs)
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"wall": wall, "cpu": cpu, "sim_s": res.duration_s, "steps": res.stats["engine_steps"],
+                  "events": res.stats["events"], "preemptions": res.stats["preemptions"]}))
+"""
+
+WORKLOADS = {
+    "c64": ("Target: Llama-3.1-8B/H100, 64 concurrent, 1024 in / 256 out", ["--concurrency", "64"]),
+    "c1024": ("1,024 running: --max-num-seqs 1024 --concurrency 1024, 1024 in / 256 out",
+              ["--concurrency", "1024", "--max-num-seqs", "1024"]),
+    "varied": ("Varied: 64 concurrent, 256–2048 in / 64–512 out (uniform)", None),
+}
 
 
-def run(label: str, reqs: list[SimRequest], repeat: int) -> None:
-    cfg = SimConfig(model="llama-3.1-8b", gpu="h100-sxm", weights="bf16", policy="chunked-prefill",
-                    concurrency=64, timeline=True)
-    walls = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = simulate(cfg, reqs)
-        walls.append(time.perf_counter() - t0)
-    wall = min(walls)
-    sim_s = res.duration_s
-    print(f"{label}")
-    print(f"  requests {len(reqs)}  simulated {sim_s:,.1f} s  wall {wall:.2f} s (best of {repeat}: "
-          + ", ".join(f"{w:.2f}" for w in walls) + ")")
-    print(f"  speed: {sim_s / wall:,.0f}x real time, {len(reqs) / wall:,.0f} simulated requests/s")
-    steps, rows = res.stats["engine_steps"], len(res.timeline)
-    print(f"  engine steps {steps:,}  events {res.stats['events']:,}  timeline rows {rows:,}  "
-          f"steps per batch {steps / rows:.1f}")
+def core_run(src: Path, name: str, n: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", CORE, name, str(n)], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(src)})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def command_run(src: Path, flags: list[str], n: int, out_dir: Path) -> dict:
+    argv = [sys.executable, "-m", "tokenpace", "sim", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+            "--requests", str(n), *flags, "--input-tokens", "1024", "--output-tokens", "256", "--no-progress",
+            "--out", str(out_dir / "run.json")]
+    t0, c0 = time.perf_counter(), _children_cpu()
+    proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(src)})
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr[-500:]}")
+    doc = json.loads((out_dir / "run.json").read_text())
+    return {"wall": wall, "cpu": cpu, "sim_s": _sim_duration(doc)}
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the child processes that have ended."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _sim_duration(doc: dict) -> float:
+    """Simulated engine time: the virtual time the run ended at (the result's engine stats)."""
+    return float(doc["engine"]["stats"]["sim_end_ns"]) / 1e9
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=20_000, metavar="N")
-    ap.add_argument("--repeat", type=int, default=3, metavar="N")
+    ap.add_argument("--repeat", type=int, default=5, metavar="N", help="runs per tree and workload (median)")
+    ap.add_argument("--src", type=Path, action="append", metavar="DIR",
+                    help="a tree's src/ directory to run (repeat to compare, interleaved; default: this tree)")
+    ap.add_argument("--only", choices=("core", "command"), help="one of the two measurements")
+    ap.add_argument("--workloads", default="c64,c1024,varied", help="comma-separated: c64, c1024, varied")
     args = ap.parse_args()
-    print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
-    print("Command: .venv/bin/python benchmarks/sim_speed.py"
-          + ("" if args.requests == 20_000 else f" --requests {args.requests}")
-          + ("" if args.repeat == 3 else f" --repeat {args.repeat}") + "\n")
-    run("Target: Llama-3.1-8B/H100, 64 concurrent, 1024 in / 256 out", fixed(args.requests), args.repeat)
-    run("Varied: 64 concurrent, 256–2048 in / 64–512 out (uniform)", varied(args.requests), args.repeat)
+    srcs = [p.resolve() for p in (args.src or [ROOT / "src"])]
+    print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
+          f"load average {os.getloadavg()[0]:.1f} at the start")
+    print("Command: .venv/bin/python benchmarks/sim_speed.py " + " ".join(sys.argv[1:]) + "\n")
+    names = [w for w in args.workloads.split(",") if w]
+    kinds = [k for k in ("core", "command") if args.only in (None, k)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            label, flags = WORKLOADS[name]
+            for kind in kinds:
+                if kind == "command" and flags is None:
+                    continue
+                walls: dict[Path, list[float]] = {s: [] for s in srcs}
+                cpus: dict[Path, list[float]] = {s: [] for s in srcs}
+                sims: dict[Path, float] = {}
+                for _ in range(args.repeat):
+                    for s in srcs:  # interleaved: each tree sees the same machine
+                        r = (core_run(s, name, args.requests) if kind == "core"
+                             else command_run(s, flags, args.requests, Path(tmp)))
+                        walls[s].append(r["wall"])
+                        cpus[s].append(r["cpu"])
+                        sims[s] = r["sim_s"]
+                what = "simulate() in process" if kind == "core" else "whole `tokenpace sim` command"
+                print(f"{label} — {what}, {args.requests:,} requests")
+                meds, cmeds = {}, {}
+                for s in srcs:
+                    meds[s], cmeds[s] = statistics.median(walls[s]), statistics.median(cpus[s])
+                    print(f"  {s}: simulated {sims[s]:,.1f} s; wall median {meds[s]:.2f} s ("
+                          + ", ".join(f"{w:.2f}" for w in walls[s]) + f"), {sims[s] / meds[s]:,.0f}x real time; "
+                          f"CPU median {cmeds[s]:.2f} s (" + ", ".join(f"{w:.2f}" for w in cpus[s])
+                          + f"), {sims[s] / cmeds[s]:,.0f}x")
+                if len(srcs) > 1:
+                    print("  ratio of medians to the first: wall "
+                          + ", ".join(f"{meds[s] / meds[srcs[0]]:.2f}" for s in srcs[1:]) + "; CPU "
+                          + ", ".join(f"{cmeds[s] / cmeds[srcs[0]]:.2f}" for s in srcs[1:]))
+                print()
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ CONFIGS = [
     SimConfig(policy="prefill-first", num_gpu_blocks=3000),
     SimConfig(policy="decode-first", spec_decode=SpecDecodeConfig(3, 0.7, 0.05, "sampled")),
     SimConfig(policy="static", max_num_seqs=16),
+    # A cache too small for the load: decodes preempt each other, and the jump length is bounded by
+    # each sequence's room left in its blocks.
+    SimConfig(num_gpu_blocks=900, max_num_seqs=512),
 ]
 
 

@@ -20,7 +20,9 @@ examples:
   tokenpace sim --trace trace.jsonl --prefix-caching                  # replay a trace's times and blocks
   tokenpace sim --model path/to/config.json --gpu a100-80gb --quant int4
   tokenpace sim --calibration cal.json --concurrency 8                # a calibrated engine (tokenpace calibrate)
-  tokenpace sim --list                                                # GPUs, models, precisions, policies
+  tokenpace sim --predictor kernels --engine trtllm --quant fp8       # measured kernel tables (tokenpace[kernels])
+  tokenpace sim --list                                                # GPUs, models, precisions, policies,
+                                                                      # engines, predictors, measured tables
 
 Load, workload, SLO and output options mean what they mean for `tokenpace bench`, in virtual time
 from t = 0. Every request generates exactly its output
@@ -44,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--shared-prefix-tokens", type=int, default=0, metavar="N",
                    help="every prompt starts with the same N tokens, added to --input-tokens")
     g.add_argument("--list", action="store_true", help="print the catalogs (GPUs, models, precisions, "
-                   "policies) and exit")
+                   "policies, engines, step-time predictors, GPUs with measured kernel tables) and exit")
     add_engine_arguments(p, calibration=True)
     options.add_load_workload_slo(p)
     options.add_output(p, kind="sim")
@@ -72,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         from tokenpace.reports.catalogs import render_catalogs
 
         render_catalogs(console)
+        _render_predictors(console)
         return ExitCode.OK
 
     from tokenpace.reports.console import render_run
@@ -89,3 +92,25 @@ def run(args: argparse.Namespace) -> int:
     if counts["sent"] and counts["ok"] == 0:
         return ExitCode.RUN_FAILED
     return ExitCode.OK
+
+
+def _render_predictors(console) -> None:
+    """The step-time predictors, and the GPUs and engines the kernel predictor has tables for."""
+    from rich.markup import escape
+
+    from tokenpace.reports.catalogs import _table
+    from tokenpace.simulator.config import PREDICTORS
+    from tokenpace.simulator.kernels import kernel_table_sets, tables_available
+
+    table = _table("Step-time predictors (--predictor)", "id", "what it does")
+    for name, summary in PREDICTORS.items():
+        table.add_row(name, escape(summary))
+    console.print(table)
+    if not tables_available():
+        console.print(escape("Measured kernel tables: not installed (pip install 'tokenpace[kernels]')"))
+        return
+    measured = _table("Measured kernel tables (--predictor kernels; aiconfigurator-core)", "GPU", "engine",
+                      "version", "tables")
+    for s in kernel_table_sets():
+        measured.add_row(s.gpu, s.backend, s.version, s.system)
+    console.print(measured)

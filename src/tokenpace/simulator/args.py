@@ -20,7 +20,7 @@ import math
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import is_gguf_file
-from tokenpace.simulator.config import SimConfig
+from tokenpace.simulator.config import PREDICTORS, SimConfig
 from tokenpace.simulator.policies import POLICIES
 from tokenpace.simulator.roofline import RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
@@ -71,6 +71,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
     g.add_argument("--acceptance-mode", choices=("expected", "sampled"),
                    help="every step yields the mean (default), or seeded random draws")
     g = parser.add_argument_group("efficiency (roofline step-time model)")
+    g.add_argument("--predictor", choices=list(PREDICTORS),
+                   help="step-time model: roofline (default), or kernels: measured kernel tables of the "
+                        "--engine (vLLM's without one) for the GPU, where they exist (pip install "
+                        "'tokenpace[kernels]'; see sim --list)")
     g.add_argument("--mfu", type=float, metavar="F",
                    help="fraction of peak FLOP/s every matmul and attention kernel reaches, replacing the efficiency "
                         "catalog's figures by GPU, precision and operator (default: the catalog)")
@@ -127,7 +131,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         config = SimConfig(
             model=model, gpu=_given(ns.gpu, e.gpu), weights=_weights(ns.quant, model, cal),
             kv_cache_dtype=_given(ns.kv_dtype, cal.kv_cache_dtype if cal else None), tp=tp, roofline=roofline,
-            efficiency_file=ns.efficiency,
+            efficiency_file=ns.efficiency, predictor=getattr(ns, "predictor", None) or _E.predictor,
             policy=_given(ns.policy, e.policy), max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
             block_size=ns.block_size,
             gpu_memory_utilization=_given(ns.gpu_memory_utilization, _E.gpu_memory_utilization),
@@ -148,6 +152,10 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
             given |= {k for k in ("policy", "max_num_seqs", "max_batched_tokens", "step_overhead_s")
                       if getattr(cal, k, None) is not None or k == "step_overhead_s"}
         config = with_engine(config, engine, given=given)
+    if config.predictor != "roofline":  # a missing extra or table fails now, in one line
+        from tokenpace.simulator.simulate import build_predictor
+
+        build_predictor(config)
     return config
 
 
@@ -248,6 +256,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--seq-overhead-ms", repr(r.seq_overhead_s * 1e3)]
     if config.efficiency_file:
         argv += ["--efficiency", config.efficiency_file]
+    if config.predictor != _E.predictor:
+        argv += ["--predictor", config.predictor]
     if r.token_overhead_s:
         argv += ["--token-overhead-ms", repr(r.token_overhead_s * 1e3)]
     if r.row_group != 1:

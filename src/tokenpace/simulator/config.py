@@ -11,6 +11,13 @@ from tokenpace.simulator.policies.base import ADMISSIONS
 from tokenpace.simulator.roofline import RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
+# Step-time models a config can name: what each prices a step from.
+PREDICTORS = {
+    "roofline": "FLOPs and bytes at efficiencies by GPU, precision and operator (data/efficiency.json)",
+    "kernels": "silicon-measured GEMM, attention and all-reduce tables (aiconfigurator-core; "
+               "pip install 'tokenpace[kernels]'), the rest as the roofline",
+}
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -24,6 +31,9 @@ class SimConfig:
     tp: int = 1  # tensor-parallel degree (GPUs per engine)
     roofline: RooflineParams = field(default_factory=RooflineParams)  # mfu, mbu, overheads
     efficiency_file: str | None = None  # a user's efficiency catalog, added to data/efficiency.json
+    # The step-time model (PREDICTORS): "roofline", or "kernels" (measured kernel tables, an optional
+    # extra: simulator/kernels/).
+    predictor: str = "roofline"
 
     # The engine (vLLM's names and defaults where they exist).
     policy: str = "chunked-prefill"  # static | prefill-first | decode-first | chunked-prefill
@@ -73,6 +83,8 @@ class SimConfig:
             raise ValueError("tp must be >= 1")
         if self.max_num_seqs < 1 or self.max_batched_tokens < 1 or self.block_size < 1:
             raise ValueError("max_num_seqs, max_batched_tokens and block_size must be >= 1")
+        if self.predictor not in PREDICTORS:
+            raise ValueError(f"predictor must be one of {', '.join(PREDICTORS)}, not {self.predictor!r}")
         if self.memory_model not in MEMORY_MODELS:
             raise ValueError(f"memory_model must be one of {', '.join(MEMORY_MODELS)}, not {self.memory_model!r}")
         if self.admission not in ADMISSIONS:
@@ -104,7 +116,7 @@ class SimConfig:
             "model": name(self.model), "gpu": name(self.gpu), "weights": name(self.weights),
             "kv_cache_dtype": name(self.kv_cache_dtype), "kv_dtype_implied": self.kv_dtype_implied,
             "tp": self.tp,
-            "roofline": self.roofline.to_dict(), "efficiency_file": self.efficiency_file, "policy": self.policy,
+            "roofline": self.roofline.to_dict(), "step_predictor": self.predictor, "efficiency_file": self.efficiency_file, "policy": self.policy,
             "max_num_seqs": self.max_num_seqs, "max_batched_tokens": self.max_batched_tokens,
             "admission": self.admission, "chunked_prompts": self.chunked_prompts,
             "block_size": self.block_size, "gpu_memory_utilization": self.gpu_memory_utilization,

@@ -12,6 +12,7 @@ whose decode step time is affine in the total context (with speculative decoding
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
 from tokenpace.simulator.step import StepBatch, StepPredictor
 from tokenpace.simulator.timeline import TimelineRow
+
+
+_NUM_COMPUTED = attrgetter("num_computed")
 
 
 @dataclass(slots=True)
@@ -135,7 +139,23 @@ class Engine:
                     seq.chunk_tokens.append(1)
                 if seq.generated >= seq.output_len:
                     done.append(seq)
-        for seq in step.batch.decode:
+        if self.spec is None and k == 1:  # the common case at high concurrency: one plain decode step
+            publish = self.kv.prefix_caching  # (publishing is a no-op without a prefix cache)
+            for seq in step.batch.decode:
+                if seq.state == CANCELLED:
+                    continue
+                seq.num_computed += 1
+                seq.decode_steps += 1
+                seq.chunk_ns.append(end)
+                seq.generated += 1
+                if publish and seq.request.session is not None:
+                    self.kv.publish(seq)
+                if seq.generated >= seq.output_len:
+                    done.append(seq)
+            decodes = ()
+        else:
+            decodes = step.batch.decode
+        for seq in decodes:
             if seq.state == CANCELLED:
                 continue
             made = k if seq.plan is None else self._plan_chunks(seq, k)
@@ -164,9 +184,9 @@ class Engine:
     def _step_batch(self, batch: Batch, ahead: int) -> StepBatch:
         """The StepBatch of this batch's decode step ``ahead`` steps from now."""
         if ahead == 0:
-            ctx = tuple(s.num_computed for s in batch.decode)
+            ctx = tuple(map(_NUM_COMPUTED, batch.decode))
         elif self.spec is None:
-            ctx = tuple(s.num_computed + ahead for s in batch.decode)
+            ctx = tuple([c + ahead for c in map(_NUM_COMPUTED, batch.decode)])
         else:
             ctx = tuple(s.num_computed + s.tokens_after(ahead) for s in batch.decode)
         prefill = tuple((n, s.num_computed) for s, n in batch.prefill)
@@ -174,17 +194,30 @@ class Engine:
 
     def _jump_length(self, batch: Batch) -> int:
         plain = self.spec is None
-        if plain:
-            k = min(batch.repeat_limit, min(s.output_len - s.generated for s in batch.decode))
+        free, g, bs = self.kv.num_free, self.decode_tokens, self.kv.block_size
+        if plain:  # one pass: the steps until the first finishes, and the room every sequence has left
+            k = batch.repeat_limit
+            rooms = []  # tokens each sequence can still hold in its blocks (>= 1: this step's)
+            for s in batch.decode:
+                left = s.output_len - s.generated
+                if left < k:
+                    k = left
+                rooms.append(s.num_blocks * bs - s.num_computed)
+            if k <= 1:
+                return 1
+            # Step i needs ceil((i − room) / bs) more blocks for a sequence (none while i <= room):
+            # only the sequences with less room than k steps count.
+            short = [r for r in rooms if r < k]
+            if not short:
+                return k
         else:
             k = min(batch.repeat_limit, min(s.steps_to_finish() for s in batch.decode))
-        if k <= 1:
-            return 1
-        free, g, bs = self.kv.num_free, self.decode_tokens, self.kv.block_size
+            if k <= 1:
+                return 1
 
         def extra_blocks(steps: int) -> int:
             if plain:  # step i needs room for num_computed + i tokens
-                return sum(max(0, -(-(s.num_computed + steps) // bs) - s.num_blocks) for s in batch.decode)
+                return sum(-(-(steps - r) // bs) for r in short if r < steps)
             return sum(self.kv.blocks_to_grow(s, s.num_computed + s.tokens_after(steps - 1) + g)
                        for s in batch.decode)
 

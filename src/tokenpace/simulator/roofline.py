@@ -154,6 +154,11 @@ class RooflinePredictor:
         self._ar_count = 2 * model.num_layers if tp > 1 else 0
         self._ar_latency = comm.allreduce_base_latency_s + 2 * (tp - 1) * comm.allreduce_hop_latency_s
 
+    def elementwise_s_per_token(self) -> float:
+        """Seconds one token's memory-bound elementwise passes take (all layers, at the catalog's
+        elementwise bandwidth efficiency, or ``mbu``): what a kernel-table predictor adds for them."""
+        return self._elementwise_mem_tok / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
+
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
         return StepWork(*self._work(batch))

@@ -27,24 +27,28 @@ class ChunkedPrefill(Scheduler):
         g = self.limits.decode_tokens
         room = self.kv.block_size
         chunk = self.limits.chunked_prompts
-        decoding, prompts = [], []
-        for seq in self.running:
-            if seq.generated and seq.prompt_len + seq.generated - seq.num_computed == 1:
-                decoding.append(seq)
-            else:
-                prompts.append(seq)
+        prompts = []
+        decode = batch.decode
         all_ran = True
-        for seq in decoding:  # decodes first
+        # Decodes first, in running order; the prompts under way are set aside for after them. One
+        # pass over a snapshot: a reservation may preempt (and remove) a sequence later in the list,
+        # which then reads as not running.
+        for seq in tuple(self.running):
             if seq.state != RUNNING:
                 continue  # preempted to make room for an earlier one
+            if not (seq.generated and seq.prompt_len + seq.generated - seq.num_computed == 1):
+                prompts.append(seq)
+                continue
+            if not all_ran:
+                continue  # the budget ran out: no further decode runs this step
             if budget < g:
                 all_ran = False
-                break
+                continue
             if seq.num_computed + g <= seq.num_blocks * room:  # fast path: no new block needed
                 seq.sched_step = step
             elif not self.reserve(seq, seq.num_computed + g, step):
                 continue
-            batch.decode.append(seq)
+            decode.append(seq)
             budget -= g
         for seq in prompts:  # then prompts already under way
             if seq.state != RUNNING:

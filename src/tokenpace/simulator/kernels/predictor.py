@@ -1,0 +1,124 @@
+"""``KernelPredictor``: an engine step priced from measured kernel tables (``--predictor kernels``).
+
+Per step, for all layers on one GPU:
+
+- the GEMMs (QKV, O, the MLP's up/gate and down) at the weights' precision with ``m`` = the step's
+  tokens, and the LM head (16-bit) with ``m`` = the tokens that need logits: each from the measured
+  GEMM table at this model's (n, k), precomputed at construction into one latency curve over the
+  table's ``m`` grid, interpolated linearly per step;
+- decode attention: the generation-attention table at (decode sequences, their mean KV length);
+- prefill attention, per prompt chunk of ``n`` new tokens after ``c`` cached ones: the
+  context-attention table at one prompt of ``n + c`` tokens, times the chunk's share of that
+  prompt's causal (query, key) pairs, (n·c + n(n+1)/2) / ((n+c)(n+c+1)/2), exact for c = 0; past
+  the longest prompt measured (16,384 tokens in most tables), that prompt's latency scaled by the
+  ratio of causal pairs, as attention's work grows with them (not extended linearly);
+- under TP, two all-reduces per layer of tokens × hidden × 2 bytes from the all-reduce table;
+- what the tables do not measure (norms, rotary, the activation, FP8 input quantization) and the
+  host overheads, as the roofline prices them (``RooflinePredictor``; its efficiency catalog).
+
+The tables are those of the engine preset (``--engine``; vLLM's without one) at the newest version
+the package ships, for the GPU. Dense models only. For a fixed decode batch the step time is
+piecewise affine in the total context (linear between the table's KV-length grid points), so the
+engine's jump over runs of identical decode steps, which interpolates between the first and last
+step, stays within the table's own interpolation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenpace.errors import UsageError
+from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
+from tokenpace.simulator.kernels.tables import GEMM_DTYPES, KernelTables, interp, load_tables
+from tokenpace.simulator.memory import kv_heads_per_gpu
+from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
+from tokenpace.simulator.step import StepBatch
+
+MS = 1e-3
+
+
+class KernelPredictor:
+    def __init__(self, model: ModelSpec, gpu: GPU, weights: Precision, kv: Precision, tp: int = 1,
+                 params: RooflineParams | None = None, efficiency: str | None = None,
+                 engine: str | None = None, tables: KernelTables | None = None) -> None:
+        if model.is_moe:
+            raise UsageError(f"--predictor kernels prices dense models; {model.id} is a mixture of experts "
+                             "(use --predictor roofline)")
+        self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
+        self.roofline = RooflinePredictor(model, gpu, weights, kv, tp, params, efficiency)
+        self.params = self.roofline.params
+        backend = engine if engine in ("vllm", "sglang", "trtllm") else "vllm"
+        self.tables = tables or load_tables(gpu.id, backend)
+        dtype = GEMM_DTYPES.get(weights.id)
+        if dtype is None:
+            raise UsageError(f"--predictor kernels has no GEMM tables for {weights.id} weights "
+                             f"(it has {', '.join(sorted(GEMM_DTYPES))}); use --predictor roofline")
+        self.gemm_dtype = dtype
+        kv_dtype = "fp8" if kv.id == "fp8" else "bfloat16"
+        self.kv_dtype = kv_dtype
+        h, hd, layers = model.hidden_size, model.head_dim, model.num_layers
+        heads, kv_heads = model.num_heads // tp, max(1, round(kv_heads_per_gpu(model, tp)))
+        inter = model.intermediate_size // tp
+        up = 2 * inter if model.gated_mlp else inter
+        self.shapes = {"qkv": ((heads + 2 * kv_heads) * hd, h), "o": (h, heads * hd), "up": (up, h),
+                       "down": (h, inter)}
+        t = self.tables
+        grid = t.gemm_rows(dtype)
+        per_layer = sum(t.gemm_curve(dtype, n, k, grid) for n, k in self.shapes.values())
+        self._m = grid.tolist()
+        self._gemm_s = (per_layer * layers * MS).tolist()
+        head_grid = t.gemm_rows("bfloat16")
+        self._head_m = head_grid.tolist()
+        self._head_s = (t.gemm_curve("bfloat16", -(-model.vocab_size // tp), h, head_grid) * MS).tolist()
+        self.context = t.attention("context", heads, kv_heads, hd, kv_dtype)
+        self.generation = t.attention("generation", heads, kv_heads, hd, kv_dtype)
+        self._context_max = float(self.context.grid.b[-1])  # the longest prompt measured
+        self._layers = layers
+        if tp > 1:
+            size, lat, self.allreduce_source = t.allreduce(tp)
+            self._ar_size, self._ar_s = size.tolist(), (lat * MS * 2 * layers).tolist()
+        else:
+            self._ar_size, self._ar_s, self.allreduce_source = [], [], None
+        self._ar_bytes_tok = h * 2
+        self._elementwise_s_tok = self.roofline.elementwise_s_per_token()
+
+    def step_s(self, batch: StepBatch) -> float:
+        g = batch.decode_tokens_per_seq
+        nd = len(batch.decode_context)
+        tokens = nd * g
+        logits = tokens
+        p = self.params
+        t = p.step_overhead_s
+        if nd:
+            ctx = sum(batch.decode_context)
+            t += self.generation.ms(nd, ctx / nd + g) * MS * self._layers
+        top = self._context_max
+        for n, c in batch.prefill:
+            tokens += n
+            logits += 1
+            whole = n + c
+            at = whole if whole <= top else top  # past the grid: the longest prompt, scaled by pairs
+            t += self.context.ms(1, at) * (n * c + n * (n + 1) / 2) / (at * (at + 1) / 2) * MS * self._layers
+        if tokens == 0:
+            return t
+        t += interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, logits)
+        if self._ar_s:
+            t += interp(self._ar_size, self._ar_s, tokens * self._ar_bytes_tok)
+        t += tokens * (self._elementwise_s_tok + p.token_overhead_s) + (nd + len(batch.prefill)) * p.seq_overhead_s
+        return t
+
+    def describe(self) -> dict[str, Any]:
+        t = self.tables
+        return {"predictor": "kernels", "model": self.model.id, "gpu": self.gpu.id, "weights": self.weights.id,
+                "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
+                "tables": {"source": "aiconfigurator-core", "system": t.system, "engine": t.backend,
+                           "version": t.version, "gemm_dtype": self.gemm_dtype,
+                           "gemm_kernel": t.gemm_kernel(self.gemm_dtype), "kv_cache_dtype": self.kv_dtype,
+                           "context_attention": _attn(self.context),
+                           "generation_attention": _attn(self.generation),
+                           "allreduce": self.allreduce_source},
+                "not_in_tables": "elementwise passes and host overheads, priced as the roofline does"}
+
+
+def _attn(a) -> dict[str, Any]:
+    return {"kernel": a.kernel, "shape": list(a.shape), "scale": a.scale}

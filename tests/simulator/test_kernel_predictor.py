@@ -1,0 +1,190 @@
+"""The kernel predictor (--predictor kernels): its lookups give the measured table's own value at a
+grid point and move monotonically between grid points; it runs a simulation end to end; without
+its extra it says in one line how to install it (exit code 2).
+
+The table tests need aiconfigurator-core (``pip install 'tokenpace[kernels]'``, also in the
+``test`` extra): they skip, saying so, where it is missing, and fail instead with
+TOKENPACE_REQUIRE_KERNELS=1 (set by .ci/run)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tokenpace.errors import UsageError
+from tokenpace.simulator import SimConfig, SimRequest, get_gpu, get_model, get_precision, simulate
+from tokenpace.simulator.args import add_engine_arguments, engine_config
+from tokenpace.simulator.kernels import tables as kt
+from tokenpace.simulator.step import StepBatch
+
+
+@pytest.fixture(scope="module")
+def h100_vllm():
+    if not kt.tables_available():
+        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
+        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
+            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
+        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
+    return kt.load_tables("h100-sxm", "vllm")
+
+
+def _raw(tables, relpath: str):
+    """The table's rows, read straight from its Parquet file (not through the lookups)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(tables.dir / relpath).to_pandas()
+
+
+def test_a_gemm_lookup_returns_the_measured_entry_at_a_grid_point(h100_vllm):
+    t = h100_vllm
+    rows = _raw(t, f"gemm/vllm/{t.version}/gemm_perf.parquet")
+    kernel = t.gemm_kernel("bfloat16")
+    mine = rows[(rows.gemm_dtype == "bfloat16") & (rows.kernel_source == kernel)]
+    for m, n, k in ((1, 4096, 4096), (64, 6144, 4096), (2048, 4096, 16384), (8192, 1024, 4096)):
+        hit = mine[(mine.m == m) & (mine.n == n) & (mine.k == k)]
+        assert len(hit) >= 1, (m, n, k)
+        assert t.gemm_ms("bfloat16", m, n, k) == hit.latency.iloc[0]
+
+
+def test_gemm_interpolation_is_monotonic_between_grid_points(h100_vllm):
+    t = h100_vllm
+    rows = _raw(t, f"gemm/vllm/{t.version}/gemm_perf.parquet")
+    kernel = t.gemm_kernel("bfloat16")
+    curve = rows[(rows.gemm_dtype == "bfloat16") & (rows.kernel_source == kernel) & (rows.n == 4096)
+                 & (rows.k == 4096)].sort_values("m")
+    ms = curve.m.to_numpy()
+    i = int(np.searchsorted(ms, 1000))  # two neighbours around 1000 rows
+    lo, hi = int(ms[i - 1]), int(ms[i])
+    a, b = curve.latency.iloc[i - 1], curve.latency.iloc[i]
+    xs = np.linspace(lo, hi, 9)
+    got = [t.gemm_ms("bfloat16", x, 4096, 4096) for x in xs]
+    assert got[0] == a and got[-1] == b
+    steps = np.diff(got)
+    assert (steps >= 0).all() or (steps <= 0).all()  # monotonic, in the direction of the data
+    assert min(a, b) <= min(got) and max(got) <= max(a, b)
+    # Between measured weight shapes too: an n halfway between 4096 and 5120 lies between them.
+    mid = t.gemm_ms("bfloat16", 512, 4608, 4096)
+    ends = (t.gemm_ms("bfloat16", 512, 4096, 4096), t.gemm_ms("bfloat16", 512, 5120, 4096))
+    assert min(ends) <= mid <= max(ends)
+
+
+def test_attention_lookups_return_measured_entries_and_interpolate_monotonically(h100_vllm):
+    t = h100_vllm
+    gen = t.attention("generation", 32, 8, 128, "bfloat16")
+    assert gen.shape == (32, 8, 128) and gen.scale == 1.0
+    rows = _raw(t, f"attention/vllm/{t.version}/generation_attention_perf.parquet")
+    mine = rows[(rows.kernel_source == gen.kernel) & (rows.num_heads == 32) & (rows.num_key_value_heads == 8)
+                & (rows.head_dim == 128) & (rows.kv_cache_dtype == "bfloat16") & (rows.window_size == 0)]
+    for b, s in ((1, 1023), (64, 4095), (256, 1023)):
+        hit = mine[(mine.batch_size == b) & (mine.step == s)]
+        assert len(hit) == 1, (b, s)
+        assert gen.ms(b, s) == hit.latency.iloc[0]
+    # Between KV lengths 1023 and 2047 at 64 sequences, and between batch sizes 32 and 64.
+    kv = [gen.ms(64, s) for s in np.linspace(1023, 2047, 9)]
+    assert np.all(np.diff(kv) >= 0) and kv[0] < kv[-1]
+    bs = [gen.ms(b, 1023) for b in np.linspace(32, 64, 9)]
+    assert np.all(np.diff(bs) >= 0) or np.all(np.diff(bs) <= 0)
+    ctx = t.attention("context", 32, 8, 128, "bfloat16")
+    crow = _raw(t, f"attention/vllm/{t.version}/context_attention_perf.parquet")
+    hit = crow[(crow.kernel_source == ctx.kernel) & (crow.num_heads == 32) & (crow.num_key_value_heads == 8)
+               & (crow.head_dim == 128) & (crow.kv_cache_dtype == "bfloat16") & (crow.window_size == 0)
+               & (crow.batch_size == 1) & (crow.isl == 4096)]
+    assert ctx.ms(1, 4096) == hit.latency.iloc[0]
+    prompt = [ctx.ms(1, n) for n in np.linspace(4096, 6144, 9)]
+    assert np.all(np.diff(prompt) >= 0)
+
+
+def test_a_step_grows_with_its_work_and_every_engine_has_its_own_tables(h100_vllm):
+    from tokenpace.simulator.kernels.predictor import KernelPredictor
+
+    parts = (get_model("llama-3.1-8b"), get_gpu("h100-sxm"), get_precision("fp8"), get_precision("fp8"))
+    vllm = KernelPredictor(*parts, engine="vllm")
+    trt = KernelPredictor(*parts, engine="trtllm")
+    assert vllm.describe()["tables"]["engine"] == "vllm" and trt.describe()["tables"]["engine"] == "trtllm"
+    assert vllm.describe()["tables"]["kv_cache_dtype"] == "fp8"
+    decode = [vllm.step_s(StepBatch(decode_context=(c,) * 64)) for c in (512, 1024, 2048, 4096, 8192)]
+    assert np.all(np.diff(decode) > 0)
+    batch = [vllm.step_s(StepBatch(decode_context=(1024,) * b)) for b in (1, 8, 64, 256)]
+    assert np.all(np.diff(batch) > 0)
+    prefill = [vllm.step_s(StepBatch(prefill=((n, 0),))) for n in (512, 2048, 8192)]
+    assert np.all(np.diff(prefill) > 0)
+    # The same chunk costs more attention after a longer cached context.
+    assert vllm.step_s(StepBatch(prefill=((2048, 8192),))) > vllm.step_s(StepBatch(prefill=((2048, 0),)))
+
+
+def test_a_simulation_with_measured_step_costs_jumps_decode_runs_without_changing_much(h100_vllm):
+    reqs = [SimRequest(prompt_tokens=512, output_tokens=128) for _ in range(48)]
+    cfg = dict(engine="vllm", predictor="kernels", concurrency=16)
+    fast = simulate(SimConfig(**cfg), reqs)
+    slow = simulate(SimConfig(**cfg, jump_decode_steps=False), reqs)
+    assert fast.config["predictor"]["predictor"] == "kernels"
+    assert fast.config["predictor"]["tables"]["version"] == h100_vllm.version
+    assert fast.stats["completed"] == slow.stats["completed"] == 48
+    # The jump interpolates a decode run's step times between its first and last step; the table
+    # is linear between its KV-length grid points, so the two agree closely (not exactly).
+    assert fast.stats["sim_end_ns"] == pytest.approx(slow.stats["sim_end_ns"], rel=2e-3)
+
+
+def test_without_tables_the_kernel_predictor_says_how_to_install_them(monkeypatch):
+    monkeypatch.setattr(kt, "_aic_root", lambda: None)
+    kt.load_tables.cache_clear()
+    p = argparse.ArgumentParser()
+    add_engine_arguments(p)
+    ns = p.parse_args(["--predictor", "kernels"])
+    with pytest.raises(UsageError, match=r"pip install 'tokenpace\[kernels\]'"):
+        engine_config(ns, model="llama-3.1-8b", max_num_seqs=None)
+    kt.load_tables.cache_clear()
+
+
+def test_the_command_without_the_extra_fails_in_one_line_with_exit_code_2(tmp_path):
+    script = ("import sys; sys.modules['aiconfigurator_core'] = None\n"
+              "from tokenpace.cli.main import main\n"
+              "sys.exit(main(['sim', '--predictor', 'kernels', '--requests', '4', '--concurrency', '2', "
+              f"'--out', {str(tmp_path / 'r.json')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "pip install 'tokenpace[kernels]'" in err[0]
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_gpu_without_tables_is_refused_naming_those_with_them(h100_vllm):
+    with pytest.raises(UsageError, match="h100-sxm"):
+        simulate(SimConfig(gpu="rtx-a6000", predictor="kernels", concurrency=1), [SimRequest(16, 2)])
+
+
+def test_sim_list_shows_the_predictors_and_the_gpus_with_measured_tables():
+    proc = subprocess.run([sys.executable, "-m", "tokenpace", "sim", "--list"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Step-time predictors (--predictor)" in out and "roofline" in out and "kernels" in out
+    if kt.tables_available():
+        assert "Measured kernel tables" in out
+        rows = [line.split() for line in out.splitlines() if line.startswith(("h100-sxm ", "a100-80gb "))]
+        assert {(r[0], r[1]) for r in rows} >= {("h100-sxm", "vllm"), ("h100-sxm", "trtllm"), ("a100-80gb", "sglang")}
+    else:
+        assert "pip install 'tokenpace[kernels]'" in out
+
+
+def test_prefill_attention_past_the_longest_measured_prompt_keeps_growing_with_the_context(h100_vllm):
+    from tokenpace.simulator.kernels.predictor import KernelPredictor
+
+    p = KernelPredictor(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), get_precision("bf16"),
+                        get_precision("bf16"), engine="vllm")
+    top, chunk = int(p.context.grid.b[-1]), 2048  # the longest prompt measured (16,384 here)
+
+    def chunk_s(cached: int) -> float:  # a 2,048-token chunk after ``cached`` tokens (same GEMMs each time)
+        return p.step_s(StepBatch(prefill=((chunk, cached),)))
+
+    base = chunk_s(0)
+    at_edge, just_past, double = (chunk_s(c) - base for c in (top - chunk, top - chunk + 64, 2 * top - chunk))
+    assert at_edge < just_past < at_edge * 1.02  # no jump where the table ends
+    # Twice the context behind the chunk is about twice its (query, key) pairs: a linear extension
+    # of the table's last segment would give ~1.4x here, the causal pairs ~2.06x.
+    assert double / at_edge > 1.8
