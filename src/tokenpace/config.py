@@ -11,7 +11,15 @@ from tokenpace.redact import strip_url_credentials, url_has_credentials
 
 Arrival = Literal["constant", "poisson", "gamma"]
 ARRIVALS: tuple[str, ...] = ("constant", "poisson", "gamma")
-APIS: tuple[str, ...] = ("chat", "completions")
+APIS: tuple[str, ...] = ("chat", "completions", "responses", "anthropic")  # client/formats/
+API_HELP = ("chat (default), completions, responses (OpenAI Responses) or anthropic (Anthropic Messages; "
+            "key from $ANTHROPIC_API_KEY)")
+CACHE_BREAKPOINTS: tuple[str, ...] = ("none", "prefix", "system")
+
+
+def default_api_key_env(api: str) -> str:
+    """The variable holding the key when --api-key-env is not given: each provider's own."""
+    return "ANTHROPIC_API_KEY" if api == "anthropic" else "OPENAI_API_KEY"
 
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
@@ -30,6 +38,9 @@ class BenchConfig:
     api: str = "chat"
     stream: bool = True
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable; the key itself is never stored
+    # --api anthropic: where Anthropic cache_control goes: "prefix" (the end of the shared prefix),
+    # "system" (the end of the system prompt) or "none".
+    cache_breakpoint: str = "none"
 
     # Load. Closed loop when rate is None; open loop otherwise (optionally capped by concurrency).
     concurrency: int | None = None
@@ -115,6 +126,12 @@ class BenchConfig:
             raise UsageError(f"--builtin-timing must be sim or parametric, not {self.builtin_timing!r}")
         if self.api not in APIS:
             raise UsageError(f"--api must be one of {', '.join(APIS)}, not {self.api!r}")
+        if self.cache_breakpoint not in CACHE_BREAKPOINTS:
+            raise UsageError(f"--cache-breakpoint must be one of {', '.join(CACHE_BREAKPOINTS)}, "
+                             f"not {self.cache_breakpoint!r}")
+        if self.cache_breakpoint != "none" and self.api != "anthropic":
+            raise UsageError("--cache-breakpoint places Anthropic cache_control: it needs --api anthropic "
+                             "(the other APIs cache prefixes without being told)")
         if self.arrival not in ARRIVALS:
             raise UsageError(f"--arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
         _positive("--concurrency", self.concurrency, integer=True)

@@ -107,6 +107,7 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                               connect_timeout_s=config.connect_timeout_s,
                               ttft_timeout_s=config.ttft_timeout_s,
                               idle_timeout_s=config.idle_timeout_s,
+                              cache_breakpoint=config.cache_breakpoint,
                               max_connections=_connections(config, workload))
         try:
             model, preflight_report = await preflight(
