@@ -85,6 +85,11 @@ class BenchConfig:
     slo: str | None = None  # a preset name or an expression, parsed by tokenpace.metrics.parse_slo
     gpu_hour_usd: float | None = None
     gpus: int = 1
+    # Per-token prices of a hosted API (USD per million tokens) and its cache multipliers
+    # (None: tokenpace.metrics.token_cost.CACHE_PRICE_MULTIPLIERS, Anthropic's).
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+    cache_price_multipliers: dict[str, float] | None = None
 
     # Built-in server options (used only when url is None).
     server_tokens_per_chunk: int = 1
@@ -164,6 +169,12 @@ class BenchConfig:
                             ("--scrape-interval", self.scrape_interval_s)):
             check_seconds(name, value)
         check_seed(self.seed)
+        if (self.input_usd_per_mtok is None) != (self.output_usd_per_mtok is None):
+            raise UsageError("give --input-usd-per-mtok and --output-usd-per-mtok together")
+        try:
+            self.token_prices()
+        except ValueError as exc:
+            raise UsageError(f"token prices: {exc}") from None
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
         if self.ramp_s and (self.trace or self.conversations):
@@ -175,9 +186,23 @@ class BenchConfig:
                              f"not {self.scrape_interval_s}")
         return self
 
+    def token_prices(self) -> Any:
+        """The per-token prices as ``TokenPrices``, or None when not given."""
+        return token_prices_of(asdict(self))
+
     def to_dict(self) -> dict[str, Any]:
         """The exact configuration, as saved in the result file (no secrets: only the key's variable name)."""
         return asdict(self)
+
+
+def token_prices_of(config: dict[str, Any]) -> Any:
+    """``TokenPrices`` from a (saved) configuration's price fields; None when it has none."""
+    if config.get("input_usd_per_mtok") is None or config.get("output_usd_per_mtok") is None:
+        return None
+    from tokenpace.metrics.token_cost import CACHE_PRICE_MULTIPLIERS, TokenPrices
+
+    return TokenPrices(config["input_usd_per_mtok"], config["output_usd_per_mtok"],
+                       dict(config.get("cache_price_multipliers") or CACHE_PRICE_MULTIPLIERS))
 
 
 def _check_url(flag: str, url: str | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokenpace.config import token_prices_of
 from tokenpace.errors import UsageError
 from tokenpace.metrics import Window, summarize
 from tokenpace.reports.result_file import load_document
@@ -33,7 +34,7 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         records, slo=slo if slo is not None else config.get("slo"),
         gpu_hour_usd=gpu_hour_usd if gpu_hour_usd is not None else config.get("gpu_hour_usd"),
         gpus=gpus if gpus is not None else config.get("gpus", 1),
-        window=saved_window(window, config))
+        window=saved_window(window, config), token_prices=token_prices_of(config))
     return doc
 
 

@@ -121,7 +121,7 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
             await client.close()
     window = _window(config, loadgen, workload, records)
     summary = summarize(records, slo=slo, gpu_hour_usd=config.gpu_hour_usd, gpus=config.gpus,
-                        window=window)
+                        window=window, token_prices=config.token_prices())
     load = load_report(records, config=config, mode=load_mode(workload), cpu_s=loadgen.cpu_s,
                        wall_s=loadgen.wall_s, window=window)
     result = BenchResult(config=config, target={"url": url, "model": model, "builtin": builtin},
