@@ -71,8 +71,10 @@ class Progress:
             self.weights.append(info.content_chars + info.reasoning_chars + info.tool_call_chars)
         usage = info.usage
         if usage is not None:
-            # Merged: Anthropic sends the prompt's counts first and the output's last.
-            self.last_usage = usage if self.last_usage is None else {**self.last_usage, **usage}
+            if self.last_usage is None or "prompt_tokens" in usage:  # chat: every usage is whole
+                self.last_usage = usage
+            else:  # Anthropic sends the prompt's counts first and the output's last: keep both
+                self.last_usage = {**self.last_usage, **usage}
             completion_tokens = usage.get("completion_tokens")
             if type(completion_tokens) is int:
                 if completion_tokens >= 0:
