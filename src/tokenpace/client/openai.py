@@ -27,9 +27,10 @@ seen and everything that arrived before it kept.
 | error | ``malformed_sse`` | a line that is not SSE framing (an unknown field, e.g. ``dta: {``) |
 | error | ``line_too_long`` | an SSE line (or one event's data) over 1 MiB (``sse.MAX_LINE_BYTES``) |
 | error | ``invalid_json`` | a ``data:`` line that is not a JSON object |
-| error | ``stream_error`` | an error object inside the stream |
-| error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |
-| error | ``incomplete`` | EOF, no ``[DONE]``, no ``finish_reason``, short of ``max_tokens`` with ``ignore_eos`` |
+| error | ``stream_error`` | an error object inside the stream (Anthropic ``error``, Responses ``error`` / ``response.failed``) |
+| error | ``overloaded`` | Anthropic's ``overloaded_error`` inside the stream (its HTTP 529 is ``http_529``) |
+| error | ``empty_response`` | the stream ended (``[DONE]``, the API's end event, or EOF) with no token |
+| error | ``incomplete`` | EOF, no ``[DONE]`` (nor ``message_stop`` / ``response.completed``), no finish reason, short of ``max_tokens`` with ``ignore_eos`` |
 | error | ``bad_framing`` | a response that breaks HTTP/1.1 framing (bytes past ``Content-Length`` in one read) |
 | error | ``bad_encoding`` | a body that does not decode as its ``Content-Encoding`` (e.g. bad gzip) |
 | error | ``malformed_response`` / ``response_error`` | a non-streamed body that is not JSON / is an error |
