@@ -39,7 +39,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from time import monotonic_ns
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -51,7 +50,7 @@ from .prom import CONTENT_TYPE, RequestMetrics, ServerMetrics
 from .sendlog import SendLog
 from .sim_backend import SimBackend
 from .timing import TimingModel
-from .formats import FORMATS, ServerFormat
+from .formats import FORMATS, ResponseFramer, ServerFormat
 from .tokens import output_text_json, text_block_ids
 from .wire import error_body, timings_member, vllm_error_body
 
@@ -158,7 +157,7 @@ def _too_long(limit: int, prompt_tokens: int, max_tokens: int, fmt: ServerFormat
 
 
 async def _stream(
-    request: web.Request, state: ServerState, seq: Sequence, p: _Params, framer: Any, request_id: str,
+    request: web.Request, state: ServerState, seq: Sequence, p: _Params, framer: ResponseFramer, request_id: str,
     fault: Fault | None,
 ) -> web.StreamResponse:
     log = state.send_log
@@ -220,7 +219,7 @@ async def _stream(
 
 
 async def _respond_whole(
-    request: web.Request, state: ServerState, seq: Sequence, framer: Any, request_id: str
+    request: web.Request, state: ServerState, seq: Sequence, framer: ResponseFramer, request_id: str
 ) -> web.StreamResponse:
     observed = RequestMetrics(state.metrics, seq)  # engine-side times: nothing is sent until the end
     async with contextlib.aclosing(state.engine.generate(seq)) as steps:
@@ -265,7 +264,7 @@ async def _generate(request: web.Request, fmt: ServerFormat) -> web.StreamRespon
     except _RequestError as e:
         return error_response(e.status, e.error_type, e.message, request_id, vllm_shape=e.vllm_shape, fmt=fmt)
     fault = state.faults.select(number, p, request_id, state.send_log) if state.faults else None
-    response_id = f"{fmt.id_prefix}-{request_id}" if fmt.id_prefix != "resp" else f"resp_{request_id}"
+    response_id = fmt.id_prefix + request_id
     created = int(time.time())  # wall clock only for OpenAI's `created` field
     framer = fmt.framer(fmt.name, response_id, state.config.model, created, p.cache_breakpoint_tokens)
     seq = Sequence(prompt_tokens=p.prompt_tokens, max_tokens=p.max_tokens, arrival_ns=received_ns,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from . import wire, wire_anthropic, wire_responses
 from .tokens import count_completion_prompt_tokens, count_text_tokens
@@ -37,13 +37,26 @@ class Prompt:
     cache_breakpoint_tokens: int | None = None  # Anthropic: tokens up to the last cache_control
 
 
+class ResponseFramer(Protocol):
+    """The bytes of one response in one format (a new framer per request)."""
+
+    def opening(self, seq: Any, continuous_usage: bool) -> list[bytes]: ...
+    def first(self, seq: Any) -> bytes: ...
+    def token(self, text_json: bytes, finished: bool, seq: Any, continuous_usage: bool,
+              extra: bytes = b"") -> bytes: ...
+    def empty(self) -> bytes: ...
+    def closing(self, seq: Any, include_usage: bool) -> list[tuple[bytes, str]]: ...
+    def error_event(self, error_type: str, message: str) -> bytes: ...
+    def whole(self, seq: Any, extra: bytes = b"") -> bytes: ...
+
+
 @dataclass(frozen=True)
 class ServerFormat:
     name: str
     path: str
-    id_prefix: str  # of the response id, before the request id
+    id_prefix: str  # of the response id, before the request id (``chatcmpl-``, ``resp_``, ...)
     read: Callable[[dict[str, Any]], Prompt]  # raises ValueError with the message for a 400
-    framer: type
+    framer: Callable[..., ResponseFramer]  # (api, response_id, model, created, cache_breakpoint_tokens)
     error_body: Callable[[int, str, str], bytes]
     prompt_word: str = "messages"  # in the context-length error
 
@@ -137,12 +150,12 @@ def _read_anthropic(body: dict[str, Any]) -> Prompt:
 
 
 FORMATS: dict[str, ServerFormat] = {f.name: f for f in (
-    ServerFormat("chat", "/v1/chat/completions", "chatcmpl", _read_chat, wire.Framer, wire.error_body),
-    ServerFormat("completions", "/v1/completions", "cmpl", _read_completions, wire.Framer, wire.error_body,
+    ServerFormat("chat", "/v1/chat/completions", "chatcmpl-", _read_chat, wire.Framer, wire.error_body),
+    ServerFormat("completions", "/v1/completions", "cmpl-", _read_completions, wire.Framer, wire.error_body,
                  prompt_word="prompt"),
-    ServerFormat("responses", "/v1/responses", "resp", _read_responses, wire_responses.ResponsesFramer,
+    ServerFormat("responses", "/v1/responses", "resp_", _read_responses, wire_responses.ResponsesFramer,
                  wire_responses.error_body, prompt_word="input"),
-    ServerFormat("anthropic", "/v1/messages", "msg", _read_anthropic, wire_anthropic.AnthropicFramer,
+    ServerFormat("anthropic", "/v1/messages", "msg_", _read_anthropic, wire_anthropic.AnthropicFramer,
                  wire_anthropic.error_body),
 )}
 NAMES: tuple[str, ...] = tuple(FORMATS)
