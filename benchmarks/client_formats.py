@@ -8,8 +8,8 @@ final record) one event per read, as a socket delivers a stream paced by a decod
 (``time.process_time``) per token event, median over repeats, and each format's ratio to chat.
 
 With ``--against REV`` the chat stream is also read by the client of git revision REV (its ``src/``
-extracted with ``git archive`` into a temporary folder, run in a child process), in blocks that
-alternate with this tree's, so the cost of the format layer on the chat path shows as a ratio.
+extracted with ``git archive`` into a temporary folder), and by this tree's, each in fresh child
+processes whose blocks alternate, so the cost of the format layer on the chat path shows as a ratio.
 
     .venv/bin/python benchmarks/client_formats.py                  # 1,000-token streams, 200 repeats
     .venv/bin/python benchmarks/client_formats.py --tokens 256 --repeats 500
@@ -103,11 +103,11 @@ def against(rev: str, writes: list[bytes], tokens: int, repeats: int, blocks: in
         stream.write_text(json.dumps([w.hex() for w in writes]))
         here, there = [], []
         per_block = max(1, repeats // blocks)
-        for _ in range(blocks):
-            here += [read_cpu_s("chat", writes, tokens) / tokens * 1e6 for _ in range(per_block)]
-            child = subprocess.run([sys.executable, "-c", _CHILD, str(Path(tmp, "src")), str(stream), str(tokens),
-                                    str(per_block)], check=True, capture_output=True, text=True)
-            there += json.loads(child.stdout)
+        for _ in range(blocks):  # both in a fresh child process each time: the same conditions
+            for src, samples in ((root / "src", here), (Path(tmp, "src"), there)):
+                child = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(stream), str(tokens),
+                                        str(per_block)], check=True, capture_output=True, text=True)
+                samples += json.loads(child.stdout)
     return here, there
 
 

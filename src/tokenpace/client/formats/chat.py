@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chunks import ChunkInfo, classify_chunk, classify_response
+from ..chunks import classify_chunk, classify_response
 
 
 class ChatFormat:
@@ -31,11 +31,9 @@ class ChatFormat:
     def _prompt(self, body: dict[str, Any], prompt: str | list[dict[str, Any]]) -> None:
         body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
 
-    def classify_event(self, obj: dict[str, Any]) -> ChunkInfo:
-        return classify_chunk(obj)
-
-    def classify_whole(self, obj: dict[str, Any]) -> ChunkInfo:
-        return classify_response(obj)
+    # The classifiers themselves, not wrappers: one call less per chunk on the hot path.
+    classify_event = staticmethod(classify_chunk)
+    classify_whole = staticmethod(classify_response)
 
 
 class CompletionsFormat(ChatFormat):
