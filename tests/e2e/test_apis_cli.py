@@ -72,6 +72,15 @@ def test_anthropic_bench_against_serve_with_a_prefix_breakpoint_and_prices(tmp_p
     report = run_cli("report", "a.json", "--slo", "chat", "--html", "a.html", cwd=tmp_path)
     assert report.returncode == ExitCode.OK, report.stderr
     assert "Cache use (Anthropic)" in report.stdout and (tmp_path / "a.html").stat().st_size > 10_000
+    # Priced again at other prices, with OpenAI-style multipliers: 6 x 536 prompt tokens at $1/M, the
+    # 2,560 read at half price, 36 output tokens at $5/M.
+    repriced = run_cli("report", "a.json", "--input-usd-per-mtok", "1", "--output-usd-per-mtok", "5",
+                       "--cache-price-multipliers", "write=1,read=0.5", cwd=tmp_path)
+    assert repriced.returncode == ExitCode.OK, repriced.stderr
+    usd = ((6 * 536 - 2560) + 2560 * 0.5) * 1e-6 + 36 * 5e-6
+    assert f"${usd:.4f} for 6 ok requests" in repriced.stdout, repriced.stdout
+    half = run_cli("report", "a.json", "--input-usd-per-mtok", "1", cwd=tmp_path)
+    assert half.returncode == ExitCode.USAGE and "together" in half.stderr
     export = run_cli("export", "a.json", "--csv", "a.csv", cwd=tmp_path)
     assert export.returncode == ExitCode.OK, export.stderr
     with open(tmp_path / "a.csv", newline="") as f:
