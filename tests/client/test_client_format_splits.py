@@ -75,9 +75,24 @@ def chat_stream(text: str) -> list[tuple[bytes, int]]:
     ]
 
 
-STREAMS = {"anthropic": anthropic_stream, "responses": responses_stream, "chat": chat_stream}
+def completions_stream(text: str) -> list[tuple[bytes, int]]:
+    def chunk(piece: str, **more) -> dict:
+        return {"object": "text_completion", "choices": [{"index": 0, "text": piece, "finish_reason": None}], **more}
+    usage = {"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 32}}
+    return [
+        ev(chunk(text, usage={**usage, "completion_tokens": 4}), CONTENT, named=False),
+        ev(chunk("", usage={**usage, "completion_tokens": 4}), named=False),  # an empty text: not a token
+        ev(chunk("ü", usage={**usage, "completion_tokens": 9}), CONTENT, named=False),
+        ev({"object": "text_completion", "choices": [], "usage": {**usage, "completion_tokens": 9}}, named=False),
+        (b"data: [DONE]\n\n", CONTROL),
+    ]
+
+
+STREAMS = {"anthropic": anthropic_stream, "responses": responses_stream, "chat": chat_stream,
+           "completions": completions_stream}
 EXPECTED = {  # (prompt, cached, cache writes, output tokens)
-    "anthropic": (40, 32, 3, 9), "responses": (40, 32, None, 9), "chat": (40, 32, None, 9)}
+    "anthropic": (40, 32, 3, 9), "responses": (40, 32, None, 9), "chat": (40, 32, None, 9),
+    "completions": (40, 32, None, 9)}
 
 
 def read(api: str, pieces: list[bytes]) -> RequestRecord:
