@@ -11,7 +11,15 @@ from tokenpace.redact import strip_url_credentials, url_has_credentials
 
 Arrival = Literal["constant", "poisson", "gamma"]
 ARRIVALS: tuple[str, ...] = ("constant", "poisson", "gamma")
-APIS: tuple[str, ...] = ("chat", "completions")
+APIS: tuple[str, ...] = ("chat", "completions", "responses", "anthropic")  # client/formats/
+API_HELP = ("chat (default), completions, responses (OpenAI Responses) or anthropic (Anthropic Messages; "
+            "key from $ANTHROPIC_API_KEY)")
+CACHE_BREAKPOINTS: tuple[str, ...] = ("none", "prefix", "system")
+
+
+def default_api_key_env(api: str) -> str:
+    """The variable holding the key when --api-key-env is not given: each provider's own."""
+    return "ANTHROPIC_API_KEY" if api == "anthropic" else "OPENAI_API_KEY"
 
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
@@ -30,6 +38,9 @@ class BenchConfig:
     api: str = "chat"
     stream: bool = True
     api_key_env: str = "OPENAI_API_KEY"  # name of the variable; the key itself is never stored
+    # --api anthropic: where Anthropic cache_control goes: "prefix" (the end of the shared prefix),
+    # "system" (the end of the system prompt) or "none".
+    cache_breakpoint: str = "none"
 
     # Load. Closed loop when rate is None; open loop otherwise (optionally capped by concurrency).
     concurrency: int | None = None
@@ -74,6 +85,11 @@ class BenchConfig:
     slo: str | None = None  # a preset name or an expression, parsed by tokenpace.metrics.parse_slo
     gpu_hour_usd: float | None = None
     gpus: int = 1
+    # Per-token prices of a hosted API (USD per million tokens) and its cache multipliers
+    # (None: tokenpace.metrics.token_cost.CACHE_PRICE_MULTIPLIERS, Anthropic's).
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+    cache_price_multipliers: dict[str, float] | None = None
 
     # Built-in server options (used only when url is None).
     server_tokens_per_chunk: int = 1
@@ -115,6 +131,12 @@ class BenchConfig:
             raise UsageError(f"--builtin-timing must be sim or parametric, not {self.builtin_timing!r}")
         if self.api not in APIS:
             raise UsageError(f"--api must be one of {', '.join(APIS)}, not {self.api!r}")
+        if self.cache_breakpoint not in CACHE_BREAKPOINTS:
+            raise UsageError(f"--cache-breakpoint must be one of {', '.join(CACHE_BREAKPOINTS)}, "
+                             f"not {self.cache_breakpoint!r}")
+        if self.cache_breakpoint != "none" and self.api != "anthropic":
+            raise UsageError("--cache-breakpoint places Anthropic cache_control: it needs --api anthropic "
+                             "(the other APIs cache prefixes without being told)")
         if self.arrival not in ARRIVALS:
             raise UsageError(f"--arrival must be one of {', '.join(ARRIVALS)}, not {self.arrival!r}")
         _positive("--concurrency", self.concurrency, integer=True)
@@ -147,6 +169,12 @@ class BenchConfig:
                             ("--scrape-interval", self.scrape_interval_s)):
             check_seconds(name, value)
         check_seed(self.seed)
+        if (self.input_usd_per_mtok is None) != (self.output_usd_per_mtok is None):
+            raise UsageError("give --input-usd-per-mtok and --output-usd-per-mtok together")
+        try:
+            self.token_prices()
+        except ValueError as exc:
+            raise UsageError(f"token prices: {exc}") from None
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
         if self.ramp_s and (self.trace or self.conversations):
@@ -158,9 +186,23 @@ class BenchConfig:
                              f"not {self.scrape_interval_s}")
         return self
 
+    def token_prices(self) -> Any:
+        """The per-token prices as ``TokenPrices``, or None when not given."""
+        return token_prices_of(asdict(self))
+
     def to_dict(self) -> dict[str, Any]:
         """The exact configuration, as saved in the result file (no secrets: only the key's variable name)."""
         return asdict(self)
+
+
+def token_prices_of(config: dict[str, Any]) -> Any:
+    """``TokenPrices`` from a (saved) configuration's price fields; None when it has none."""
+    if config.get("input_usd_per_mtok") is None or config.get("output_usd_per_mtok") is None:
+        return None
+    from tokenpace.metrics.token_cost import CACHE_PRICE_MULTIPLIERS, TokenPrices
+
+    return TokenPrices(config["input_usd_per_mtok"], config["output_usd_per_mtok"],
+                       dict(config.get("cache_price_multipliers") or CACHE_PRICE_MULTIPLIERS))
 
 
 def _check_url(flag: str, url: str | None) -> None:

@@ -29,7 +29,7 @@ ChunkTokenSource = Literal["chunk_usage", "apportioned", "one_per_chunk", "simul
 class RequestRecord:
     request_id: str  # unique; sent as X-Request-ID so client and server views can be joined
     index: int  # position in the load schedule (0-based, warmup included)
-    api: str = "chat"  # "chat" or "completions"
+    api: str = "chat"  # "chat", "completions", "responses" or "anthropic"
     stream: bool = True
     warmup: bool = False  # excluded from metrics
     model: str | None = None  # the model asked for, when the record's source knows it (instrumentation, proxy)
@@ -60,6 +60,9 @@ class RequestRecord:
     prompt_tokens: int | None = None
     prompt_tokens_source: CountSource | None = None
     cached_prompt_tokens: int | None = None  # included in prompt_tokens (OpenAI convention)
+    # Prompt tokens written to the cache (Anthropic's cache_creation_input_tokens), also included
+    # in prompt_tokens; never counted in cached_prompt_tokens. None: the API does not report it.
+    cache_write_prompt_tokens: int | None = None
     output_tokens: int | None = None
     output_tokens_source: CountSource | None = None
     reasoning_tokens: int | None = None  # included in output_tokens

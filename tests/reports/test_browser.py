@@ -88,3 +88,22 @@ def test_a_page_that_fetches_is_caught(chromium, tmp_path):
     seen, _ = open_report(chromium, html, "fetches")
     assert any(u.startswith("http://example.invalid") for u in seen["requests"])
     assert seen["errors"]  # the failed load shows up as an error
+
+
+@pytest.mark.slow
+def test_anthropic_run_report_in_chromium(chromium, tmp_path):
+    """A run through the Anthropic API with a cache breakpoint and token prices: the same report,
+    plus the cache-use and token-cost lines, read from the rendered page."""
+    run, html = tmp_path / "anthropic.json", tmp_path / "anthropic.html"
+    assert main(["bench", "--api", "anthropic", "--requests", "48", "--concurrency", "8", "--output-tokens", "16",
+                 "--shared-prefix", "groups=2,prefix-tokens=512,per-group=24", "--cache-breakpoint", "system",
+                 "--input-usd-per-mtok", "3", "--output-usd-per-mtok", "15", "--slo", "chat",
+                 "--gpu-hour-usd", "3", "--out", str(run), "--no-progress"]) == 0
+    assert main(["report", str(run), "--html", str(html)]) == 0
+    seen, page = open_report(chromium, html, "report-anthropic")
+    assert_renders(seen, page, RUN_PLOTS)
+    text = asyncio.run(visit(chromium, html, artifacts_dir() / "report-anthropic-text.png",
+                             "document.body.innerText"))["probe"]
+    text = " ".join(text.split())  # the console summary is wrapped to the page's width
+    assert "Cache use (Anthropic):" in text and " writes (TTFT p50" in text and " reads (TTFT p50" in text
+    assert "Token cost ($3 in / $15 out per 1M tokens; cache write ×1.25, read ×0.1)" in text

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from tokenpace.cli import options
-from tokenpace.config import APIS, DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
+from tokenpace.config import (API_HELP, APIS, CACHE_BREAKPOINTS, DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig,
+                              default_api_key_env)
 from tokenpace.errors import ExitCode, NotSaved
 
 EPILOG = f"""\
@@ -32,11 +33,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("target")
     g.add_argument("--url", metavar="URL", help="base URL ending in /v1 (default: built-in server)")
     g.add_argument("--model", metavar="NAME", help="model name (default: the first the server lists)")
-    g.add_argument("--api", choices=APIS, default="chat", help="chat (default) or completions")
+    g.add_argument("--api", choices=APIS, default="chat", help=API_HELP)
+    g.add_argument("--cache-breakpoint", choices=CACHE_BREAKPOINTS, default="none",
+                   help="--api anthropic: put cache_control at the end of the shared prefix (prefix) or "
+                        "of the system prompt (system); default none")
     g.add_argument("--no-stream", dest="stream", action="store_false",
                    help="non-streaming requests (TTFT = E2E)")
-    g.add_argument("--api-key-env", metavar="VAR", default="OPENAI_API_KEY",
-                   help="environment variable holding the API key (never printed or saved)")
+    g.add_argument("--api-key-env", metavar="VAR", default=None,
+                   help="environment variable holding the API key (never printed or saved; default "
+                        "OPENAI_API_KEY, ANTHROPIC_API_KEY with --api anthropic)")
     options.add_load_workload_slo(p)
     g = p.add_argument_group("built-in server (without --url)")
     g.add_argument("--builtin-timing", choices=("sim", "parametric"), default="sim",
@@ -52,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return BenchConfig(
         url=args.url, model=args.model, api=args.api, stream=args.stream,
-        api_key_env=args.api_key_env, server_tokens_per_chunk=args.tokens_per_chunk,
+        api_key_env=args.api_key_env or default_api_key_env(args.api),
+        cache_breakpoint=args.cache_breakpoint, server_tokens_per_chunk=args.tokens_per_chunk,
         builtin_timing=args.builtin_timing,
         **options.load_workload_slo_values(args), **options.engine_metrics_values(args),
         out=args.out, progress=args.progress,
@@ -67,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from tokenpace.runner.bench import run_bench
 
     config = config_from_args(args)
-    options.warn_unset_key_variable(config.api_key_env, BenchConfig.api_key_env)
+    options.warn_unset_key_variable(config.api_key_env, default_api_key_env(config.api))
     console = stdout_console()
     try:
         result = run_bench(config)

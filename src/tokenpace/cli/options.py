@@ -69,6 +69,14 @@ def add_load_workload_slo(p: argparse.ArgumentParser, *, sweep: bool = False) ->
     g.add_argument("--slo", metavar="PRESET|EXPR", help="goodput SLO, e.g. chat or ttft=300ms,tpot=40ms")
     g.add_argument("--gpu-hour-usd", type=float, metavar="USD", help="price of one GPU-hour")
     g.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs behind the endpoint")
+    g.add_argument("--input-usd-per-mtok", type=float, metavar="USD",
+                   help="a hosted API's price per million prompt tokens: prices each request, with cache "
+                        "writes, reads and misses apart (with --output-usd-per-mtok)")
+    g.add_argument("--output-usd-per-mtok", type=float, metavar="USD",
+                   help="a hosted API's price per million output tokens")
+    g.add_argument("--cache-price-multipliers", metavar="write=W,read=R", default=None,
+                   help="cache prices as multiples of the input price (default write=1.25,read=0.1: "
+                        "Anthropic's 5-minute cache)")
 
 
 def add_seed(g: Any) -> None:
@@ -150,7 +158,29 @@ def load_workload_slo_values(args: argparse.Namespace, *, simulated: bool = Fals
         retries=args.retries, retry_backoff_s=args.retry_backoff,
         seed=args.seed, **workload_values(args), slo=args.slo,
         gpu_hour_usd=args.gpu_hour_usd, gpus=args.gpus,
+        input_usd_per_mtok=args.input_usd_per_mtok, output_usd_per_mtok=args.output_usd_per_mtok,
+        cache_price_multipliers=parse_multipliers(args.cache_price_multipliers),
     )
+
+
+def parse_multipliers(text: str | None) -> dict[str, float] | None:
+    """``--cache-price-multipliers write=1.25,read=0.1``; None when not given."""
+    if text is None:
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not eq or key not in ("write", "read") or not (math.isfinite(number) and number >= 0):
+            raise UsageError(f"--cache-price-multipliers: expected write=W,read=R with numbers >= 0, not {text!r}")
+        out[key] = number
+    if set(out) != {"write", "read"}:
+        raise UsageError(f"--cache-price-multipliers: give both write=W and read=R, not {text!r}")
+    return out
 
 
 def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:

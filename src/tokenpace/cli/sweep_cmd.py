@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tokenpace.cli import options
-from tokenpace.config import APIS, BenchConfig
+from tokenpace.config import API_HELP, APIS, CACHE_BREAKPOINTS, BenchConfig, default_api_key_env
 from tokenpace.errors import ExitCode, UsageError
 
 # Steps are bounded by time unless --requests-per-step is given: a steady-state window needs many
@@ -58,10 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--sim", action="store_true", help="simulate every step in virtual time (engine flags below)")
     g.add_argument("--model", metavar="NAME", help="served model name; with --sim the simulated model "
                    f"(default {DEFAULT_MODEL})")
-    g.add_argument("--api", choices=APIS, default="chat", help="chat (default) or completions")
+    g.add_argument("--api", choices=APIS, default="chat", help=API_HELP)
+    g.add_argument("--cache-breakpoint", choices=CACHE_BREAKPOINTS, default="none",
+                   help="--api anthropic: put cache_control at the end of the shared prefix (prefix) or "
+                        "of the system prompt (system); default none")
     g.add_argument("--no-stream", dest="stream", action="store_false", help="non-streaming requests")
-    g.add_argument("--api-key-env", metavar="VAR", default="OPENAI_API_KEY",
-                   help="environment variable holding the API key (never printed or saved)")
+    g.add_argument("--api-key-env", metavar="VAR", default=None,
+                   help="environment variable holding the API key (never printed or saved; default "
+                        "OPENAI_API_KEY, ANTHROPIC_API_KEY with --api anthropic)")
     g.add_argument("--builtin-timing", choices=("sim", "parametric"), default="sim",
                    help="timing of the built-in server (without --url)")
     g = p.add_argument_group("sweep")
@@ -105,11 +109,12 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
     values["concurrency"] = cap
     base = BenchConfig(
         url=args.url, model=None if args.sim else args.model, api=args.api, stream=args.stream,
-        api_key_env=args.api_key_env, builtin_timing=args.builtin_timing, **values,
+        api_key_env=args.api_key_env or default_api_key_env(args.api),
+        cache_breakpoint=args.cache_breakpoint, builtin_timing=args.builtin_timing, **values,
         **options.engine_metrics_values(args),
         out=None, progress=args.progress).validate()
     if not args.sim:
-        options.warn_unset_key_variable(base.api_key_env, BenchConfig.api_key_env)
+        options.warn_unset_key_variable(base.api_key_env, default_api_key_env(base.api))
     sim = None
     if args.sim:
         sim = engine_config(args, model=args.model, max_num_seqs=args.max_num_seqs, seed=base.seed)

@@ -8,7 +8,7 @@ from itertools import islice
 from typing import Any
 
 from tokenpace.cli import options
-from tokenpace.config import APIS, ARRIVALS, DEFAULT_REQUESTS, BenchConfig
+from tokenpace.config import API_HELP, APIS, ARRIVALS, DEFAULT_REQUESTS, BenchConfig
 from tokenpace.errors import ExitCode, UsageError
 
 EPILOG = f"""\
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--burstiness", type=float, default=1.0, metavar="SHAPE",
                    help="gamma shape (1 = Poisson, <1 burstier)")
     options.add_seed(g)
-    g.add_argument("--api", choices=APIS, default="chat", help="chat (default) or completions")
+    g.add_argument("--api", choices=APIS, default="chat", help=API_HELP)
     options.add_workload(q)
     q.add_argument("--json", action="store_true", help="print the statistics as JSON")
     q.set_defaults(func=run)

@@ -24,6 +24,7 @@ class ChunkInfo:
         "usage",
         "finish_reason",
         "error",
+        "done",
     )
 
     def __init__(
@@ -35,6 +36,7 @@ class ChunkInfo:
         usage: dict[str, Any] | None = None,
         finish_reason: str | None = None,
         error: Any = None,
+        done: bool = False,
     ) -> None:
         self.content_chars = content_chars  # visible text length
         self.reasoning_chars = reasoning_chars  # reasoning_content / reasoning length
@@ -44,6 +46,9 @@ class ChunkInfo:
         self.usage = usage
         self.finish_reason = finish_reason
         self.error = error  # the error object the server put in the stream, if any
+        # The API's own end-of-response event (Anthropic ``message_stop``, Responses
+        # ``response.completed``): what ``[DONE]`` is for chat and completions.
+        self.done = done
 
     @property
     def text_chars(self) -> int:
@@ -112,6 +117,18 @@ def _tool_call_chars(tool_calls: list[Any]) -> int:
                 if type(value) is str:
                     chars += len(value)
     return chars
+
+
+def stream_error_kind(error: Any) -> str:
+    """The ``error_kind`` of an error inside a stream: ``overloaded`` for Anthropic's
+    ``overloaded_error`` (its HTTP 529 in mid-stream form), else ``stream_error``."""
+    if type(error) is dict:
+        inner = error.get("error")
+        if type(inner) is dict and inner is not error:
+            return stream_error_kind(inner)
+        if error.get("type") == "overloaded_error" or error.get("code") == "overloaded_error":
+            return "overloaded"
+    return "stream_error"
 
 
 def error_message(error: Any) -> str:

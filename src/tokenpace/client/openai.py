@@ -27,9 +27,10 @@ seen and everything that arrived before it kept.
 | error | ``malformed_sse`` | a line that is not SSE framing (an unknown field, e.g. ``dta: {``) |
 | error | ``line_too_long`` | an SSE line (or one event's data) over 1 MiB (``sse.MAX_LINE_BYTES``) |
 | error | ``invalid_json`` | a ``data:`` line that is not a JSON object |
-| error | ``stream_error`` | an error object inside the stream |
-| error | ``empty_response`` | the stream ended (``[DONE]`` or EOF) with no token |
-| error | ``incomplete`` | EOF, no ``[DONE]``, no ``finish_reason``, short of ``max_tokens`` with ``ignore_eos`` |
+| error | ``stream_error`` | an error object inside the stream (Anthropic ``error``, Responses ``error`` / ``response.failed``) |
+| error | ``overloaded`` | Anthropic's ``overloaded_error`` inside the stream (its HTTP 529 is ``http_529``) |
+| error | ``empty_response`` | the stream ended (``[DONE]``, the API's end event, or EOF) with no token |
+| error | ``incomplete`` | EOF, no ``[DONE]`` (nor ``message_stop`` / ``response.completed``), no finish reason, short of ``max_tokens`` with ``ignore_eos`` |
 | error | ``bad_framing`` | a response that breaks HTTP/1.1 framing (bytes past ``Content-Length`` in one read) |
 | error | ``bad_encoding`` | a body that does not decode as its ``Content-Encoding`` (e.g. bad gzip) |
 | error | ``malformed_response`` / ``response_error`` | a non-streamed body that is not JSON / is an error |
@@ -70,6 +71,7 @@ from tokenpace.errors import TargetError
 from tokenpace.record import RequestRecord
 from tokenpace.redact import redact, strip_url_credentials, url_has_credentials
 
+from .formats import CACHE_BREAKPOINTS, api_format
 from .progress import Progress, finish_record, one_line, truncate
 from .responses import read_error_message, read_stream, read_whole
 
@@ -77,7 +79,8 @@ _LIST_MODELS_TIMEOUT_S = 30.0  # a preflight request should fail fast, whatever 
 
 
 class OpenAIClient:
-    """Sends requests to an OpenAI-compatible endpoint (``/chat/completions`` or ``/completions``).
+    """Sends requests to a streaming LLM endpoint in one of the formats of ``client/formats``
+    (``chat``, ``completions``, ``responses``, ``anthropic``; named for the first two, which came first).
 
     ``base_url`` includes the API prefix, e.g. ``http://127.0.0.1:8000/v1``. ``max_connections``
     should be at least the run's concurrency; None means no limit, because a request waiting for a
@@ -99,9 +102,11 @@ class OpenAIClient:
         connect_timeout_s: float | None = None,
         ttft_timeout_s: float | None = None,
         idle_timeout_s: float | None = None,
+        cache_breakpoint: str = "none",
     ) -> None:
-        if api not in ("chat", "completions"):
-            raise ValueError(f"api must be 'chat' or 'completions', not {api!r}")
+        self.format = api_format(api)  # ValueError for an API it does not speak
+        if cache_breakpoint not in CACHE_BREAKPOINTS:
+            raise ValueError(f"cache_breakpoint must be one of {', '.join(CACHE_BREAKPOINTS)}, not {cache_breakpoint!r}")
         if url_has_credentials(base_url):  # see BenchConfig.validate: refused, never printed
             raise ValueError(f"base_url {strip_url_credentials(base_url)}: a user name or password in the URL "
                              "is not supported")
@@ -120,17 +125,18 @@ class OpenAIClient:
         self.ttft_timeout_s = ttft_timeout_s
         self.idle_timeout_s = idle_timeout_s
         self.max_connections = max_connections
-        self._url = f"{self.base_url}/chat/completions" if api == "chat" else f"{self.base_url}/completions"
+        self.cache_breakpoint = cache_breakpoint  # Anthropic cache_control placement (formats/anthropic.py)
+        self._url = self.base_url + self.format.path
         self._headers = {"Content-Type": "application/json", "User-Agent": f"tokenpace/{__version__}"}
         self._secrets = (api_key,) if api_key else ()  # masked in every server text we keep
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+            self._headers.update(self.format.auth_headers(api_key))
         # aiohttp bounds only the connect; the per-request watchdog does the rest (module doc).
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:  # never shows the API key
-        keyed = "Authorization" in self._headers
+        keyed = bool(self._secrets)
         return (
             f"OpenAIClient(base_url={self.base_url!r}, model={self.model!r}, api={self.api!r}, "
             f"stream={self.stream}, api_key={'***' if keyed else None})"
@@ -157,20 +163,8 @@ class OpenAIClient:
     def request_body(self, record: RequestRecord, prompt: str | list[dict[str, Any]],
                      extra_body: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body for ``record``: public so that a dry run can show what would be sent."""
-        body: dict[str, Any] = {"model": self.model}
-        if self.api == "chat":
-            body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-        else:
-            body["prompt"] = prompt
-        max_tokens = record.requested_output_tokens
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-            if self.ignore_eos:  # only with a cap: ignoring EOS without one runs to the context limit
-                body["ignore_eos"] = True
-                body["min_tokens"] = max_tokens
-        body["stream"] = self.stream
-        if self.stream:
-            body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+        body = self.format.request_body(self.model, prompt, record.requested_output_tokens, stream=self.stream,
+                                        ignore_eos=self.ignore_eos, cache_breakpoint=self.cache_breakpoint)
         if extra_body:  # this request's own fields (the workload's), then the user's --extra-body
             body.update(extra_body)
         body.update(self.extra_body)
@@ -204,10 +198,10 @@ class OpenAIClient:
                     message = await read_error_message(resp)
                     progress.fail("error", f"http_{resp.status}", message, monotonic_ns())
                 elif self.stream and content_type == "text/event-stream":
-                    await read_stream(resp, record, progress)
+                    await read_stream(resp, record, progress, self.format)
                 elif not self.stream or content_type.endswith("json"):  # or a server that ignored "stream"
                     progress.streaming = False  # one whole body: no per-chunk client count
-                    await read_whole(resp, record, progress)
+                    await read_whole(resp, record, progress, self.format)
                 else:
                     message = f"a streamed request got Content-Type {content_type!r}, not text/event-stream"
                     progress.fail("error", "wrong_content_type", message, now)

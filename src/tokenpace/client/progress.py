@@ -71,7 +71,10 @@ class Progress:
             self.weights.append(info.content_chars + info.reasoning_chars + info.tool_call_chars)
         usage = info.usage
         if usage is not None:
-            self.last_usage = usage
+            if self.last_usage is None or "prompt_tokens" in usage:  # chat: every usage is whole
+                self.last_usage = usage
+            else:  # Anthropic sends the prompt's counts first and the output's last: keep both
+                self.last_usage = {**self.last_usage, **usage}
             completion_tokens = usage.get("completion_tokens")
             if type(completion_tokens) is int:
                 if completion_tokens >= 0:
@@ -159,6 +162,13 @@ def _read_prompt_usage(record: RequestRecord, progress: Progress, usage: dict[st
             record.cached_prompt_tokens = cached
         else:
             progress.usage_note = f"ignored impossible usage: cached_tokens={cached} of {prompt_tokens} prompt tokens"
+    written = details.get("cache_write_tokens") if type(details) is dict else None  # Anthropic's only
+    if type(written) is int:
+        if 0 <= written <= prompt_tokens - (record.cached_prompt_tokens or 0):
+            record.cache_write_prompt_tokens = written
+        else:
+            progress.usage_note = (f"ignored impossible usage: cache_creation_input_tokens={written} "
+                                   f"of {prompt_tokens} prompt tokens")
 
 
 def one_line(value: object) -> str:

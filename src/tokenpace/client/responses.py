@@ -13,38 +13,45 @@ import orjson
 
 from tokenpace.record import RequestRecord
 
-from .chunks import ChunkInfo, classify_chunk, classify_response, error_message
+from .chunks import ChunkInfo, error_message, stream_error_kind
+from .formats import ApiFormat, api_format
 from .progress import Progress, one_line
 from .sse import SSEParser
 
 _ERROR_BODY_BYTES = 64 * 1024  # enough for any error message; a bigger body is cut, not awaited
 
 
-async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress) -> None:
+_CHAT = api_format("chat")
+
+
+async def read_stream(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress,
+                      fmt: ApiFormat = _CHAT) -> None:
+    """Read an SSE stream whose events ``fmt`` classifies (chat's by default)."""
     parser = SSEParser(strict=True)
     read = resp.content.readany
     while True:
         try:
             data = await read()
         except aiohttp.ClientError:
-            _salvage(resp.content, parser, record, progress)
+            _salvage(resp.content, parser, record, progress, fmt)
             raise
         now = monotonic_ns()
         if not data:  # EOF
             if not progress.saw_done:
-                stream_ended(parser, record, progress, now)
+                stream_ended(parser, record, progress, now, fmt)
             return
         progress.last_read_ns = now  # all the watchdog needs: no timer per chunk
         # After [DONE], reading on to EOF lets the connection go back to the pool.
-        if not progress.saw_done and (apply_events(parser.feed(data), now, record, progress)
+        if not progress.saw_done and (apply_events(parser.feed(data), now, record, progress, fmt)
                                       or parser_stopped(parser, progress, now)):
             return
 
 
-def stream_ended(parser: SSEParser, record: RequestRecord, progress: Progress, now: int) -> None:
+def stream_ended(parser: SSEParser, record: RequestRecord, progress: Progress, now: int,
+                 fmt: ApiFormat = _CHAT) -> None:
     """The stream reached EOF before [DONE]: complete what the parser holds, and judge the end."""
     # What close() completes arrived with the last read.
-    if (apply_events(parser.close(), progress.last_read_ns, record, progress)
+    if (apply_events(parser.close(), progress.last_read_ns, record, progress, fmt)
             or parser_stopped(parser, progress, now)):
         return
     progress.done_ns = now
@@ -57,7 +64,8 @@ def stream_ended(parser: SSEParser, record: RequestRecord, progress: Progress, n
                           f"{progress.expected_tokens} tokens with no finish_reason and no [DONE]", now)
 
 
-def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRecord, progress: Progress) -> None:
+def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRecord, progress: Progress,
+             fmt: ApiFormat) -> None:
     """A read failed: take the events of the bytes that arrived before the failure. aiohttp raises a
     stored failure (bytes past a short Content-Length, a cut body) before handing those bytes
     over, which would drop tokens the server did send. They are stamped now: when we could read them."""
@@ -67,7 +75,7 @@ def _salvage(content: aiohttp.StreamReader, parser: SSEParser, record: RequestRe
     data = b"".join(buffer)[getattr(content, "_buffer_offset", 0):]
     buffer.clear()
     now = progress.last_read_ns = monotonic_ns()
-    if not apply_events(parser.feed(data), now, record, progress):
+    if not apply_events(parser.feed(data), now, record, progress, fmt):
         parser_stopped(parser, progress, now)
 
 
@@ -84,7 +92,8 @@ def parser_stopped(parser: SSEParser, progress: Progress, now: int) -> bool:
     return True
 
 
-def apply_events(events: list[Any], now: int, record: RequestRecord, progress: Progress) -> bool:
+def apply_events(events: list[Any], now: int, record: RequestRecord, progress: Progress,
+                 fmt: ApiFormat = _CHAT) -> bool:
     """Apply the events of one read, all stamped ``now``. True when the stream must stop (an error)."""
     for event in events:
         payload = event.data
@@ -106,15 +115,23 @@ def apply_events(events: list[Any], now: int, record: RequestRecord, progress: P
         timings = obj.get("timings")
         if timings is not None:
             keep_server_timing(record, timings)
-        info = classify_chunk(obj)
+        info = fmt.classify_event(obj)
         if info.error is not None:
-            progress.fail("error", "stream_error", error_message(info.error), now)
+            progress.fail("error", stream_error_kind(info.error), error_message(info.error), now)
             return True
         progress.add(record, info, now)
+        if info.done:  # the API's own end event (message_stop, response.completed)
+            if not record.chunk_ns:
+                progress.fail("error", "empty_response", "stream ended with no token", now)
+                return True
+            progress.saw_done = True
+            progress.done_ns = now
+            return False
     return False
 
 
-async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress) -> None:
+async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progress: Progress,
+                     fmt: ApiFormat = _CHAT) -> None:
     body = await resp.read()
     now = monotonic_ns()
     try:
@@ -123,7 +140,7 @@ async def read_whole(resp: aiohttp.ClientResponse, record: RequestRecord, progre
         # Cut long after the message's 300 characters: a secret is masked whole before the cut.
         progress.fail("error", "malformed_response", f"undecodable body: {body[:_ERROR_BODY_BYTES]!r}", now)
         return
-    info: ChunkInfo = classify_response(obj) if type(obj) is dict else ChunkInfo()
+    info: ChunkInfo = fmt.classify_whole(obj) if type(obj) is dict else ChunkInfo()
     if type(obj) is dict and obj.get("timings") is not None:
         keep_server_timing(record, obj["timings"])
     if info.error is not None:

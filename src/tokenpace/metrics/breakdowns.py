@@ -1,4 +1,5 @@
-"""TTFT split by what the workload varied: prefix-cache hits against misses, conversation turn,
+"""TTFT split by what the workload varied: prefix-cache hits against misses (and, where the API
+reports cache writes, writes, reads and misses with their tokens and cost: token_cost.py), conversation turn,
 shared-prefix group; and the time to the first tool-call delta. Present only when the records
 carry what the split needs (so a plain run's summary has none of these).
 """
@@ -10,15 +11,19 @@ from collections.abc import Sequence
 
 from tokenpace.metrics.latency import ttft
 from tokenpace.metrics.stats import describe
+from tokenpace.metrics.token_cost import TokenPrices, cache_use
 from tokenpace.record import RequestRecord
 
 
-def breakdowns(measured: Sequence[RequestRecord]) -> dict:
+def breakdowns(measured: Sequence[RequestRecord], prices: TokenPrices | None = None) -> dict:
     ok = [r for r in measured if r.status == "ok"]
     out: dict = {}
     cache = cache_split(ok)
     if cache is not None:
         out["ttft_by_cache_ms"] = cache
+    use = cache_use(ok, prices)
+    if use is not None:
+        out["cache_use"] = use
     by_turn = _ttft_by(ok, lambda r: r.turn)
     if by_turn:
         out["ttft_by_turn_ms"] = by_turn

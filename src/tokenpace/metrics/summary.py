@@ -16,6 +16,7 @@ from tokenpace.metrics.ratings import ratings
 from tokenpace.metrics.slo import SLO, parse_slo
 from tokenpace.metrics.stats import describe
 from tokenpace.metrics.throughput import completed_ok, throughput
+from tokenpace.metrics.token_cost import TokenPrices, token_cost
 from tokenpace.metrics.window import Window, measurement_window
 from tokenpace.record import STATUSES, RequestRecord
 
@@ -27,14 +28,16 @@ _SERVER_SOURCES = frozenset({"usage", "chunk_usage"})
 
 def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
               gpu_hour_usd: float | None = None, gpus: int = 1,
-              window: tuple[int, int] | Window | None = None) -> dict:
+              window: tuple[int, int] | Window | None = None,
+              token_prices: TokenPrices | None = None) -> dict:
     """The JSON-ready summary of a run (shape in docs/CONTRACTS.md).
 
     Only measured records count (not warmup, actually sent). Latency statistics come from ``ok``
     records only: a failed request's partial timings describe the failure, not the service.
     Throughput and goodput count over the measurement window (``window``, or the default of
     ``tokenpace.metrics.window``); goodput counts errors, timeouts and cancellations as misses.
-    ``slo`` may be an ``SLO`` or text for ``parse_slo``. Cost needs ``gpu_hour_usd``.
+    ``slo`` may be an ``SLO`` or text for ``parse_slo``. Cost needs ``gpu_hour_usd``; the per-token
+    cost (``token_cost``, split by cache use) needs ``token_prices``.
     Same records in the same order give the same summary.
     """
     records = list(records)
@@ -65,7 +68,9 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
             gpu_hour_usd, gpus, rates["output_tokens_s"],
             good["output_tokens_s"] if good is not None else None),
         "tokens": token_sources(measured),
-        "breakdowns": breakdowns(measured),
+        "breakdowns": breakdowns(measured, token_prices),
+        **({"token_cost": token_cost([r for r in measured if r.status == "ok"], token_prices)}
+           if token_prices is not None else {}),
     }
 
 

@@ -183,6 +183,7 @@ def _lines(doc: dict[str, Any]) -> list[str]:
                    f"${_n(cost['usd_per_1m_output_tokens'], 3)} per 1M output tokens · "
                    + (f"${_n(cost['usd_per_1m_good_output_tokens'], 3)} per 1M good tokens"
                       if cost.get("usd_per_1m_good_output_tokens") is not None else "no good tokens"))
+    out.extend(_token_cost_lines(s.get("token_cost")))
     tok = s.get("tokens") or {}
     mm = tok.get("mismatch") or {}
     out.append(f"Token counts: output from {_sources(tok.get('output_sources'))}; prompt from "
@@ -209,6 +210,13 @@ def _breakdown_lines(b: dict[str, Any]) -> list[str]:
         out.append(f"Prefix cache: {cache['hit_requests']} hits (TTFT p50 {_ms(hit.get('p50'))} ms) · "
                    f"{cache['miss_requests']} misses (TTFT p50 {_ms(miss.get('p50'))} ms) · "
                    f"{cache['cached_prompt_tokens']} cached prompt tokens reported")
+    use = b.get("cache_use")
+    if use:
+        out.append("Cache use (Anthropic): " + " · ".join(
+            f"{n} {name} (TTFT p50 {_ms((e['ttft_ms'] or {}).get('p50'))} ms; {e['cached_prompt_tokens']} read, "
+            f"{e['cache_write_prompt_tokens']} written of {e['prompt_tokens']} prompt tokens"
+            + (f"; ${e['usd']:.4f}" if "usd" in e else "") + ")"
+            for name, e in use.items() if (n := e["requests"])))
     turns = b.get("ttft_by_turn_ms")
     if turns:
         out.append("TTFT p50 by turn: " + " · ".join(
@@ -220,6 +228,18 @@ def _breakdown_lines(b: dict[str, Any]) -> list[str]:
         r = b["reasoning_tokens"]
         out.append(f"Reasoning tokens: {r['total']} over {r['requests']} requests (in output tokens)")
     return out
+
+
+def _token_cost_lines(tc: dict[str, Any] | None) -> list[str]:
+    if not tc:
+        return []
+    m = tc["cache_price_multipliers"]
+    saved = f" · {tc['saved_fraction']:.1%} saved by the cache" if tc.get("saved_fraction") is not None else ""
+    by = " · ".join(f"{name} ${usd:.4f}" for name, usd in tc["usd_by_cache"].items() if usd)
+    return [f"Token cost (${tc['input_usd_per_mtok']:g} in / ${tc['output_usd_per_mtok']:g} out per 1M tokens; "
+            f"cache write ×{m['write']:g}, read ×{m['read']:g}): ${tc['usd']:.4f} for {tc['requests']} ok requests "
+            f"(${_n(tc['usd_per_request'], 6)} each) against ${tc['usd_without_cache']:.4f} without a cache{saved}"
+            + (f" ({by})" if by else "")]
 
 
 def _load_lines(lg: dict[str, Any] | None) -> list[str]:

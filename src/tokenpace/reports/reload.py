@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokenpace.config import token_prices_of
 from tokenpace.errors import UsageError
 from tokenpace.metrics import Window, summarize
 from tokenpace.reports.result_file import load_document
@@ -13,9 +14,11 @@ from tokenpace.runner.steady import STEADY_PREFIX
 
 
 def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None = None,
-             gpus: int | None = None) -> dict[str, Any]:
+             gpus: int | None = None, token_prices: dict[str, Any] | None = None) -> dict[str, Any]:
     """A result document ready for the console renderer. With slo/cost given, or for a bare
-    JSONL, the summary is computed again from the records."""
+    JSONL, the summary is computed again from the records. ``token_prices``: the config's price
+    fields (``input_usd_per_mtok``, ``output_usd_per_mtok``, ``cache_price_multipliers``) to price
+    the run at instead of the ones it was run with."""
     if path.suffix == ".jsonl":
         records, skipped = read_records_counted(path)
         if not records:
@@ -27,7 +30,7 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         doc = load_document(path)
         _check_is_run(doc, path)
         config = doc.get("config") or {}
-        if slo is None and gpu_hour_usd is None and gpus is None:
+        if slo is None and gpu_hour_usd is None and gpus is None and token_prices is None:
             return doc
         records, doc["skipped_lines"] = read_records_counted(path.parent / doc["records_path"])
     window = (doc.get("summary") or {}).get("window") or {}
@@ -35,7 +38,7 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         records, slo=slo if slo is not None else config.get("slo"),
         gpu_hour_usd=gpu_hour_usd if gpu_hour_usd is not None else config.get("gpu_hour_usd"),
         gpus=gpus if gpus is not None else config.get("gpus", 1),
-        window=saved_window(window, config))
+        window=saved_window(window, config), token_prices=token_prices_of({**config, **(token_prices or {})}))
     return doc
 
 

@@ -29,12 +29,12 @@ class RunData:
 
 
 def load_run_data(path: str | Path, *, slo: str | None = None, gpu_hour_usd: float | None = None,
-                  gpus: int | None = None) -> RunData:
+                  gpus: int | None = None, token_prices: dict | None = None) -> RunData:
     """The document (re-judged when slo/cost are given), its records and engine timeline.
 
     A missing records or timeline file is not an error: the report says what it could not show."""
     path = Path(path)
-    doc = load_run(path, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus)
+    doc = load_run(path, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus, token_prices=token_prices)
     data = RunData(path=path, doc=doc)
     records_file = path if path.suffix == ".jsonl" else path.parent / str(doc.get("records_path") or "")
     if path.suffix == ".jsonl" or (doc.get("records_path") and records_file.is_file()):

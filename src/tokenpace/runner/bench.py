@@ -107,6 +107,7 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                               connect_timeout_s=config.connect_timeout_s,
                               ttft_timeout_s=config.ttft_timeout_s,
                               idle_timeout_s=config.idle_timeout_s,
+                              cache_breakpoint=config.cache_breakpoint,
                               max_connections=_connections(config, workload))
         try:
             model, preflight_report = await preflight(
@@ -120,7 +121,7 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
             await client.close()
     window = _window(config, loadgen, workload, records)
     summary = summarize(records, slo=slo, gpu_hour_usd=config.gpu_hour_usd, gpus=config.gpus,
-                        window=window)
+                        window=window, token_prices=config.token_prices())
     load = load_report(records, config=config, mode=load_mode(workload), cpu_s=loadgen.cpu_s,
                        wall_s=loadgen.wall_s, window=window)
     result = BenchResult(config=config, target={"url": url, "model": model, "builtin": builtin},
@@ -164,8 +165,9 @@ async def target_for(config: BenchConfig, given: tuple[str, bool] | None = None
     # The engine simulator drives it: by default Llama-3.1-8B in bf16 on one H100 SXM with chunked
     # prefill, so the quick start shows a realistic engine (batching, queueing, KV cache).
     # --builtin-timing parametric keeps the earlier simple model (one fixed step time per request).
+    # --cache-breakpoint measures a prompt cache: the simulated engine then has its prefix cache on.
     sim = None if config.builtin_timing == "parametric" else SimConfig(
-        model=DEFAULT_SIM_MODEL, gpu=DEFAULT_SIM_GPU)
+        model=DEFAULT_SIM_MODEL, gpu=DEFAULT_SIM_GPU, prefix_caching=config.cache_breakpoint != "none")
     starting = asyncio.ensure_future(asyncio.to_thread(start_server_process, BuiltinServerConfig(
         model=DEFAULT_SIM_MODEL if sim else "tokenpace-sim", sim=sim,
         tokens_per_chunk=config.server_tokens_per_chunk, seed=config.seed,

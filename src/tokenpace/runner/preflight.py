@@ -54,7 +54,7 @@ async def _listed_models(client: OpenAIClient, url: str, *, needed: bool, key_hi
 
 def _check(record: RequestRecord, client: OpenAIClient, url: str, env: str, key_set: bool) -> None:
     status, kind, msg = record.http_status, record.error_kind or "", record.error_message or ""
-    endpoint = f"{url}/{'chat/completions' if client.api == 'chat' else 'completions'}"
+    endpoint = f"{url}{client.format.path}"
     if record.status == "ok":
         if client.stream and record.output_tokens_client is None:
             raise TargetError(f"{endpoint} answered without streaming; pass --no-stream to "
@@ -65,7 +65,7 @@ def _check(record: RequestRecord, client: OpenAIClient, url: str, env: str, key_
     if status in (401, 403):
         raise TargetError(f"authentication failed (HTTP {status}): {msg}; {_key_hint(env, key_set)}")
     if status == 404:
-        other = "completions" if client.api == "chat" else "chat"
+        other = "completions" if client.api == "chat" else "chat"  # the likeliest other answer
         raise TargetError(f"HTTP 404 from {endpoint}: {msg} (does the URL end in /v1? does the "
                           f"server offer this API? try --api {other})")
     if status in (400, 422):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from tokenpace.record import RequestRecord
 
-RETRYABLE_KINDS = frozenset({"http_429", "http_500", "http_502", "http_503", "http_504",
+RETRYABLE_KINDS = frozenset({"http_429", "http_500", "http_502", "http_503", "http_504", "http_529",
+                             "overloaded",  # Anthropic's overloaded_error event, before any token
                              "connect", "connect_timeout", "reset_before_headers"})
 MAX_RETRY_AFTER_S = 60.0  # a server asking for longer is treated as asking for this
 MAX_BACKOFF_S = 30.0

@@ -179,7 +179,8 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
                            start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
                            send_end_ns=send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
-    summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window)
+    summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
+                        token_prices=c.token_prices())
     engine_doc = engine_section(sim, timeline_path, result_path)
     if config.calibration is not None:
         from tokenpace.simulator.calibrate.coverage import coverage  # numpy, only when calibrated

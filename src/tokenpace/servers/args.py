@@ -12,6 +12,8 @@ from dataclasses import fields
 from tokenpace.config import MAX_SEED
 
 from .config import TIMING_MODELS, BuiltinServerConfig
+from .formats import NAMES as API_FORMATS
+from .formats import parse_api_formats
 from .sim_backend import add_sim_arguments, sim_argv, sim_config_from_args
 
 # (flag, config field, metavar, help); "_ms" flags are converted to and from the "_s" fields.
@@ -51,6 +53,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--port", type=int, default=d["port"], metavar="PORT",
                      help="port to listen on; 0: any free port (default %(default)s)")
     net.add_argument("--model", default=d["model"], metavar="NAME", help="served model name (default %(default)s)")
+    net.add_argument("--api-formats", default=",".join(API_FORMATS), metavar="LIST",
+                     help="request formats to serve, comma-separated: chat (/v1/chat/completions), completions "
+                          "(/v1/completions), responses (/v1/responses), anthropic (/v1/messages); default all")
 
     timing = parser.add_argument_group("timing")
     timing.add_argument("--timing", choices=TIMING_MODELS, default=d["timing"], help="timing model")
@@ -92,6 +97,7 @@ def config_from_args(ns: argparse.Namespace) -> BuiltinServerConfig:
         values["max_num_seqs"] = sim.max_num_seqs if sim is not None else _DEFAULTS["max_num_seqs"]
     return BuiltinServerConfig(
         host=ns.host, port=ns.port, model=ns.model, timing=ns.timing, jitter_frac=ns.jitter, seed=ns.seed,
+        api_formats=parse_api_formats(ns.api_formats),
         send_log_path=ns.send_log, send_log_flush_s=ns.send_log_flush_s, faults=ns.faults, timings=ns.timings, sim=sim, **values,
     )  # fmt: skip
 
@@ -101,6 +107,7 @@ def config_to_argv(config: BuiltinServerConfig) -> list[str]:
     argv = ["--host", config.host, "--port", str(config.port), "--model", config.model, "--timing", config.timing]
     argv += [arg for flag, name, _, _ in _MS_FLAGS for arg in (flag, repr(getattr(config, name) * 1000))]
     argv += [arg for flag, name, _, _ in _INT_FLAGS for arg in (flag, str(getattr(config, name)))]
+    argv += ["--api-formats", ",".join(config.api_formats)]
     argv += ["--jitter", repr(config.jitter_frac), "--seed", "random" if config.seed is None else str(config.seed)]
     if config.send_log_path:
         argv += ["--send-log", str(config.send_log_path), "--send-log-flush-s", repr(config.send_log_flush_s)]

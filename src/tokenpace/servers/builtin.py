@@ -1,7 +1,11 @@
 """The built-in OpenAI-compatible server: an aiohttp app over the scheduling core.
 
-Routes: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions``
-(streamed as SSE or whole), ``GET /metrics`` (vLLM names, see prom.py).
+Routes: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions``,
+``POST /v1/responses`` (OpenAI Responses), ``POST /v1/messages`` (Anthropic Messages), each streamed
+as SSE or whole and each only when its format is in ``api_formats`` (all by default; formats.py has
+how each is read and framed), ``GET /metrics`` (vLLM names, see prom.py). What follows is said of
+chat and completions; the other two formats follow it in their own events (wire_responses.py,
+wire_anthropic.py), with usage always included and never per chunk.
 
 Behaviour a client can rely on:
 - It always generates exactly ``max_tokens`` (or ``max_completion_tokens``; 16 when absent) and
@@ -32,6 +36,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from time import monotonic_ns
 
@@ -45,9 +50,9 @@ from .prom import CONTENT_TYPE, RequestMetrics, ServerMetrics
 from .sendlog import SendLog
 from .sim_backend import SimBackend
 from .timing import TimingModel
-from .tokens import (count_chat_prompt_tokens, count_completion_prompt_tokens, output_text, output_text_json,
-                     prompt_block_ids)
-from .wire import DONE_EVENT, Framer, error_body, timings_member, usage_json, vllm_error_body
+from .formats import FORMATS, ResponseFramer, ServerFormat
+from .tokens import output_text_json, text_block_ids
+from .wire import error_body, timings_member, vllm_error_body
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -83,9 +88,12 @@ class _RequestError(Exception):
 
 
 def error_response(status: int, error_type: str, message: str, request_id: str | None = None, *,
-                   vllm_shape: bool = False) -> web.Response:
+                   vllm_shape: bool = False, fmt: ServerFormat | None = None) -> web.Response:
     headers = {"X-Request-ID": request_id} if request_id else None
-    body = (vllm_error_body if vllm_shape else error_body)(status, error_type, message)
+    if fmt is not None and fmt.name == "anthropic":  # Anthropic's own shape, whatever vLLM would say
+        body = fmt.error_body(status, error_type, message)
+    else:
+        body = (vllm_error_body if vllm_shape else error_body)(status, error_type, message)
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
@@ -97,9 +105,10 @@ class _Params:
     include_usage: bool
     continuous_usage: bool
     prompt_block_ids: tuple[int, ...] | None = None  # for the engine simulator's prefix cache
+    cache_breakpoint_tokens: int | None = None  # Anthropic: prompt tokens up to the last cache_control
 
 
-def _parse(raw: bytes, api: str, config: BuiltinServerConfig, max_seq_tokens: int) -> _Params:
+def _parse(raw: bytes, fmt: ServerFormat, config: BuiltinServerConfig, max_seq_tokens: int) -> _Params:
     def bad(message: str) -> _RequestError:
         return _RequestError(400, "BadRequestError", message)
 
@@ -113,49 +122,42 @@ def _parse(raw: bytes, api: str, config: BuiltinServerConfig, max_seq_tokens: in
     if model != config.model:
         raise _RequestError(404, "NotFoundError", f"The model `{model}` does not exist.")
     try:
-        if api == "chat":
-            prompt_tokens = count_chat_prompt_tokens(body.get("messages"))
-        else:
-            if "prompt" not in body:
-                raise ValueError("'prompt' is required")
-            prompt_tokens = count_completion_prompt_tokens(body["prompt"])
+        prompt = fmt.read(body)
     except ValueError as e:
         raise bad(str(e)) from None
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = prompt.max_tokens
     if max_tokens is None:
         max_tokens = config.default_max_tokens
     if type(max_tokens) is not int or max_tokens < 1:
         raise bad("'max_tokens' must be an integer >= 1")
     if body.get("n", 1) != 1:
         raise bad("only n=1 is supported")
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise bad("'stream_options' must be an object")
-    include_usage = bool(options.get("include_usage"))
+    prompt_tokens = prompt.tokens
     if prompt_tokens + max_tokens > max_seq_tokens:  # before any work on the prompt's content
-        raise _RequestError(400, "BadRequestError", _too_long(max_seq_tokens, prompt_tokens, max_tokens, api),
+        raise _RequestError(400, "BadRequestError", _too_long(max_seq_tokens, prompt_tokens, max_tokens, fmt),
                             vllm_shape=True)  # fmt: skip
     return _Params(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
         stream=bool(body.get("stream", False)),
-        include_usage=include_usage,
-        continuous_usage=include_usage and bool(options.get("continuous_usage_stats")),
-        prompt_block_ids=(prompt_block_ids(api, body, config.sim.block_size)
+        include_usage=prompt.include_usage,
+        continuous_usage=prompt.continuous_usage,
+        prompt_block_ids=(text_block_ids(prompt.text, config.sim.block_size)
                           if config.sim is not None and config.sim.prefix_caching else None),
+        cache_breakpoint_tokens=prompt.cache_breakpoint_tokens,
     )
 
 
-def _too_long(limit: int, prompt_tokens: int, max_tokens: int, api: str) -> str:
+def _too_long(limit: int, prompt_tokens: int, max_tokens: int, fmt: ServerFormat) -> str:
     """vLLM's words for a request that cannot fit its context length."""
-    where = "messages" if api == "chat" else "prompt"
+    where = fmt.prompt_word
     return (f"This model's maximum context length is {limit} tokens. However, you requested "
             f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the {where}, {max_tokens} in the "
             f"completion). Please reduce the length of the {where} or completion.")
 
 
 async def _stream(
-    request: web.Request, state: ServerState, seq: Sequence, p: _Params, framer: Framer, request_id: str,
+    request: web.Request, state: ServerState, seq: Sequence, p: _Params, framer: ResponseFramer, request_id: str,
     fault: Fault | None,
 ) -> web.StreamResponse:
     log = state.send_log
@@ -165,23 +167,30 @@ async def _stream(
     await resp.prepare(request)
     chunk = 0
     try:
-        if framer.api == "chat":
-            data = framer.role(usage_json(seq.prompt_tokens, 0, seq.cached_tokens) if p.continuous_usage else None)
+        for data in framer.opening(seq, p.continuous_usage):  # chat's role chunk, Responses' created
             t_ns = monotonic_ns()
             await resp.write(data)
             if log:
                 log.add(request_id, chunk, 0, "role", t_ns)
             chunk += 1
         if fault is not None:
-            await fault.at_tokens(0, request, resp)
+            await fault.at_tokens(0, request, resp, framer)
         observed = RequestMetrics(state.metrics, seq)
         timings = state.config.timings
+        first = True
         async with contextlib.aclosing(state.engine.generate(seq)) as steps:
             async for k in steps:
+                if first:  # control events whose content is known only now (the prefix cache's hits)
+                    first = False
+                    if data := framer.first(seq):
+                        t_ns = monotonic_ns()
+                        await resp.write(data)
+                        if log:
+                            log.add(request_id, chunk, 0, "control", t_ns)
+                        chunk += 1
                 done_tokens = seq.generated_tokens
-                usage = usage_json(seq.prompt_tokens, done_tokens, seq.cached_tokens) if p.continuous_usage else None
                 last = done_tokens >= seq.max_tokens
-                data = framer.token(output_text_json(done_tokens - k, k), last, usage,
+                data = framer.token(output_text_json(done_tokens - k, k), last, seq, p.continuous_usage,
                                     _timings(seq, observed.first_ns) if timings and last else b"")
                 kind = "token"
                 if fault is not None:
@@ -193,10 +202,9 @@ async def _stream(
                 chunk += 1
                 observed.token_chunk(k, t_ns)
                 if fault is not None:
-                    await fault.at_tokens(done_tokens, request, resp)
+                    await fault.at_tokens(done_tokens, request, resp, framer)
         observed.finished()
-        tail = [(framer.usage(usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens)), "usage")] if p.include_usage else []
-        for data, kind in (*tail, (DONE_EVENT, "done")):
+        for data, kind in framer.closing(seq, p.include_usage):
             if fault is not None and fault.skips(kind):
                 continue
             t_ns = monotonic_ns()
@@ -211,15 +219,14 @@ async def _stream(
 
 
 async def _respond_whole(
-    request: web.Request, state: ServerState, seq: Sequence, framer: Framer, request_id: str
+    request: web.Request, state: ServerState, seq: Sequence, framer: ResponseFramer, request_id: str
 ) -> web.StreamResponse:
     observed = RequestMetrics(state.metrics, seq)  # engine-side times: nothing is sent until the end
     async with contextlib.aclosing(state.engine.generate(seq)) as steps:
         async for k in steps:
             observed.token_chunk(k, monotonic_ns())
     observed.finished()
-    body = framer.whole(output_text(0, seq.generated_tokens), usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens),
-                        _timings(seq, observed.first_ns) if state.config.timings else b"")
+    body = framer.whole(seq, _timings(seq, observed.first_ns) if state.config.timings else b"")
     resp = web.StreamResponse(headers={"Content-Type": "application/json", "X-Request-ID": request_id})
     resp.content_length = len(body)
     with contextlib.suppress(ConnectionError):
@@ -241,7 +248,7 @@ def _timings(seq: Sequence, first_ns: int) -> bytes:
                           seq.generated_tokens, (now - first) / 1e6)
 
 
-async def _generate(request: web.Request, api: str) -> web.StreamResponse:
+async def _generate(request: web.Request, fmt: ServerFormat) -> web.StreamResponse:
     received_ns = monotonic_ns()
     state = request.app[SERVER_STATE]
     number = state.faults.number_request() if state.faults else 0  # before any await: arrival order
@@ -253,19 +260,19 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     except ConnectionError:  # the client went away mid-body: nobody to answer
         return web.Response(status=499)
     try:
-        p = _parse(raw, api, state.config, state.max_seq_tokens)
+        p = _parse(raw, fmt, state.config, state.max_seq_tokens)
     except _RequestError as e:
-        return error_response(e.status, e.error_type, e.message, request_id, vllm_shape=e.vllm_shape)
+        return error_response(e.status, e.error_type, e.message, request_id, vllm_shape=e.vllm_shape, fmt=fmt)
     fault = state.faults.select(number, p, request_id, state.send_log) if state.faults else None
-    response_id = f"{'chatcmpl' if api == 'chat' else 'cmpl'}-{request_id}"
+    response_id = fmt.id_prefix + request_id
     created = int(time.time())  # wall clock only for OpenAI's `created` field
-    framer = Framer(api, response_id, state.config.model, created)
+    framer = fmt.framer(fmt.name, response_id, state.config.model, created, p.cache_breakpoint_tokens)
     seq = Sequence(prompt_tokens=p.prompt_tokens, max_tokens=p.max_tokens, arrival_ns=received_ns,
                    prompt_block_ids=p.prompt_block_ids)
     task = asyncio.current_task()
     state.in_flight.add(task)
     try:
-        if fault is not None and (early := await fault.before_headers(request, request_id)) is not None:
+        if fault is not None and (early := await fault.before_headers(request, request_id, fmt)) is not None:
             return early  # an injected HTTP error or reset
         if p.stream:
             return await _stream(request, state, seq, p, framer, request_id, fault)
@@ -274,12 +281,10 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         state.in_flight.discard(task)
 
 
-async def _chat(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, "chat")
-
-
-async def _completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, "completions")
+def _handler(fmt: ServerFormat) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return await _generate(request, fmt)
+    return handle
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -327,8 +332,7 @@ def create_app(config: BuiltinServerConfig | None = None, *, timing: TimingModel
     app.add_routes([
         web.get("/health", _health),
         web.get("/v1/models", _models),
-        web.post("/v1/chat/completions", _chat),
-        web.post("/v1/completions", _completions),
+        *(web.post(FORMATS[name].path, _handler(FORMATS[name])) for name in config.api_formats),
         web.get("/metrics", _metrics),
     ])  # fmt: skip
     app.on_startup.append(_on_startup)

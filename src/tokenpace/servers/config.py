@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from ..simulator.config import SimConfig
 from .faults import parse_faults
+from .formats import NAMES as API_FORMATS
 from .timing import ParametricTiming, TimingModel
 
 TIMING_MODELS = ("parametric",)
@@ -16,6 +17,8 @@ class BuiltinServerConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: any free port
     model: str = "tokenpace-sim"
+    # The request formats served (formats.py): chat, completions, responses, anthropic (all by default).
+    api_formats: tuple[str, ...] = API_FORMATS
 
     # Timing ("parametric": see ParametricTiming).
     timing: str = "parametric"
@@ -51,6 +54,9 @@ class BuiltinServerConfig:
         self.make_timing()  # validates the timing parameters early
         if self.sim is not None:
             self.sim = replace(self.sim, max_num_seqs=self.max_num_seqs, seed=self.seed or 0)
+        unknown = [name for name in self.api_formats if name not in API_FORMATS]
+        if unknown or not self.api_formats:
+            raise ValueError(f"api_formats: {unknown or 'none'}; known: {', '.join(API_FORMATS)}")
         if self.faults is not None:
             parse_faults(self.faults)  # ValueError with a one-line message
 

@@ -22,8 +22,9 @@ they may add up to at most 1.
 Kinds (CLI spelling; PARAM and its default in brackets). Kinds marked *stream* apply to streamed
 requests only; a non-streamed request is never selected for them.
 
-- ``http-429``, ``http-500``, ``http-503`` [Retry-After seconds, 1]: that status at once, with an
-  OpenAI error body and a ``Retry-After`` header.
+- ``http-429``, ``http-500``, ``http-503``, ``http-529`` [Retry-After seconds, 1]: that status at
+  once, with the format's error body (OpenAI's; Anthropic's on ``/v1/messages``: ``529`` is its
+  ``overloaded_error``) and a ``Retry-After`` header.
 - ``reset-before-headers``: the TCP connection is reset (RST) before any response byte.
 - ``reset-mid`` [tokens, half of max_tokens] *stream*: the connection is reset once that many tokens
   were sent (0: right after the headers; max_tokens or more: after the last token, before the usage
@@ -36,10 +37,16 @@ requests only; a non-streamed request is never selected for them.
   field, which a lenient SSE parser silently skips) after that many tokens; the stream then goes on.
 - ``invalid-json`` [tokens, half] *stream*: a ``data:`` line whose JSON is cut short, after that
   many tokens; the stream then goes on.
-- ``no-done`` *stream*: no ``data: [DONE]``; the stream ends normally otherwise.
-- ``no-usage`` *stream*: no usage at all, even when the request asks for it.
-- ``empty-choices`` *stream*: every token chunk becomes ``"choices": []`` with no usage: a stream
-  that carries no token, then ``[DONE]``.
+- ``overloaded`` [tokens, half] *stream*: after that many tokens, an error event in the stream's
+  format (Anthropic: ``event: error`` with ``overloaded_error``; chat and completions: ``data:
+  {"error": {"type": "overloaded_error", ...}}``; Responses: an ``error`` event with that code), then
+  the stream ends.
+- ``no-done`` *stream*: no ``data: [DONE]`` (Anthropic: no ``message_stop``; Responses: no
+  ``response.incomplete``, which carries the usage); the stream ends normally otherwise.
+- ``no-usage`` *stream*: no usage at all, even when the request asks for it (Anthropic: none in
+  ``message_delta``).
+- ``empty-choices`` *stream*: every token chunk becomes ``"choices": []`` with no usage (Anthropic:
+  a ``ping``; Responses: a ``response.in_progress``): a stream that carries no token, then its end.
 - ``slow-headers`` [seconds, 5]: a pause before the response headers.
 - ``wrong-content-type`` *stream*: the stream is served as ``text/plain``.
 - ``endless`` [seconds between keep-alives, 1] *stream*: after the headers, ``: keep-alive``
@@ -81,12 +88,14 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
     FaultKind("http-429", "seconds", 1.0, False),
     FaultKind("http-500", "seconds", 1.0, False),
     FaultKind("http-503", "seconds", 1.0, False),
+    FaultKind("http-529", "seconds", 1.0, False),
     FaultKind("reset-before-headers", None, None, False),
     FaultKind("reset-mid", "tokens", None, True),
     FaultKind("stall-first", "seconds", 5.0, True),
     FaultKind("stall-mid", "seconds", 5.0, True),
     FaultKind("malformed-sse", "tokens", None, True),
     FaultKind("invalid-json", "tokens", None, True),
+    FaultKind("overloaded", "tokens", None, True),
     FaultKind("no-done", None, None, True),
     FaultKind("no-usage", None, None, True),
     FaultKind("empty-choices", None, None, True),
@@ -100,6 +109,7 @@ _HTTP_ERRORS = {
     "http-429": (429, "RateLimitError", "Rate limit reached (injected fault)"),
     "http-500": (500, "InternalServerError", "Internal server error (injected fault)"),
     "http-503": (503, "ServiceUnavailableError", "Service unavailable (injected fault)"),
+    "http-529": (529, "overloaded_error", "Overloaded (injected fault)"),
 }
 _MAX_SECONDS = 86_400.0
 _MAX_COUNT = 1_000_000_000
@@ -278,7 +288,7 @@ class Fault:
         self.param = param  # seconds or tokens, as logged
         # Tokens sent before the mid-stream action; None: the kind has no mid-stream action.
         self.threshold: int | None = {
-            "reset-mid": param, "malformed-sse": param, "invalid-json": param,
+            "reset-mid": param, "malformed-sse": param, "invalid-json": param, "overloaded": param,
             "stall-first": 0, "endless": 0, "stall-mid": max(1, max_tokens // 2),
         }.get(rule.kind)  # fmt: skip
         self.fired = self.threshold is None
@@ -288,11 +298,13 @@ class Fault:
         if self.kind in ("no-usage", "empty-choices"):
             params.include_usage = params.continuous_usage = False
 
-    async def before_headers(self, request: web.Request, request_id: str) -> web.StreamResponse | None:
+    async def before_headers(self, request: web.Request, request_id: str,
+                             fmt: Any = None) -> web.StreamResponse | None:
         if self.kind in _HTTP_ERRORS:
             status, error_type, message = _HTTP_ERRORS[self.kind]
             headers = {"X-Request-ID": request_id, "Retry-After": f"{self.param:g}"}
-            return web.Response(status=status, body=error_body(status, error_type, message),
+            body = (fmt.error_body if fmt is not None else error_body)(status, error_type, message)
+            return web.Response(status=status, body=body,
                                 content_type="application/json", headers=headers)  # fmt: skip
         if self.kind == "reset-before-headers":
             reset_connection(request)
@@ -304,8 +316,10 @@ class Fault:
     def content_type(self, default: str) -> str:
         return "text/plain" if self.kind == "wrong-content-type" else default
 
-    async def at_tokens(self, tokens_sent: int, request: web.Request, resp: web.StreamResponse) -> None:
-        """Act once ``tokens_sent`` reaches the threshold. Raises ConnectionResetError after a reset."""
+    async def at_tokens(self, tokens_sent: int, request: web.Request, resp: web.StreamResponse,
+                        framer: Any = None) -> None:
+        """Act once ``tokens_sent`` reaches the threshold. Raises ConnectionResetError after a reset
+        (and after an ``overloaded`` error event, which ends the stream)."""
         if self.fired or tokens_sent < self.threshold:
             return
         self.fired = True
@@ -319,6 +333,10 @@ class Fault:
             await resp.write(MALFORMED_SSE_LINE)
         elif kind == "invalid-json":
             await resp.write(INVALID_JSON_EVENT)
+        elif kind == "overloaded":
+            await resp.write(framer.error_event("overloaded_error", "Overloaded (injected fault)"))
+            await resp.write_eof()
+            raise ConnectionResetError("injected fault: overloaded")
         elif kind == "endless":
             while True:  # ends when the client goes away (ConnectionError) or the server stops
                 await resp.write(KEEP_ALIVE)
@@ -327,7 +345,7 @@ class Fault:
     def token_chunk(self, data: bytes, tokens: int, framer: Any) -> tuple[bytes, int, str]:
         """(bytes to write, tokens, send-log kind) for one token chunk."""
         if self.kind == "empty-choices":
-            return framer.empty_choices(), 0, "empty"
+            return framer.empty(), 0, "empty"
         return data, tokens, "token"
 
     def skips(self, event_kind: str) -> bool:

@@ -11,8 +11,10 @@ order. Sleeps aim at absolute due times, so oversleeping one step does not push 
 sequences, KV usage (blocks held / blocks), prefix-cache hits (per request, at admission, beside
 the queries the server counts), preemptions; TTFT and ITL come from the chunks as they are written.
 
-Limits: the server only knows prompt lengths, not their content, so every prompt is unique to the
-prefix cache (no hits); a request that could never fit in the KV cache fails its stream.
+The prefix cache sees each full block of prompt words as a content id (``tokens.text_block_ids``;
+the same words give the same ids whichever request format carried them, see formats.py), and its
+hits are reported in each format's usage. A request that could never fit in the KV cache fails its
+stream.
 """
 
 from __future__ import annotations

@@ -93,17 +93,11 @@ def output_text_json(start_token: int, n_tokens: int) -> bytes:
     return orjson.dumps(output_text(start_token, n_tokens))
 
 
-def prompt_block_ids(api: str, body: dict, block_tokens: int) -> tuple[int, ...]:
+def text_block_ids(text: str, block_tokens: int) -> tuple[int, ...]:
     """One content id per full block of ``block_tokens`` prompt tokens (words, as counted here),
     for the engine simulator's prefix cache: equal ids mean equal block contents. Digested with
-    blake2b, so ids are the same in every process."""
-    if api == "chat":
-        text = " ".join(m.get("content") for m in body.get("messages") or []
-                        if isinstance(m, dict) and isinstance(m.get("content"), str))
-    else:
-        prompt = body.get("prompt")
-        prompt = prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt
-        text = prompt if isinstance(prompt, str) else ""
+    blake2b, so ids are the same in every process. Every request format gives the same text for
+    the same prompt (``formats.py``), so a prefix is a hit whichever API carried it."""
     words = text.split()
     full = len(words) // block_tokens * block_tokens
     return tuple(int.from_bytes(hashlib.blake2b(" ".join(words[i:i + block_tokens]).encode(),

@@ -6,7 +6,11 @@ are encoded once, and each token chunk only splices in its text and (optionally)
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
+
+from .tokens import output_text
 
 DONE_EVENT = b"data: [DONE]\n\n"
 
@@ -42,9 +46,10 @@ def timings_member(prompt_n: int, cache_n: int, prompt_ms: float, predicted_n: i
 
 
 class Framer:
-    """The bytes of one response (SSE events, or the whole body); constant parts encoded once."""
+    """The bytes of one chat or completions response (SSE events, or the whole body); constant parts
+    encoded once. Every format's framer has the same methods (see ``formats.py``)."""
 
-    def __init__(self, api: str, response_id: str, model: str, created: int) -> None:
+    def __init__(self, api: str, response_id: str, model: str, created: int, cache_breakpoint_tokens: int | None = None) -> None:
         self.api, self.response_id, self.model, self.created = api, response_id, model, created
         obj = b"chat.completion.chunk" if api == "chat" else b"text_completion"
         self.head = b'data: {"id":%b,"object":"%b","created":%d,"model":%b' % (
@@ -57,25 +62,49 @@ class Framer:
             tail = b',"logprobs":null,"finish_reason":%b,"stop_reason":null}]'
         self.token_tails = (tail % b"null", tail % b'"length"')  # indexed by `finished`
 
+    def opening(self, seq: Any, continuous_usage: bool) -> list[bytes]:
+        """Events written as soon as the request is accepted, before queueing and prefill."""
+        if self.api != "chat":
+            return []
+        return [self.role(usage_json(seq.prompt_tokens, 0, seq.cached_tokens) if continuous_usage else None)]
+
+    def first(self, seq: Any) -> bytes:
+        """Events written with the first token, before it (none in this format)."""
+        return b""
+
     def role(self, usage: bytes | None) -> bytes:
         choices = b',"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
         return self.head + choices + (b',"usage":' + usage if usage else b"") + b"}\n\n"
 
-    def token(self, text_json: bytes, finished: bool, usage: bytes | None, extra: bytes = b"") -> bytes:
+    def token(self, text_json: bytes, finished: bool, seq: Any, continuous_usage: bool, extra: bytes = b"") -> bytes:
         """A token chunk; ``text_json`` is the chunk's text already encoded as a JSON string;
         ``extra`` more top-level members (``timings_member``)."""
+        usage = usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens) if continuous_usage else None
         usage_part = b',"usage":' + usage if usage else b""
         return b"".join((self.token_head, text_json, self.token_tails[finished], usage_part, extra, b"}\n\n"))
 
-    def empty_choices(self) -> bytes:
+    def empty(self) -> bytes:
         """A chunk with ``choices: []`` and no usage: carries nothing (the ``empty-choices`` fault)."""
         return self.head + b',"choices":[]}\n\n'
+
+    empty_choices = empty
 
     def usage(self, usage: bytes) -> bytes:
         return self.head + b',"choices":[],"usage":' + usage + b"}\n\n"
 
-    def whole(self, text: str, usage: bytes, extra: bytes = b"") -> bytes:
+    def closing(self, seq: Any, include_usage: bool) -> list[tuple[bytes, str]]:
+        """The events after the last token, each with its send-log kind ("usage", "done", "control")."""
+        tail = [(self.usage(usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens)), "usage")]
+        return [*(tail if include_usage else []), (DONE_EVENT, "done")]
+
+    def error_event(self, error_type: str, message: str) -> bytes:
+        """An error inside the stream, as vLLM writes one: ``data: {"error": {...}}``."""
+        return b"data: " + error_body(529 if error_type == "overloaded_error" else 500, error_type, message) + b"\n\n"
+
+    def whole(self, seq: Any, extra: bytes = b"") -> bytes:
         """The body of a non-streamed response."""
+        text = output_text(0, seq.generated_tokens)
+        usage = usage_json(seq.prompt_tokens, seq.generated_tokens, seq.cached_tokens)
         if self.api == "chat":
             obj, choice = b"chat.completion", {"index": 0, "message": {"role": "assistant", "content": text}}
         else:

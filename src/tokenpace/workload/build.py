@@ -42,7 +42,10 @@ def workload_from_config(config: BenchConfig) -> WorkloadSpec:
         raise UsageError("--tools with --conversations is not supported (a tool call needs a tool "
                          "result in the history)")
     if c.tools and c.api != "chat":
-        raise UsageError("--tools needs --api chat (the completions API has no tools)")
+        raise UsageError("--tools needs --api chat (tools are generated in chat's format only)")
+    if c.reasoning_effort is not None and c.api == "anthropic":
+        raise UsageError("--reasoning-effort is OpenAI's field; for Anthropic's extended thinking pass "
+                         "--extra-body '{\"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 1024}}'")
     tokenizer = load_tokenizer(c.tokenizer) if c.tokenizer else None
     trace = load_dataset(c.trace, skip_bad=c.skip_bad_lines, flag="--trace") if c.trace else None
     if trace is not None and not trace.is_trace:

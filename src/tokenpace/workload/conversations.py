@@ -102,7 +102,7 @@ class ConversationTurn:
 
     def prompt(self, api: str = "chat") -> str | list[dict[str, Any]]:
         """What to pass to the client: the messages, or one text for the completions API."""
-        return self.messages if api == "chat" else messages_text(self.messages)
+        return messages_text(self.messages) if api == "completions" else self.messages
 
 
 @dataclass

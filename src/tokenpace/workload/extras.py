@@ -36,10 +36,11 @@ def tool_invitation(index: int, n: int) -> str:
     return f"Call the function lookup_{topic}_{index % n} with a query about the text above."
 
 
-def extra_body(*, reasoning_effort: str | None, tools: int) -> dict[str, Any] | None:
+def extra_body(*, reasoning_effort: str | None, tools: int, api: str = "chat") -> dict[str, Any] | None:
     body: dict[str, Any] = {}
-    if reasoning_effort:
-        body["reasoning_effort"] = reasoning_effort
+    if reasoning_effort:  # the Responses API nests it
+        body.update({"reasoning": {"effort": reasoning_effort}} if api == "responses"
+                    else {"reasoning_effort": reasoning_effort})
     if tools:
         body["tools"] = tool_definitions(tools)
         body["tool_choice"] = "auto"

@@ -133,7 +133,7 @@ def plan_requests(spec: WorkloadSpec, *, block: int = 256, text: bool = True) ->
         items = _synthetic_items(spec, maker, lengths_rng, prompts_rng, block)
     offsets = (arrival_offsets(spec.rate, spec.arrival, arrivals_rng, burstiness=spec.burstiness)
                if spec.rate and spec.trace is None else None)
-    body = extras.extra_body(reasoning_effort=spec.reasoning_effort, tools=spec.tools)
+    body = extras.extra_body(reasoning_effort=spec.reasoning_effort, tools=spec.tools, api=spec.api)
     for index, item in enumerate(items):
         prompt, n_in = item["prompt"], item["input_tokens"]
         if spec.tools:
@@ -219,7 +219,8 @@ def conversations_for(spec: WorkloadSpec) -> list[Conversation]:
     return build_conversations(spec.conversations, spec.input_tokens, spec.output_tokens, seed=spec.seed,
                                maker=spec.prompt_maker, rate=spec.rate, arrival=spec.arrival,
                                burstiness=spec.burstiness,
-                               extra_body=extras.extra_body(reasoning_effort=spec.reasoning_effort, tools=0))
+                               extra_body=extras.extra_body(reasoning_effort=spec.reasoning_effort, tools=0,
+                                                           api=spec.api))
 
 
 def engine_block_hashes(planned: PlannedRequest, block_tokens: int) -> tuple[int, ...] | None:
