@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tokenpace.client.formats import api_format
 from tokenpace.client.progress import Progress, finish_record
-from tokenpace.client.responses import _on_events
+from tokenpace.client.responses import apply_events
 from tokenpace.client.sse import SSEParser
 from tokenpace.record import RequestRecord
 
@@ -101,7 +101,7 @@ def read(api: str, pieces: list[bytes]) -> RequestRecord:
     fmt = api_format(api)
     for stamp, piece in enumerate(pieces, 1):
         if not progress.saw_done:
-            assert not _on_events(parser.feed(piece), stamp, record, progress, fmt)
+            assert not apply_events(parser.feed(piece), stamp, record, progress, fmt)
     assert progress.saw_done  # the API's own end event was seen
     finish_record(record, progress)
     return record
