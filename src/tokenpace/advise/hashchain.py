@@ -3,7 +3,7 @@ the prompt's text, so that prefix reuse can be measured later without storing wh
 
 Field format (``"prompt_hash_chain"`` in a record)::
 
-    {"v": 1, "unit": "tokens" | "words", "block": 16, "salt_id": "9f86d081",
+    {"v": 1, "unit": "tokens" | "words", "block": 16, "units": 1234, "salt_id": "9f86d081",
      "hashes": ["5d41402abc4b2a76", ...]}
 
 ``hashes[i]`` is the first 8 bytes (16 hex digits) of BLAKE2b(key=salt, hashes[i-1] ‖ units of
@@ -49,11 +49,12 @@ def prompt_hash_chain(text: str, salt: bytes, *, block: int = 16, tokenizer: Any
         hashes.append(h.hex())
         prev = h
     return {"v": VERSION, "unit": "tokens" if tokenizer is not None else "words", "block": block,
-            "salt_id": salt_id(salt), "hashes": hashes}
+            "units": int(len(units)), "salt_id": salt_id(salt), "hashes": hashes}
 
 
-def read_chain(field: Any) -> tuple[tuple[int, ...], int, str]:
-    """(block hashes as ints, units per block, unit) from a record's field; ValueError if malformed."""
+def read_chain(field: Any) -> tuple[tuple[int, ...], int, str, int | None]:
+    """(block hashes as ints, units per block, unit, prompt units when given) from a record's
+    field; ValueError if malformed."""
     if not isinstance(field, dict) or field.get("v") != VERSION:
         raise ValueError(f"'prompt_hash_chain' must be an object with \"v\": {VERSION}")
     block, unit, hashes = field.get("block"), field.get("unit"), field.get("hashes")
@@ -61,7 +62,10 @@ def read_chain(field: Any) -> tuple[tuple[int, ...], int, str]:
         raise ValueError("'prompt_hash_chain' needs 'block' >= 1 and 'unit' tokens or words")
     if not isinstance(hashes, list):
         raise ValueError("'prompt_hash_chain.hashes' must be a list")
+    units = field.get("units")
+    if units is not None and (not isinstance(units, int) or units < len(hashes) * block):
+        raise ValueError("'prompt_hash_chain.units' must be a whole number covering its blocks")
     try:
-        return tuple(int(h, 16) for h in hashes), block, unit
+        return tuple(int(h, 16) for h in hashes), block, unit, units
     except (TypeError, ValueError):
         raise ValueError("'prompt_hash_chain.hashes' must be hex strings") from None

@@ -79,6 +79,7 @@ class Linter:
         self._bp_digests: Counter[int] = Counter()
         self._bp_requests: list[tuple[int, int, int, int, str]] = []  # digest, units, shared, total, where
         self._seen_segments: set[int] = set()
+        self._tool_orders: set[tuple[str, ...]] = set()
 
     def feed(self, req: LoggedRequest) -> None:
         if not req.segments:
@@ -103,6 +104,8 @@ class Linter:
         if reach > l_raw:
             span = p.span_at(l_raw)
             kind = span.kind or "formatting"
+            if kind in ("tool_order", "json_key_order"):  # which of the two differs from before
+                kind = "json_key_order" if p.tool_names in self._tool_orders else "tool_order"
             example = span.text if span.kind and span.kind not in ("tool_order", "json_key_order") else None
             seg = segs[span.seg]
             self._add(kind, seg.label, req, reach - l_raw, total, l_raw, reach, l_raw,
@@ -123,6 +126,8 @@ class Linter:
             digest = hash(p.raw[:raw_end].tobytes())
             self._bp_digests[digest] += 1
             self._bp_requests.append((digest, raw_end, l_raw, total, req.where))
+        if p.tool_names:
+            self._tool_orders.add(p.tool_names)
         self._static_after_dynamic(req, p, cut, total)
 
     def _static_after_dynamic(self, req: LoggedRequest, p: Any, cut: int, total: int) -> None:

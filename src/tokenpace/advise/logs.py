@@ -124,7 +124,7 @@ def parse_record(item: Any, index: int, where: str) -> LoggedRequest:
         from tokenpace.advise.hashchain import read_chain
 
         req.kind, req.model = "hash-chain", item.get("model")
-        req.block_hashes, req.block_units, req.unit = read_chain(item["prompt_hash_chain"])
+        req.block_hashes, req.block_units, req.unit, req.prompt_tokens = read_chain(item["prompt_hash_chain"])
     elif "hash_ids" in body:
         ids = body["hash_ids"]
         if not isinstance(ids, list) or not all(isinstance(h, int) for h in ids):

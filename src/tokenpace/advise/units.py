@@ -75,6 +75,7 @@ class Prompt:
     spans: list[Span]
     seg_raw: list[int]  # raw unit offset where each segment starts (and the end)
     seg_norm: list[int]
+    tool_names: tuple[str, ...] = ()  # in the order sent
 
     def raw_pos(self, norm_pos: int) -> int:
         """The raw unit offset matching a normalized one (exact at span edges)."""
@@ -124,6 +125,7 @@ def build_prompt(req: LoggedRequest, enc: Encoder) -> Prompt:
         n += len(norm)
 
     tools = [i for i, s in enumerate(segs) if s.role == "tools"]
+    names: list[str] = []
     if tools:  # tool definitions normalize as a block: sorted by name, keys sorted
         canon = [_canonical(segs[i].text) for i in tools]
         names = [_tool_name(c) for c in canon]
@@ -159,7 +161,8 @@ def build_prompt(req: LoggedRequest, enc: Encoder) -> Prompt:
         seg_norm[i] = seg_norm[tools[0]]
     empty = np.empty(0, np.uint64)
     return Prompt(np.concatenate(raw_parts) if raw_parts else empty,
-                  np.concatenate(norm_parts) if norm_parts else empty, spans, seg_raw, seg_norm)
+                  np.concatenate(norm_parts) if norm_parts else empty, spans, seg_raw, seg_norm,
+                  tuple(names))
 
 
 def raw_units(req: LoggedRequest, enc: Encoder) -> np.ndarray:
