@@ -86,15 +86,15 @@ class Linter:
             self.no_text += 1
             return
         self.requests += 1
-        p = build_prompt(req, self.enc)
         segs = req.segments
-        total = len(p.raw)
-        self.prompt_units += total
         bps = [i for i, s in enumerate(segs) if s.breakpoint]
         anthropic = self.provider.id == "anthropic"
         cut = req.last_user
         if anthropic and bps:
             cut = bps[-1] + 1
+        p = build_prompt(req, self.enc, cut)
+        total = len(p.raw)
+        self.prompt_units += total
         raw_end, norm_end = p.seg_raw[cut], p.seg_norm[cut]
         self.cacheable_units += raw_end
         l_raw = self.raw.match_insert(p.raw[:raw_end])
@@ -102,14 +102,16 @@ class Linter:
         self.shared_units += l_raw
         reach = min(p.raw_pos(l_norm), raw_end)
         if reach > l_raw:
-            span = p.span_at(l_raw)
-            kind = span.kind or "formatting"
-            if kind in ("tool_order", "json_key_order"):  # which of the two differs from before
-                kind = "json_key_order" if p.tool_names in self._tool_orders else "tool_order"
-            example = span.text if span.kind and span.kind not in ("tool_order", "json_key_order") else None
-            seg = segs[span.seg]
-            self._add(kind, seg.label, req, reach - l_raw, total, l_raw, reach, l_raw,
-                      span.char, example[:80] if example else None)
+            span = p.cause(l_raw, reach)
+            if span is None:  # the same normalized text, sent differently: no span says how
+                kind, label, char, start, example = "formatting", segs[0].label, None, l_raw, None
+            else:
+                kind, label, char = span.kind, segs[span.seg].label, span.char
+                start = min(l_raw, span.raw_start)
+                if kind in ("tool_order", "json_key_order"):  # which of the two differs from before
+                    kind = "json_key_order" if p.tool_names in self._tool_orders else "tool_order"
+                example = span.text[:80] if kind not in ("tool_order", "json_key_order") else None
+            self._add(kind, label, req, reach - start, total, start, reach, start, char, example)
         prov = self.provider
         if anthropic and prov.max_breakpoints is not None and len(bps) > prov.max_breakpoints:
             self._add("too_many_breakpoints", "cache_control", req, 0, total, 0, 0, None, None,

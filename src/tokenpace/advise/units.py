@@ -87,11 +87,20 @@ class Prompt:
                 return s.raw_start + (off if s.raw_len == s.norm_len else min(off, s.raw_len))
         return len(self.raw)
 
-    def span_at(self, raw_pos: int) -> Span | None:
+    def cause(self, raw_pos: int, reach: int) -> Span | None:
+        """The normalized span that explains a raw divergence at ``raw_pos`` when the normalized
+        prompt matched up to ``reach``: the first at or after ``raw_pos``, else the last before it
+        (the earlier request that matched the raw units may not be the one that matched the rest)."""
+        before = None
         for s in self.spans:
-            if raw_pos < s.raw_start + s.raw_len:
+            if s.raw_start >= reach:
+                break
+            if s.kind is None:
+                continue
+            if s.raw_start + s.raw_len > raw_pos:
                 return s
-        return None
+            before = s
+        return before
 
 
 def _canonical(text: str) -> str:
@@ -103,11 +112,24 @@ def _canonical(text: str) -> str:
 
 def _masked(text: str, enc: Encoder) -> np.ndarray:
     parts = [np.array([PLACEHOLDER[k]], dtype=np.uint64) if k else enc(_SPACES.sub(" ", t))
-             for t, k in volatile.split(text)]
+             for t, k in _split(text)]
     return np.concatenate(parts) if parts else np.empty(0, np.uint64)
 
 
-def build_prompt(req: LoggedRequest, enc: Encoder) -> Prompt:
+_SPLITS: dict[str, list[tuple[str, str | None]]] = {}
+
+
+def _split(text: str) -> list[tuple[str, str | None]]:
+    got = _SPLITS.get(text)
+    if got is None:
+        if len(_SPLITS) >= _MEMO_LIMIT:
+            _SPLITS.clear()
+        got = _SPLITS[text] = volatile.split(text)
+    return got
+
+
+def build_prompt(req: LoggedRequest, enc: Encoder, cut: int | None = None) -> Prompt:
+    """``cut``: segments from this index on are only counted, not normalized (the final user turn)."""
     raw_parts: list[np.ndarray] = []
     norm_parts: list[np.ndarray] = []
     spans: list[Span] = []
@@ -141,13 +163,17 @@ def build_prompt(req: LoggedRequest, enc: Encoder) -> Prompt:
         if seg.role == "tools":
             continue
         seg_raw[i], seg_norm[i] = r, n
+        if cut is not None and i >= cut:
+            raw = enc(seg.text)
+            add(raw, raw, None, i, 0, "")
+            continue
         if seg.is_json:
             canon = _canonical(seg.text)
             add(enc(seg.text), _masked(canon, enc), "json_key_order" if canon != seg.text else None,
                 i, 0, seg.text)
             continue
         char = 0
-        for text, kind in volatile.split(seg.text):
+        for text, kind in _split(seg.text):
             if kind:
                 add(enc(text), np.array([PLACEHOLDER[kind]], dtype=np.uint64), kind, i, char, text)
             else:
