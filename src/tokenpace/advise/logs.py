@@ -87,7 +87,7 @@ def read_log(path: str, *, skip_bad: bool = False, stats: LogStats | None = None
     with fh:
         for lineno, line in enumerate(fh, 1):
             stats.lines = lineno
-            if not line.strip():
+            if len(line) < 8 and not line.strip():
                 continue
             where = f"{path}:{lineno}"
             try:

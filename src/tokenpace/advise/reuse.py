@@ -66,7 +66,7 @@ class Reuse:
             lru = min(self.lru.match_insert(keys), limit) * block
             self.lru_hits += lru
         if n < _PREVIEW_REQUESTS and req.segments:
-            self.previews[self.ceiling.clock] = " ".join(s.text for s in req.segments)[:_PREVIEW_CHARS]
+            self.previews[self.ceiling.clock] = req.segments[0].text[:_PREVIEW_CHARS]
             self.wheres[self.ceiling.clock] = req.where
         if req.cached_tokens is not None and req.prompt_tokens:
             self.usage_requests += 1

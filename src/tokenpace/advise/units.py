@@ -1,5 +1,7 @@
-"""A logged prompt as a sequence of units: tokens with a tokenizer, words otherwise (each word with
-the whitespace after it, so whitespace drift shows), and its normalized twin for the lint.
+"""A logged prompt as a sequence of units: tokens with a tokenizer, words otherwise (the text cut at
+each space, so a doubled space is an empty word and whitespace drift shows; a word's id is a
+polynomial hash of its bytes, computed for the whole text at once with numpy), and its normalized
+twin for the lint.
 
 Each segment is encoded on its own and the results joined (a chat template's tokens are not
 counted), and the encoding of each distinct text is remembered, so a system prompt shared by a
@@ -20,7 +22,6 @@ import orjson
 from tokenpace.advise import volatile
 from tokenpace.advise.logs import LoggedRequest
 
-_WORD = re.compile(r"\s*\S+\s*|\s+")
 _SPACES = re.compile(r"\s+")
 _MEMO_LIMIT = 200_000
 
@@ -46,8 +47,7 @@ class Encoder:
             if self.tokenizer is not None:
                 got = np.asarray(self.tokenizer.encode(text), dtype=np.uint64)
             else:
-                got = np.fromiter((hash(w) & 0x7FFF_FFFF_FFFF_FFFF for w in _WORD.findall(text)),
-                                  dtype=np.uint64)
+                got = word_units(text)
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[text] = got
@@ -233,6 +233,41 @@ def _mix(x: np.ndarray) -> np.ndarray:
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
+
+
+def word_units(text: str) -> np.ndarray:
+    """One id per space-separated word (a space at either end of ``text`` makes no empty word)."""
+    b = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    n = len(b)
+    if n == 0:
+        return np.empty(0, np.uint64)
+    cuts = np.flatnonzero(b == 32)
+    starts = np.concatenate((np.zeros(1, np.int64), cuts + 1))
+    ends = np.concatenate((cuts, np.full(1, n, np.int64)))
+    lo = 1 if b[0] == 32 else 0
+    hi = len(starts) - (1 if b[-1] == 32 and len(starts) > lo else 0)
+    starts, ends = starts[lo:hi], ends[lo:hi]
+    with np.errstate(over="ignore"):
+        prefix = np.concatenate((np.zeros(1, np.uint64), np.cumsum(_BYTE_MIX[b] * _powers(n), dtype=np.uint64)))
+        ids = (prefix[ends] - prefix[starts]) * _inverse_powers(n)[starts]  # the same word anywhere, the same id
+        return ids ^ (ends - starts).astype(np.uint64)  # mixed once more in block_hashes
+
+
+_BYTE_MIX = _mix(np.arange(256, dtype=np.uint64))
+_INV: np.ndarray = np.empty(0, np.uint64)
+_INV_BASE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 2**64))
+
+
+def _inverse_powers(n: int) -> np.ndarray:
+    global _INV
+    if len(_INV) < n:
+        size = max(n, 2 * len(_INV), 4096)
+        p = np.ones(1, np.uint64)
+        with np.errstate(over="ignore"):
+            while len(p) < size:
+                p = np.concatenate([p, p * (p[-1] * _INV_BASE)])
+        _INV = p
+    return _INV[:n]
 
 
 def block_hashes(units: np.ndarray, block: int) -> np.ndarray:
