@@ -111,12 +111,22 @@ def _canonical(text: str) -> str:
 
 
 def _masked(text: str, enc: Encoder) -> np.ndarray:
-    parts = [np.array([PLACEHOLDER[k]], dtype=np.uint64) if k else enc(_SPACES.sub(" ", t))
+    parts = [np.array([PLACEHOLDER[k]], dtype=np.uint64) if k else enc(_collapse(t))
              for t, k in _split(text)]
     return np.concatenate(parts) if parts else np.empty(0, np.uint64)
 
 
 _SPLITS: dict[str, list[tuple[str, str | None]]] = {}
+_COLLAPSED: dict[str, str] = {}
+
+
+def _collapse(text: str) -> str:
+    got = _COLLAPSED.get(text)
+    if got is None:
+        if len(_COLLAPSED) >= _MEMO_LIMIT:
+            _COLLAPSED.clear()
+        got = _COLLAPSED[text] = _SPACES.sub(" ", text)
+    return got
 
 
 def _split(text: str) -> list[tuple[str, str | None]]:
@@ -177,7 +187,7 @@ def build_prompt(req: LoggedRequest, enc: Encoder, cut: int | None = None) -> Pr
             if kind:
                 add(enc(text), np.array([PLACEHOLDER[kind]], dtype=np.uint64), kind, i, char, text)
             else:
-                collapsed = _SPACES.sub(" ", text)
+                collapsed = _collapse(text)
                 raw = enc(text)
                 add(raw, raw if collapsed == text else enc(collapsed),
                     None if collapsed == text else "whitespace", i, char, text)
