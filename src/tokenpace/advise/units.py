@@ -23,7 +23,7 @@ from tokenpace.advise import volatile
 from tokenpace.advise.logs import LoggedRequest
 
 _SPACES = re.compile(r"\s+")
-_MEMO_LIMIT = 200_000
+_MEMO_LIMIT = 50_000  # distinct texts remembered (a shared system prompt stays: it is met again soon)
 
 
 def _const(name: str) -> int:
