@@ -288,3 +288,28 @@ def test_skip_bad_lines_counts_them(tmp_path, capsys):
     code, out, _ = cli(capsys, "lint", str(log), "--skip-bad-lines", "--json")
     r = json.loads(out)
     assert code == 0 and r["requests"] == 2 and r["log"]["skipped_lines"] == 1
+
+
+def test_whitespace_drift(tmp_path, capsys):
+    base = words(200, 60)
+    rows = [chat(base.replace(" ", "  ", 1 + i) if i % 2 else base, f"q {i}") for i in range(6)]
+    code, out, _ = cli(capsys, "lint", write(tmp_path / "log.jsonl", rows), "--json")
+    f = json.loads(out)["findings"]
+    assert f and f[0]["kind"] == "whitespace" and f[0]["requests"] == 3
+
+
+def test_the_fast_volatile_matcher_finds_what_the_plain_pattern_finds():
+    from tokenpace.advise import volatile
+
+    pieces = ["2026-11-24T10:00:05Z", "Tuesday, November 24, 2026 at 10:05 AM", "user: Alice Smith", "a.b@x.io",
+              "sess_abc123XYZ", "550e8400-e29b-41d4-a716-446655440000", "turn 7", "1.2.3", "24 Nov 2026",
+              "1764000000", "10:05:33", "11/24/2026", "req_9f8e7d6c", "name=Bob", "x1y2", "v2.0", "\n",
+              "order_" + "x" * 120, "deadbeef0eadbeefdeadbeef"]
+    filler = ["lorem ipsum dolor sit amet ", "the quick brown fox ", " " * 300]
+    for trial in range(600):
+        rng = random.Random(trial)
+        dense = rng.random() < 0.5
+        text = "".join((rng.choice(pieces) if rng.random() < (0.5 if dense else 0.08) else rng.choice(filler))
+                       + rng.choice([" ", "", ". "]) for _ in range(rng.randint(0, 60)))
+        fast = [(m.span(), m.lastgroup) for m in volatile.matches(text)]
+        assert fast == [(m.span(), m.lastgroup) for m in volatile.PATTERN.finditer(text)], text

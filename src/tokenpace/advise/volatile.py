@@ -101,7 +101,7 @@ def matches(text: str):
                 break
             end = min(n, start + _WINDOW)
             m = PATTERN.search(text, lo, end)
-            if m is not None and end < n and m.end() >= end - 2:  # maybe cut short by the window
+            if m is not None and end < n and m.end() > end - _LONGEST:  # maybe cut short by the window
                 m = PATTERN.search(text, m.start())
             if m is None:
                 clear = n if end == n else max(clear, end - _LONGEST)
