@@ -313,3 +313,16 @@ def test_the_fast_volatile_matcher_finds_what_the_plain_pattern_finds():
                        + rng.choice([" ", "", ". "]) for _ in range(rng.randint(0, 60)))
         fast = [(m.span(), m.lastgroup) for m in volatile.matches(text)]
         assert fast == [(m.span(), m.lastgroup) for m in volatile.PATTERN.finditer(text)], text
+
+
+def test_a_conversation_with_its_breakpoint_on_the_newest_turn_reads_what_the_turn_before_wrote(tmp_path, capsys):
+    system = words(1500, 70)
+    history: list = []
+    rows = []
+    for turn in range(5):
+        history = [{**m, "content": [{"type": "text", "text": m["content"][0]["text"]}]} for m in history]
+        history.append({"role": "user", "content": [bp(f"turn {turn} " + words(30, 80 + turn))]})
+        rows.append({"model": "claude-sonnet-4-5", "max_tokens": 10, "system": system, "messages": list(history)})
+        history.append({"role": "assistant", "content": [{"type": "text", "text": words(40, 90 + turn)}]})
+    code, out, _ = cli(capsys, "lint", write(tmp_path / "log.jsonl", rows), "--provider", "anthropic", "--json")
+    assert code == 0 and "moving_breakpoint" not in {f["kind"] for f in json.loads(out)["findings"]}

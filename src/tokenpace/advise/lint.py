@@ -14,7 +14,7 @@ stable content after changing content, no breakpoint at all.
 
 from __future__ import annotations
 
-from collections import Counter
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +25,7 @@ from tokenpace.advise.gain import PrefillCost
 from tokenpace.advise.logs import LoggedRequest
 from tokenpace.advise.providers import Provider
 from tokenpace.advise.radix import RadixTree
-from tokenpace.advise.units import Encoder, build_prompt
+from tokenpace.advise.units import Encoder, build_prompt, prefix_hashes
 from tokenpace.advise.volatile import FIXES
 
 DEFAULT_WINDOW_UNITS = 20_000_000  # units of recent prompts the lint compares against (memory bound)
@@ -76,8 +76,8 @@ class Linter:
         self.cacheable_units = 0
         self.shared_units = 0  # raw prefix units matched by an earlier request
         self.no_text = 0
-        self._bp_digests: Counter[int] = Counter()
-        self._bp_requests: list[tuple[int, int, int, int, str]] = []  # digest, units, shared, total, where
+        self._writes: set[tuple[int, int]] = set()  # (prefix units, prefix hash) at each breakpoint sent
+        self._write_lengths: list[int] = []  # the distinct prefix lengths in _writes, sorted
         self._seen_segments: set[int] = set()
         self._tool_orders: set[tuple[str, ...]] = set()
 
@@ -125,12 +125,31 @@ class Linter:
             label = segs[bps[-1]].label if anthropic and bps else "prompt"
             self._add("below_minimum", label, req, 0, total, 0, 0, None, None, f"{prefix} {self.enc.unit}")
         if anthropic and bps:
-            digest = hash(p.raw[:raw_end].tobytes())
-            self._bp_digests[digest] += 1
-            self._bp_requests.append((digest, raw_end, l_raw, total, req.where))
+            self._breakpoints(req, p, bps, l_raw, total)
         if p.tool_names:
             self._tool_orders.add(p.tool_names)
         self._static_after_dynamic(req, p, cut, total)
+
+    def _breakpoints(self, req: LoggedRequest, p: Any, bps: list[int], l_raw: int, total: int) -> None:
+        """A request that shares a cacheable prefix with an earlier one but whose breakpoints read
+        nothing: no earlier breakpoint's prefix is a prefix of it (the breakpoint moves)."""
+        ends = [p.seg_raw[i + 1] for i in bps]
+        hashes = prefix_hashes(p.raw[:max(ends)])
+        lengths = self._write_lengths
+        hi = bisect.bisect_right(lengths, l_raw)
+        read = any((n, int(hashes[n - 1])) in self._writes for n in lengths[max(0, hi - 64):hi] if n)
+        read = read or any((n, int(hashes[n - 1])) in self._writes for n in ends if n)
+        if not read and self.provider.cached_tokens(l_raw):
+            self._add("moving_breakpoint", req.segments[bps[-1]].label, req, l_raw, total, 0, l_raw, None, None, None)
+        for n in ends:
+            if n and (n, int(hashes[n - 1])) not in self._writes:
+                if len(self._writes) > 2_000_000:
+                    self._writes.clear()
+                    lengths.clear()
+                self._writes.add((n, int(hashes[n - 1])))
+                i = bisect.bisect_left(lengths, n)
+                if i == len(lengths) or lengths[i] != n:
+                    lengths.insert(i, n)
 
     def _static_after_dynamic(self, req: LoggedRequest, p: Any, cut: int, total: int) -> None:
         dynamic = None
@@ -165,11 +184,6 @@ class Linter:
         f.add(req, units, gained, ttft, usd, offset, example)
 
     def finish(self, *, min_requests: int = 2) -> list[dict[str, Any]]:
-        moving = [r for r in self._bp_requests if self._bp_digests[r[0]] == 1]
-        if len(moving) >= 2:
-            for digest, units, shared, total, where in moving:
-                req = LoggedRequest(-1, where, "anthropic")
-                self._add("moving_breakpoint", "cache_control", req, units, total, 0, shared, None, None, None)
         out = []
         for f in self.findings.values():
             if f.requests < min_requests:

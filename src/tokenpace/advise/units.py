@@ -280,6 +280,12 @@ def _inverse_powers(n: int) -> np.ndarray:
     return _INV[:n]
 
 
+def prefix_hashes(units: np.ndarray) -> np.ndarray:
+    """Element k identifies the prefix units[:k + 1]."""
+    with np.errstate(over="ignore"):
+        return np.cumsum(_mix(units) * _powers(len(units)), dtype=np.uint64)
+
+
 def block_hashes(units: np.ndarray, block: int) -> np.ndarray:
     """One hash per full block, each identifying the whole prefix up to the block's end."""
     full = len(units) // block * block
