@@ -326,3 +326,15 @@ def test_a_conversation_with_its_breakpoint_on_the_newest_turn_reads_what_the_tu
         history.append({"role": "assistant", "content": [{"type": "text", "text": words(40, 90 + turn)}]})
     code, out, _ = cli(capsys, "lint", write(tmp_path / "log.jsonl", rows), "--provider", "anthropic", "--json")
     assert code == 0 and "moving_breakpoint" not in {f["kind"] for f in json.loads(out)["findings"]}
+
+
+def test_a_proxy_chain_of_a_body_reuses_like_the_body_itself(tmp_path, capsys):
+    from tokenpace.advise.hashchain import body_hash_chain
+
+    system = words(300, 75)
+    bodies = [chat(system, f"q{i} " + words(20, 300 + i)) for i in range(5)]
+    code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "text.jsonl", bodies), "--json")
+    from_text = json.loads(out)["ceiling"]["hit_units"]
+    chains = [{"prompt_hash_chain": body_hash_chain(b, b"secret")} for b in bodies]
+    code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "chain.jsonl", chains), "--json")
+    assert json.loads(out)["ceiling"]["hit_units"] == from_text == 4 * 288  # the system prompt's 18 whole blocks

@@ -7,8 +7,10 @@ Field format (``"prompt_hash_chain"`` in a record)::
      "hashes": ["5d41402abc4b2a76", ...]}
 
 ``hashes[i]`` is the first 8 bytes (16 hex digits) of BLAKE2b(key=salt, hashes[i-1] ‖ units of
-block i), units as 8-byte little-endian integers (token ids, or for words the first 8 bytes of each
-word's BLAKE2b digest); only full blocks are hashed, as an engine caches only full KV blocks. Without
+block i), units as 8-byte little-endian integers: the prompt's units as `workload reuse` counts them
+(units.py: token ids with a tokenizer, else word ids, each segment in the provider's prefix order);
+only full blocks are hashed, as an engine caches only full KV blocks. A proxy calls
+``body_hash_chain(request_body, salt)`` and stores the result as the record's ``prompt_hash_chain``. Without
 the salt the hashes cannot be tested against guessed prompts; ``salt_id`` (a digest of the salt)
 tells which records can be compared: only chains made with the same salt and block size share
 hashes.
@@ -28,28 +30,37 @@ def salt_id(salt: bytes) -> str:
     return hashlib.sha256(b"tokenpace-salt-id:" + salt).hexdigest()[:8]
 
 
-def word_ids(text: str) -> np.ndarray:
-    return np.array([int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-                     for w in text.split()], dtype=np.uint64)
+def body_hash_chain(body: dict[str, Any], salt: bytes, *, block: int = 16,
+                    tokenizer: Any = None) -> dict[str, Any]:
+    """The ``prompt_hash_chain`` field for an OpenAI or Anthropic request body (ValueError if it is
+    not one). ``tokenizer``: a tokenpace Tokenizer for token blocks; words otherwise."""
+    from tokenpace.advise.logs import parse_record
+    from tokenpace.advise.units import Encoder, raw_units
+
+    return chain_of_units(raw_units(parse_record(body, 0, "body"), Encoder(tokenizer)), salt, block=block,
+                          unit="tokens" if tokenizer is not None else "words")
 
 
 def prompt_hash_chain(text: str, salt: bytes, *, block: int = 16, tokenizer: Any = None) -> dict[str, Any]:
-    """The ``prompt_hash_chain`` field for a prompt ``text`` (the messages joined in prefix order:
-    tools, system, messages). ``tokenizer``: a tokenpace Tokenizer for token blocks; words otherwise."""
+    """The field for a prompt given as one text."""
+    from tokenpace.advise.units import Encoder
+
+    return chain_of_units(Encoder(tokenizer)(text), salt, block=block,
+                          unit="tokens" if tokenizer is not None else "words")
+
+
+def chain_of_units(units: np.ndarray, salt: bytes, *, block: int, unit: str) -> dict[str, Any]:
     if block < 1:
         raise ValueError("block must be >= 1")
     if not salt:
         raise ValueError("the salt must not be empty")
-    units = (np.asarray(tokenizer.encode(text), dtype=np.uint64) if tokenizer is not None
-             else word_ids(text))
     hashes, prev = [], b""
     for i in range(len(units) // block):
         h = hashlib.blake2b(prev + units[i * block:(i + 1) * block].astype("<u8").tobytes(),
                             key=salt[:64], digest_size=8).digest()
         hashes.append(h.hex())
         prev = h
-    return {"v": VERSION, "unit": "tokens" if tokenizer is not None else "words", "block": block,
-            "units": int(len(units)), "salt_id": salt_id(salt), "hashes": hashes}
+    return {"v": VERSION, "unit": unit, "block": block, "units": int(len(units)), "salt_id": salt_id(salt), "hashes": hashes}
 
 
 def read_chain(field: Any) -> tuple[tuple[int, ...], int, str, int | None]:

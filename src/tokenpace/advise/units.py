@@ -23,7 +23,7 @@ from tokenpace.advise import volatile
 from tokenpace.advise.logs import LoggedRequest
 
 _SPACES = re.compile(r"\s+")
-_MEMO_LIMIT = 50_000  # distinct texts remembered (a shared system prompt stays: it is met again soon)
+_MEMO_CHARS = 16_000_000  # characters of distinct texts remembered per memo, then it starts afresh
 
 
 def _const(name: str) -> int:
@@ -40,6 +40,7 @@ class Encoder:
         self.tokenizer = tokenizer
         self.unit = "tokens" if tokenizer is not None else "words"
         self._memo: dict[str, np.ndarray] = {}
+        self._chars = 0
 
     def __call__(self, text: str) -> np.ndarray:
         got = self._memo.get(text)
@@ -48,8 +49,10 @@ class Encoder:
                 got = np.asarray(self.tokenizer.encode(text), dtype=np.uint64)
             else:
                 got = word_units(text)
-            if len(self._memo) >= _MEMO_LIMIT:
+            self._chars += len(text)
+            if self._chars > _MEMO_CHARS:
                 self._memo.clear()
+                self._chars = len(text)
             self._memo[text] = got
         return got
 
@@ -116,26 +119,32 @@ def _masked(text: str, enc: Encoder) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, np.uint64)
 
 
-_SPLITS: dict[str, list[tuple[str, str | None]]] = {}
-_COLLAPSED: dict[str, str] = {}
+class _Memo(dict):
+    """A dict of texts that starts afresh once its keys hold ``_MEMO_CHARS`` characters."""
+
+    chars = 0
+
+    def put(self, key: str, value: Any) -> Any:
+        self.chars += len(key)
+        if self.chars > _MEMO_CHARS:
+            self.clear()
+            self.chars = len(key)
+        self[key] = value
+        return value
+
+
+_SPLITS = _Memo()
+_COLLAPSED = _Memo()
 
 
 def _collapse(text: str) -> str:
     got = _COLLAPSED.get(text)
-    if got is None:
-        if len(_COLLAPSED) >= _MEMO_LIMIT:
-            _COLLAPSED.clear()
-        got = _COLLAPSED[text] = _SPACES.sub(" ", text)
-    return got
+    return _COLLAPSED.put(text, _SPACES.sub(" ", text)) if got is None else got
 
 
 def _split(text: str) -> list[tuple[str, str | None]]:
     got = _SPLITS.get(text)
-    if got is None:
-        if len(_SPLITS) >= _MEMO_LIMIT:
-            _SPLITS.clear()
-        got = _SPLITS[text] = volatile.split(text)
-    return got
+    return _SPLITS.put(text, volatile.split(text)) if got is None else got
 
 
 def build_prompt(req: LoggedRequest, enc: Encoder, cut: int | None = None) -> Prompt:
