@@ -69,14 +69,15 @@ def _triggers(text: str):
     for label in _LABELS:
         i = lower.find(label)
         while i >= 0:
-            labels.append(i)
+            if i == 0 or not (lower[i - 1].isalnum() or lower[i - 1] == "_"):  # labels start a word
+                labels.append(i)
             i = lower.find(label, i + 1)
     labels.sort()
     return list(heapq.merge([m.start() for m in _DIGIT.finditer(text)], labels))
 
 
 _BACK = 64  # a match starts at most this many characters before its first trigger
-_WINDOW = 512  # each search looks this far past its trigger
+_WINDOW = 224  # each search looks this far past its trigger
 _LONGEST = 96  # a match is shorter than this (an ID may be longer: then it is searched again whole)
 
 
