@@ -52,8 +52,9 @@ def make_log(path: Path, requests: int, words: int, seed: int = 0) -> int:
     return size
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) of the command's own process, and its output."""
+def timed(cmd: list[str]) -> tuple[float, float, str, float]:
+    """Wall seconds, peak RSS (MiB) of the command's own process, its output, and its CPU seconds
+    (user + system: on a shared machine the steadier figure)."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
     out = proc.stdout.read().decode()
@@ -61,7 +62,7 @@ def timed(cmd: list[str]) -> tuple[float, float, str]:
     wall = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out}")
-    return wall, usage.ru_maxrss / 1024, out
+    return wall, usage.ru_maxrss / 1024, out, usage.ru_utime + usage.ru_stime
 
 
 def peer_vs_radix(log: Path, limit: int, block: int) -> dict:
@@ -111,6 +112,7 @@ def main() -> None:
     for name, cmd in commands.items():
         runs = [timed(cmd) for _ in range(args.repeat)]
         wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[3] for r in runs)
         rss = max(r[1] for r in runs)
         report = json.loads(runs[-1][2])
         extra = ""
@@ -119,12 +121,14 @@ def main() -> None:
         else:
             extra = (f" · ceiling {report['ceiling']['hit_rate']:.1%}, LRU(500k words) "
                      f"{report['lru']['hit_rate']:.1%}")
-        print(f"{name}: {wall:.1f} s median of {len(runs)} ({args.requests / wall:,.0f} requests/s; "
-              f"{wall * per_million:.0f} s per 1M requests, extrapolated linearly), peak RSS {rss:.0f} MiB{extra}")
+        print(f"{name}: wall {wall:.1f} s, CPU {cpu:.1f} s, medians of {len(runs)} ({args.requests / wall:,.0f} "
+              f"requests/s wall; per 1M requests, extrapolated linearly: {wall * per_million:.0f} s wall, "
+              f"{cpu * per_million:.0f} s CPU), peak RSS {rss:.0f} MiB{extra}")
     peer = peer_vs_radix(log, min(args.peer_requests, args.requests), 16)
     print(f"replay of {peer['requests']:,} requests ({peer['blocks_per_request']:.0f} blocks each) through an "
           f"LRU of 20 system prompts: radix tree {peer['radix_s']:.2f} s, per-block ordered dict "
           f"{peer['per_block_lru_s']:.2f} s ({peer['per_block_lru_s'] / peer['radix_s']:.1f}x), same hits")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
     print("command: .venv/bin/python benchmarks/cache_advise_scale.py " + " ".join(sys.argv[1:]))
     if not args.keep:
         log.unlink()
