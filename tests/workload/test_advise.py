@@ -338,3 +338,13 @@ def test_a_proxy_chain_of_a_body_reuses_like_the_body_itself(tmp_path, capsys):
     chains = [{"prompt_hash_chain": body_hash_chain(b, b"secret")} for b in bodies]
     code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "chain.jsonl", chains), "--json")
     assert json.loads(out)["ceiling"]["hit_units"] == from_text == 4 * 288  # the system prompt's 18 whole blocks
+
+
+def test_word_counts_agree_with_word_units():
+    from tokenpace.advise.units import Encoder
+
+    enc = Encoder()
+    rng = random.Random(5)
+    for _ in range(500):
+        text = "".join(rng.choice(["a", "bc", " ", "  ", "\n", "é"]) for _ in range(rng.randint(0, 12)))
+        assert enc.count(text) == len(enc(text)), repr(text)

@@ -93,7 +93,7 @@ class Linter:
         if anthropic and bps:
             cut = bps[-1] + 1
         p = build_prompt(req, self.enc, cut)
-        total = len(p.raw)
+        total = p.total
         self.prompt_units += total
         raw_end, norm_end = p.seg_raw[cut], p.seg_norm[cut]
         self.cacheable_units += raw_end

@@ -42,6 +42,15 @@ class Encoder:
         self._memo: dict[str, np.ndarray] = {}
         self._chars = 0
 
+    def count(self, text: str) -> int:
+        """len(self(text)), without building the units for words."""
+        if self.tokenizer is not None:
+            return len(self(text))
+        if not text:
+            return 0
+        n = text.count(" ") + 1 - text.startswith(" ")
+        return n - (n > 0 and text.endswith(" "))
+
     def __call__(self, text: str) -> np.ndarray:
         got = self._memo.get(text)
         if got is None:
@@ -73,12 +82,13 @@ class Span:
 
 @dataclass(slots=True)
 class Prompt:
-    raw: np.ndarray
+    raw: np.ndarray  # up to the cut (build_prompt): the units after it are only counted, in total
     norm: np.ndarray
     spans: list[Span]
     seg_raw: list[int]  # raw unit offset where each segment starts (and the end)
     seg_norm: list[int]
     tool_names: tuple[str, ...] = ()  # in the order sent
+    total: int = 0  # all the prompt's units
 
     def raw_pos(self, norm_pos: int) -> int:
         """The raw unit offset matching a normalized one (exact at span edges)."""
@@ -155,7 +165,7 @@ def build_prompt(req: LoggedRequest, enc: Encoder, cut: int | None = None) -> Pr
     segs = req.segments
     seg_raw = [0] * (len(segs) + 1)
     seg_norm = [0] * (len(segs) + 1)
-    r = n = 0
+    r = n = after = 0
 
     def add(raw: np.ndarray, norm: np.ndarray, kind: str | None, seg: int, char: int, text: str) -> None:
         nonlocal r, n
@@ -181,10 +191,10 @@ def build_prompt(req: LoggedRequest, enc: Encoder, cut: int | None = None) -> Pr
     for i, seg in enumerate(segs):
         if seg.role == "tools":
             continue
-        seg_raw[i], seg_norm[i] = r, n
+        seg_raw[i], seg_norm[i] = r + after, n
         if cut is not None and i >= cut:
-            raw = enc(seg.text)
-            add(raw, raw, None, i, 0, "")
+            after += enc.count(seg.text)
+            seg_raw[i + 1] = r + after  # (the loop's next step sets it too, unless this is the last)
             continue
         if seg.is_json:
             canon = _canonical(seg.text)
@@ -201,13 +211,13 @@ def build_prompt(req: LoggedRequest, enc: Encoder, cut: int | None = None) -> Pr
                 add(raw, raw if collapsed == text else enc(collapsed),
                     None if collapsed == text else "whitespace", i, char, text)
             char += len(text)
-    seg_raw[-1], seg_norm[-1] = r, n
+    seg_raw[-1], seg_norm[-1] = r + after, n
     for i in tools:  # a tool ends where the block ends in the normalized order
         seg_norm[i] = seg_norm[tools[0]]
     empty = np.empty(0, np.uint64)
     return Prompt(np.concatenate(raw_parts) if raw_parts else empty,
                   np.concatenate(norm_parts) if norm_parts else empty, spans, seg_raw, seg_norm,
-                  tuple(names))
+                  tuple(names), r + after)
 
 
 def raw_units(req: LoggedRequest, enc: Encoder) -> np.ndarray:
