@@ -30,6 +30,7 @@ from tokenpace.advise.volatile import FIXES
 
 DEFAULT_WINDOW_UNITS = 20_000_000  # units of recent prompts the lint compares against (memory bound)
 _EXAMPLES = 3
+_RULES = ("below_minimum", "too_many_breakpoints")  # reported without a gain in cached tokens
 
 
 @dataclass
@@ -186,8 +187,8 @@ class Linter:
     def finish(self, *, min_requests: int = 2) -> list[dict[str, Any]]:
         out = []
         for f in self.findings.values():
-            if f.requests < min_requests:
-                continue
+            if f.requests < min_requests or (f.kind not in _RULES and not f.cached_tokens_gained):
+                continue  # content that varies but would not fill one more cached step anyway
             offsets = np.array(f.token_offsets) if f.token_offsets else None
             fix = FIXES.get(f.kind, "").format(max=self.provider.max_breakpoints)
             out.append({
