@@ -348,3 +348,21 @@ def test_word_counts_agree_with_word_units():
     for _ in range(500):
         text = "".join(rng.choice(["a", "bc", " ", "  ", "\n", "é"]) for _ in range(rng.randint(0, 12)))
         assert enc.count(text) == len(enc(text)), repr(text)
+
+
+def test_ttft_saved_from_a_calibration_of_a_slower_engine_is_larger(tmp_path, capsys):
+    from tokenpace.simulator.calibrate.calibration import Calibration, write_calibration
+    from tokenpace.simulator.catalog import get_gpu, get_model, get_precision
+    from tokenpace.simulator.roofline import RooflineParams
+
+    rows = [chat(f"now 2026-11-{i + 1:02d} {words(2000, 11)}", f"q{i}") for i in range(4)]
+    log = write(tmp_path / "log.jsonl", rows)
+    code, out, _ = cli(capsys, "lint", log, "--json")
+    default = json.loads(out)["findings"][0]["ttft_saved_ms_mean"]
+    slow = tmp_path / "slow.json"
+    write_calibration(Calibration(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), get_precision("bf16"),
+                                  get_precision("bf16"), RooflineParams(mfu=0.05, mbu=0.05)), slow)
+    code, out, _ = cli(capsys, "lint", log, "--calibration", str(slow), "--json")
+    r = json.loads(out)
+    assert code == 0 and "calibration" in r["prefill"]["source"]
+    assert r["findings"][0]["ttft_saved_ms_mean"] > 2 * default

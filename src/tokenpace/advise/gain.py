@@ -14,16 +14,28 @@ class PrefillCost:
     """Seconds to prefill a prompt of ``total`` tokens of which ``cached`` are read from the cache,
     in chunks of the engine's token budget (as chunked prefill runs it), each chunk one step."""
 
-    def __init__(self, model: str = "llama-3.1-8b", gpu: str = "h100-sxm") -> None:
+    def __init__(self, model: str = "llama-3.1-8b", gpu: str = "h100-sxm", *,
+                 calibration: str | None = None) -> None:
         from tokenpace.simulator.config import SimConfig
         from tokenpace.simulator.simulate import build_predictor
         from tokenpace.simulator.step import StepBatch
 
+        self.source = "simulator roofline prefill"
         try:
-            config = SimConfig(model=model, gpu=gpu)
+            if calibration is not None:  # fitted to a measured run: its model, hardware and efficiencies
+                from tokenpace.simulator.calibrate.calibration import load_calibration
+
+                cal = load_calibration(calibration)
+                config = SimConfig(model=cal.model, gpu=cal.hardware, weights=cal.weights,
+                                   kv_cache_dtype=cal.kv_cache_dtype, tp=cal.tp, roofline=cal.roofline,
+                                   max_batched_tokens=cal.max_batched_tokens or SimConfig().max_batched_tokens)
+                model, gpu = cal.model.id, cal.hardware.id
+                self.source = f"prefill of the calibration {calibration} (fitted to a measured run)"
+            else:
+                config = SimConfig(model=model, gpu=gpu)
             self._predictor = build_predictor(config)
         except (KeyError, ValueError) as exc:
-            raise UsageError(f"--sim-model/--gpu: {exc}") from None
+            raise UsageError(f"--sim-model/--gpu/--calibration: {exc}") from None
         self._batch = StepBatch
         self.chunk = config.max_batched_tokens
         self.model, self.gpu = model, gpu
@@ -41,5 +53,4 @@ class PrefillCost:
         return self.seconds(total, cached_before) - self.seconds(total, cached_after)
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.model, "gpu": self.gpu, "source": "simulator roofline prefill "
-                f"(chunks of {self.chunk} tokens)"}
+        return {"model": self.model, "gpu": self.gpu, "source": f"{self.source} (chunks of {self.chunk} tokens)"}

@@ -53,6 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--sim-model", default="llama-3.1-8b", metavar="NAME",
                    help="model whose simulated prefill prices TTFT saved (default llama-3.1-8b)")
     g.add_argument("--gpu", default="h100-sxm", metavar="NAME", help="GPU for the simulated prefill")
+    g.add_argument("--calibration", metavar="FILE", help="price TTFT with a `tokenpace calibrate` file "
+                   "(fitted to a measured run) instead of --sim-model and --gpu")
     g.add_argument("--gpu-hour-usd", type=float, metavar="USD",
                    help="self-hosted: price the prefill GPU time saved at this $/GPU-hour")
     g.add_argument("--window", type=int, default=None, metavar="UNITS",
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--window must be >= 1, got {args.window}")
     provider = provider_from(args, args.block_size)
     enc = encoder_from(args)
-    prefill = PrefillCost(args.sim_model, args.gpu)
+    prefill = PrefillCost(args.sim_model, args.gpu, calibration=args.calibration)
     linter = Linter(provider, enc, prefill, window_units=args.window or DEFAULT_WINDOW_UNITS,
                     gpu_hour_usd=args.gpu_hour_usd)
     stats = LogStats(args.log)
