@@ -8,8 +8,10 @@ prefix runs further than the raw one, the content at the raw divergence invalida
 that many prefix units of that request could have been cached. Findings group these by kind and
 place, with the units invalidated, the tokens the provider would then have cached (its minimum and
 step applied), the prefill time that saves and its price. Provider rules are checked on the way:
-prefixes below the minimum, too many breakpoints, a breakpoint whose prefix is never read again,
-stable content after changing content, no breakpoint at all.
+prefixes below the minimum, too many breakpoints, a breakpoint that moves (a request sharing a
+prefix with an earlier one reads no earlier breakpoint's prefix), stable content after changing
+content, no breakpoint at all. Varying content whose fix would not fill one more cached step (the
+provider's minimum and step applied) is not reported.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ FIXES = {
                      "(silently): put more stable content before the breakpoint, or drop the breakpoint",
     "too_many_breakpoints": "the provider allows at most {max} breakpoints and rejects the request: keep "
                             "one at the end of each stable part",
-    "moving_breakpoint": "the breakpoint's prefix is written and never read again: put the breakpoint at "
-                         "the end of the content that stays identical, not on the newest message",
+    "moving_breakpoint": "the request shares a prefix with an earlier one but reads no earlier breakpoint's "
+                         "prefix: put a breakpoint at the end of the content that stays identical",
     "no_breakpoint": "no cache_control breakpoint, so nothing is cached: add one at the end of the "
                      "shared prefix",
     "static_after_dynamic": "this content is identical across requests but follows content that changes: "
