@@ -54,7 +54,7 @@ class Reuse:
         else:
             units = raw_units(req, self.enc)
             block, total = self.block, len(units)
-            keys = block_hashes(units, block)
+            keys = block_hashes(units, block, spread=self.enc.tokenizer is None)
         limit = max(0, (total - 1) // block)
         n = self.requests
         self.requests += 1
@@ -79,7 +79,7 @@ class Reuse:
 
     def _write_trace(self, req: LoggedRequest, units: np.ndarray | None, keys: np.ndarray, block: int,
                      total: int) -> None:
-        big = (block_hashes(units, TRACE_BLOCK_TOKENS) if units is not None
+        big = (block_hashes(units, TRACE_BLOCK_TOKENS, spread=self.enc.tokenizer is None) if units is not None
                else keys[TRACE_BLOCK_TOKENS // block - 1::TRACE_BLOCK_TOKENS // block]
                if block <= TRACE_BLOCK_TOKENS and TRACE_BLOCK_TOKENS % block == 0 else keys)
         ids = [self._trace_ids.setdefault(int(h), len(self._trace_ids)) for h in big]

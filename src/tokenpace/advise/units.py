@@ -256,12 +256,11 @@ def _powers(n: int) -> np.ndarray:
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 of each unit: a unit's hash spread over all 64 bits."""
-    with np.errstate(over="ignore"):
-        z = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+    """splitmix64 of each unit: a unit's hash spread over all 64 bits (arrays wrap silently)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def word_units(text: str) -> np.ndarray:
@@ -270,16 +269,16 @@ def word_units(text: str) -> np.ndarray:
     n = len(b)
     if n == 0:
         return np.empty(0, np.uint64)
-    cuts = np.flatnonzero(b == 32)
+    cuts = (b == 32).nonzero()[0]
     starts = np.concatenate((np.zeros(1, np.int64), cuts + 1))
     ends = np.concatenate((cuts, np.full(1, n, np.int64)))
     lo = 1 if b[0] == 32 else 0
     hi = len(starts) - (1 if b[-1] == 32 and len(starts) > lo else 0)
     starts, ends = starts[lo:hi], ends[lo:hi]
-    with np.errstate(over="ignore"):
-        prefix = np.concatenate((np.zeros(1, np.uint64), np.cumsum(_BYTE_MIX[b] * _powers(n), dtype=np.uint64)))
-        ids = (prefix[ends] - prefix[starts]) * _inverse_powers(n)[starts]  # the same word anywhere, the same id
-        return ids ^ (ends - starts).astype(np.uint64)  # mixed once more in block_hashes
+    # (uint64 arrays wrap around silently: no overflow warnings to silence here)
+    prefix = np.concatenate((np.zeros(1, np.uint64), np.cumsum(_BYTE_MIX[b] * _powers(n), dtype=np.uint64)))
+    ids = (prefix[ends] - prefix[starts]) * _inverse_powers(n)[starts]  # the same word anywhere, the same id
+    return ids ^ (ends - starts).astype(np.uint64)
 
 
 _BYTE_MIX = _mix(np.arange(256, dtype=np.uint64))
@@ -301,15 +300,14 @@ def _inverse_powers(n: int) -> np.ndarray:
 
 def prefix_hashes(units: np.ndarray) -> np.ndarray:
     """Element k identifies the prefix units[:k + 1]."""
-    with np.errstate(over="ignore"):
-        return np.cumsum(_mix(units) * _powers(len(units)), dtype=np.uint64)
+    return np.cumsum(_mix(units) * _powers(len(units)), dtype=np.uint64)
 
 
-def block_hashes(units: np.ndarray, block: int) -> np.ndarray:
-    """One hash per full block, each identifying the whole prefix up to the block's end."""
+def block_hashes(units: np.ndarray, block: int, *, spread: bool = False) -> np.ndarray:
+    """One hash per full block, each identifying the whole prefix up to the block's end.
+    ``spread``: the units are already hashes spread over 64 bits (word ids), not token ids."""
     full = len(units) // block * block
     if full == 0:
         return np.empty(0, np.uint64)
-    with np.errstate(over="ignore"):
-        prefix = np.cumsum(_mix(units[:full]) * _powers(full), dtype=np.uint64)
-    return prefix[block - 1::block]
+    u = units[:full] if spread else _mix(units[:full])
+    return np.cumsum(u * _powers(full), dtype=np.uint64)[block - 1::block]
