@@ -366,3 +366,20 @@ def test_ttft_saved_from_a_calibration_of_a_slower_engine_is_larger(tmp_path, ca
     r = json.loads(out)
     assert code == 0 and "calibration" in r["prefill"]["source"]
     assert r["findings"][0]["ttft_saved_ms_mean"] > 2 * default
+
+
+def test_no_breakpoint_and_static_after_dynamic(tmp_path, capsys):
+    rows = [{"model": "claude-sonnet-4-5", "max_tokens": 10, "system": words(1500, 12),
+             "messages": [{"role": "user", "content": f"q{i}"}]} for i in range(4)]
+    code, out, _ = cli(capsys, "lint", write(tmp_path / "a.jsonl", rows), "--provider", "anthropic", "--json")
+    got = {f["kind"]: f for f in json.loads(out)["findings"]}
+    assert got["no_breakpoint"]["requests"] == 3 and got["no_breakpoint"]["cached_tokens_gained"] == 3 * 1500
+    examples = words(400, 13)  # the same few-shot examples in every request, after a system prompt that changes
+    rows = [{"model": "m", "messages": [{"role": "system", "content": words(30, 500 + i)},
+                                        {"role": "user", "content": examples},
+                                        {"role": "assistant", "content": "ok"},
+                                        {"role": "user", "content": f"q{i}"}]} for i in range(4)]
+    code, out, _ = cli(capsys, "lint", write(tmp_path / "b.jsonl", rows), "--json")
+    got = {(f["kind"], f["segment"]): f for f in json.loads(out)["findings"]}
+    f = got[("static_after_dynamic", "messages[1].content")]
+    assert f["requests"] == 3 and f["invalidated_units"] == 3 * 400
