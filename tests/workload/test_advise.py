@@ -85,6 +85,13 @@ def test_a_clean_log_gives_no_finding(tmp_path, capsys):
     assert "no findings" in out
 
 
+def test_openai_routing_prefix_is_named(tmp_path, capsys):
+    rows = [chat(f"request req_{i:06d}x " + words(1300, 14), f"q{i}") for i in range(3)]
+    code, out, _ = cli(capsys, "lint", write(tmp_path / "log.jsonl", rows), "--provider", "openai", "--json")
+    f = json.loads(out)["findings"][0]
+    assert f["cached_tokens_gained"] == 2 * 1280 and "first 256 tokens" in f["fix"]
+
+
 @pytest.mark.parametrize("kind,make", [
     ("uuid", lambda i: f"session {i:08x}-2fa1-11d2-883f-0016d3cca427"),
     ("email", lambda i: f"the user is u{i}@example.com"),

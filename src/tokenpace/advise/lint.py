@@ -193,6 +193,10 @@ class Linter:
                 continue  # content that varies but would not fill one more cached step anyway
             offsets = np.array(f.token_offsets) if f.token_offsets else None
             fix = FIXES.get(f.kind, "").format(max=self.provider.max_breakpoints)
+            routing = self.provider.routing_prefix_tokens
+            if routing and offsets is not None and offsets.min() < routing:
+                fix += (f"; it sits in the first {routing} tokens, which {self.provider.id} hashes to route a "
+                        "request to a server, so these requests also miss the servers that hold the cache")
             out.append({
                 "kind": f.kind, "segment": f.segment, "json_path": f.json_path,
                 "char_offset": f.char_offset,
