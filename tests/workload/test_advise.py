@@ -390,3 +390,10 @@ def test_no_breakpoint_and_static_after_dynamic(tmp_path, capsys):
     got = {(f["kind"], f["segment"]): f for f in json.loads(out)["findings"]}
     f = got[("static_after_dynamic", "messages[1].content")]
     assert f["requests"] == 3 and f["invalidated_units"] == 3 * 400
+
+
+def test_a_completions_prompt_is_linted_whole(tmp_path, capsys):
+    rows = [{"model": "m", "prompt": f"[{10 + i}:30:00] " + words(300, 15) + f" Question {i}?"} for i in range(5)]
+    code, out, _ = cli(capsys, "lint", write(tmp_path / "log.jsonl", rows), "--json")
+    f = json.loads(out)["findings"][0]
+    assert f["kind"] == "timestamp" and f["requests"] == 4 and f["json_path"] == "$.prompt"

@@ -92,7 +92,7 @@ class Linter:
         segs = req.segments
         bps = [i for i, s in enumerate(segs) if s.breakpoint]
         anthropic = self.provider.id == "anthropic"
-        cut = req.last_user
+        cut = req.last_user or len(segs)  # a prompt that is all one user turn is all prefix
         if anthropic and bps:
             cut = bps[-1] + 1
         p = build_prompt(req, self.enc, cut)
@@ -125,7 +125,7 @@ class Linter:
         if anthropic and not bps:
             prefix = 0
         if prefix and prefix < prov.min_cacheable_tokens:
-            label = segs[bps[-1]].label if anthropic and bps else "prompt"
+            label = segs[bps[-1]].label if anthropic and bps else "(whole prompt)"
             self._add("below_minimum", label, req, 0, total, 0, 0, None, None, f"{prefix} {self.enc.unit}")
         if anthropic and bps:
             self._breakpoints(req, p, bps, l_raw, total)
@@ -213,7 +213,7 @@ class Linter:
 
 
 def _json_path(label: str) -> str:
-    return "$." + label if label not in ("prompt", "cache_control") else "$"
+    return "$" if label in ("(whole prompt)", "cache_control") else "$." + label
 
 
 def lint(requests: Iterable[LoggedRequest], linter: Linter, *, min_requests: int = 2) -> dict[str, Any]:
