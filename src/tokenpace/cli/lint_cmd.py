@@ -150,7 +150,8 @@ def render(r: dict[str, Any]) -> str:
             where += f", {unit[:-1]} offset {off['min']}" + (f"–{off['max']}" if off["max"] != off["min"] else "")
         gain = f"{f['cached_tokens_gained']:,} cacheable {unit} to gain"
         if f["ttft_saved_ms_mean"]:
-            gain += f" · TTFT −{f['ttft_saved_ms_mean']:.1f} ms per request (simulated)"
+            pre = r["prefill"]
+            gain += f" · TTFT −{f['ttft_saved_ms_mean']:.1f} ms per request ({pre['model']} on {pre['gpu']}, simulated)"
         if f["usd_saved"]:
             gain += f" · ${f['usd_saved']:.4f} saved"
         out.append(f"{i}. {f['kind']} at {where}: {f['requests']:,} requests, "
