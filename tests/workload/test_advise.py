@@ -397,3 +397,16 @@ def test_a_completions_prompt_is_linted_whole(tmp_path, capsys):
     code, out, _ = cli(capsys, "lint", write(tmp_path / "log.jsonl", rows), "--json")
     f = json.loads(out)["findings"][0]
     assert f["kind"] == "timestamp" and f["requests"] == 4 and f["json_path"] == "$.prompt"
+
+
+def test_reuse_counts_tokens_with_a_tokenizer(tmp_path, capsys, bpe_json):
+    from tokenpace.workload.tokenizer import load_tokenizer
+
+    system = "latency percentile prefill decode scheduler batching " * 20
+    rows = [chat(system, f"kilowatt {i} serendipity") for i in range(3)]
+    code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "log.jsonl", rows), "--tokenizer",
+                       str(bpe_json), "--json")
+    r = json.loads(out)
+    shared_blocks = len(load_tokenizer(bpe_json).encode(system)) // 16
+    assert code == 0 and r["unit"] == "tokens" and "tokenizer.json" in r["unit_source"]
+    assert r["ceiling"]["hit_units"] == 2 * shared_blocks * 16
