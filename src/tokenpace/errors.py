@@ -15,6 +15,7 @@ class ExitCode:
     RUN_FAILED = 4  # the run completed but every measured request failed
     INVALID_RUN = 5  # the run completed but its numbers cannot be trusted (load generator bottleneck)
     NOT_SAVED = 7  # a result or records file could not be written (disk full); the summary was printed
+    FINDINGS = 8  # `lint --fail-on`: the lint found what the user asked it to fail on
     INTERRUPTED = 130  # SIGINT or SIGTERM; partial results were saved
 
 

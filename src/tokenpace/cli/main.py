@@ -13,7 +13,7 @@ from typing import Any
 from tokenpace._version import __version__
 from tokenpace.cli import bench_cmd, report_cmd, serve_cmd, sim_cmd, workload_cmd
 from tokenpace.cli import compare_cmd, export_cmd, sweep_cmd
-from tokenpace.cli import calibrate_cmd, plan_cmd, proxy_cmd
+from tokenpace.cli import calibrate_cmd, lint_cmd, plan_cmd, proxy_cmd
 from tokenpace.cli.streams import guard_stdout
 from tokenpace.errors import ExitCode, RunInterrupted, TokenpaceError
 
@@ -30,7 +30,7 @@ examples:
 exit codes: 0 ok · 1 internal error · 2 bad usage or input · 3 target unreachable or refused ·
             4 every measured request failed · 5 run invalid (load generator bottleneck) ·
             6 a compare --fail-if gate failed · 7 a file could not be written (disk full) ·
-            130 interrupted
+            8 lint --fail-on found a problem · 130 interrupted
 """
 
 
@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[Any, str]] = {
     "calibrate": (calibrate_cmd, "fit the simulator's efficiencies and overheads to a measured run"),
     "plan": (plan_cmd, "the cheapest deployment that meets the SLO at your traffic"),
     "proxy": (proxy_cmd, "measuring reverse proxy: record live traffic to an OpenAI-compatible API"),
+    "lint": (lint_cmd, "find what keeps a request log's prompts from hitting the prompt cache"),
 }
 
 

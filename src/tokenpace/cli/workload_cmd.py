@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_workload(q)
     q.add_argument("--json", action="store_true", help="print the statistics as JSON")
     q.set_defaults(func=run)
+    from tokenpace.cli import workload_log_cmd
+
+    workload_log_cmd.register(inner)
     p.set_defaults(func=lambda _args: p.print_help() or ExitCode.USAGE)
 
 
