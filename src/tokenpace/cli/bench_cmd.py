@@ -55,7 +55,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         api_key_env=args.api_key_env, server_tokens_per_chunk=args.tokens_per_chunk,
         builtin_timing=args.builtin_timing,
         **options.load_workload_slo_values(args), **options.engine_metrics_values(args),
-        out=args.out, progress=args.progress,
+        out=args.out, **options.progress_values(args),
     ).validate()
 
 

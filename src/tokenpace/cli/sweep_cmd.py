@@ -101,7 +101,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         url=args.url, model=None if args.sim else args.model, api=args.api, stream=args.stream,
         api_key_env=args.api_key_env, builtin_timing=args.builtin_timing, **values,
         **options.engine_metrics_values(args),
-        out=None, progress=args.progress).validate()
+        out=None, **options.progress_values(args)).validate()
     if not args.sim:
         options.warn_unset_key_variable(base.api_key_env, BenchConfig.api_key_env)
     sim = None
@@ -119,7 +119,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
                        saturation_concurrency=args.saturation_concurrency, sim=sim,
                        calibration=calibration_scope_of(args) if args.sim else None,
                        shared_prefix_tokens=args.shared_prefix_tokens, vary=parse_vary(args.vary),
-                       out=args.out, progress=args.progress).validate()
+                       out=args.out, progress=args.progress_mode != "off").validate()
 
 
 def run(args: argparse.Namespace) -> int:
