@@ -188,7 +188,7 @@ class LiveStats:
 
     def frame(self, *, engine: dict[str, float | None] | None = None) -> Frame:
         now = self._clock_ns()
-        start = self.start_ns or now
+        start = now if self.start_ns is None else self.start_ns
         elapsed = max((now - start) / NS, 1e-9)
         flying = self.in_flight()
         sent = self.sent()

@@ -66,6 +66,8 @@ def _stopping(f: Frame) -> str | None:
         return None
     if s.get("cancelled"):
         return f"cancelling {s['in_flight']} requests in flight"
+    if not s["in_flight"]:
+        return "stopping: sending stopped; no request in flight"
     return (f"stopping: sending stopped; {s['in_flight']} in flight get {s['grace_left_s']:.0f} s more "
             "(Ctrl-C again cancels them now)")
 
