@@ -142,12 +142,12 @@ class LiveProgress:
     def __exit__(self, *exc: object) -> None:
         if self._refresher is not None:
             self._refresher.cancel()
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        elif self.mode in ("plain", "json"):
-            with contextlib.suppress(Exception):  # the final line: where the run ended
+        if self.mode != "off":
+            with contextlib.suppress(Exception):  # the final frame: where the run ended
                 self.draw()
+        if self._live is not None:
+            self._live.stop()  # transient: the summary that follows takes its place
+            self._live = None
         sys.stderr.flush()
 
 

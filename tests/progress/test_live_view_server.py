@@ -1,0 +1,148 @@
+"""The live view on real runs against the built-in server: what a person sees on a terminal (rich's
+recording console), what a pipe and a script get, and what a Ctrl-C says."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from rich.console import Console
+
+from tokenpace.config import BenchConfig
+from tokenpace.errors import ExitCode
+from tokenpace.runner.bench import run_bench_async
+from tokenpace.servers import BuiltinServerConfig, start_server_process
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def faulty_server():
+    """Every 4th request answers HTTP 500 at once."""
+    server = start_server_process(BuiltinServerConfig(faults="http-500=every:4"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_terminal_view_shows_counts_latencies_errors_and_the_engine(tmp_path, faulty_server):
+    console = Console(file=io.StringIO(), force_terminal=True, record=True, width=200)
+    config = BenchConfig(url=faulty_server.url, requests=24, concurrency=4, output_tokens="40",
+                         slo="ttft=10s", scrape_metrics=True, progress_mode="live",
+                         out=str(tmp_path / "run.json"))
+    result = asyncio.run(run_bench_async(config, progress_console=console))
+    shown = console.export_text()
+    counts = result.summary["counts"]
+    assert counts["error"] == 6 and counts["ok"] == 18
+    assert "tokenpace · concurrency 4" in shown
+    assert "in flight 4" in shown  # requests streaming before any ended: no more "0/24" only
+    assert "done 24/24 · sent 24/24 · in flight 0" in shown  # the last frame
+    assert "errors     http_500 6" in shown
+    assert "TTFT ms" in shown and "TPOT ms" in shown and "(last 10 s)" in shown
+    assert "75% overall, SLO ttft=10s" in shown  # the 500s are not good: 18 of 24
+    assert "waiting" in shown and "running" in shown and "KV" in shown  # --scrape-metrics
+
+
+def test_the_terminal_view_is_red_when_the_run_is_heading_for_invalid(tmp_path):
+    from tokenpace.runner.live_view import render
+
+    # An open-loop run whose schedule the client cannot keep: 2,000 req/s asked of one process.
+    console = Console(file=io.StringIO(), force_terminal=True, record=True, width=200)
+    config = BenchConfig(rate=2000, requests=600, output_tokens="2", builtin_timing="parametric",
+                         progress_mode="live", out=str(tmp_path / "run.json"))
+    result = asyncio.run(run_bench_async(config, progress_console=console))
+    lag_p99 = result.load["schedule_lag_ms"]["p99"]
+    if lag_p99 <= 10:
+        pytest.skip(f"this machine kept a 2,000 req/s schedule (lag p99 {lag_p99:.1f} ms)")
+    shown = console.export_text()
+    assert "the run is heading for INVALID: schedule lag p99" in shown
+    frame_console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor", width=200)
+    frame_console.print(render(_last_frame_of(config, result)))
+    assert "\x1b[1;31m" in frame_console.file.getvalue()  # bold red
+
+
+def _last_frame_of(config, result):
+    """A frame rebuilt from the finished run's records (the same LiveStats the run used)."""
+    from tokenpace.runner.bench import live_progress
+    from tokenpace.workload import workload_from_config
+
+    progress = live_progress(config, workload_from_config(config), len(result.records), slo=None)
+    progress.stats.start()
+    for r in result.records:
+        progress.add(r)
+    return progress.frame()
+
+
+def _bench(tmp_path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--requests", "12", "--concurrency", "4",
+                           "--output-tokens", "30", "--out", str(tmp_path / "run.json"), *args],
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+def test_piped_runs_print_plain_lines_json_objects_or_nothing(tmp_path):
+    plain = _bench(tmp_path)  # stderr is a pipe: plain lines
+    assert plain.returncode == ExitCode.OK, plain.stderr
+    assert "\x1b" not in plain.stderr and "\x1b" not in plain.stdout
+    last = plain.stderr.strip().splitlines()[-1]
+    assert "done 12/12 · sent 12/12 · in flight 0" in last and "TTFT p50/p99" in last
+
+    assert "done 12/12" in _bench(tmp_path, "--no-progress").stderr  # the same plain lines
+
+    js = _bench(tmp_path, "--progress", "json")
+    objects = [json.loads(line) for line in js.stderr.splitlines() if line.startswith("{")]
+    assert objects and all(o["type"] == "progress" for o in objects)
+    assert (objects[-1]["done"], objects[-1]["sent"], objects[-1]["in_flight"]) == (12, 12, 0)
+    assert objects[-1]["ttft_ms"]["p50"] > 0 and objects[-1]["errors"] == {}
+
+    quiet = _bench(tmp_path, "--quiet")
+    assert quiet.returncode == ExitCode.OK and quiet.stderr == ""
+    assert "Requests: sent 12" in quiet.stdout  # the summary still prints
+
+
+def _wait_for(proc: subprocess.Popen, text: str, timeout_s: float = 30.0) -> str:
+    """stderr lines up to and including the first that holds ``text``."""
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    proc.kill()
+    raise AssertionError(f"no {text!r} on stderr; saw:\n{''.join(seen)}")
+
+
+def test_ctrl_c_says_what_happens_counts_down_and_a_second_one_cancels(tmp_path):
+    # 4 streams of 2,000 tokens (~16 s each at the built-in engine's pace): in flight at the signal.
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--duration", "60", "--concurrency", "4",
+                             "--output-tokens", "2000", "--grace", "5", "--progress", "plain",
+                             "--out", str(tmp_path / "run.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(proc, "in flight 4")  # the first progress line: all 4 are streaming
+        proc.send_signal(signal.SIGINT)
+        said = _wait_for(proc, "sending stopped")
+        assert "tokenpace: Ctrl-C: sending stopped; 4 requests in flight get 5 s to finish; " \
+               "Ctrl-C again cancels them now" in said
+        countdown = _wait_for(proc, "s more (Ctrl-C again cancels them now)")
+        assert "in flight 4" in countdown.splitlines()[-1]
+        proc.send_signal(signal.SIGINT)
+        said = _wait_for(proc, "cancelling")
+        assert "tokenpace: cancelling 4 requests in flight now (their partial tokens are kept)" in said
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == ExitCode.INTERRUPTED, rest
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["summary"]["counts"]["cancelled"] == 4
