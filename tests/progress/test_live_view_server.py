@@ -44,10 +44,14 @@ def test_the_terminal_view_shows_counts_latencies_errors_and_the_engine(tmp_path
     assert "tokenpace · concurrency 4" in shown
     assert "in flight 4" in shown  # requests streaming before any ended: no more "0/24" only
     assert "done 24/24 · sent 24/24 · in flight 0" in shown  # the last frame
-    assert "errors     http_500 6" in shown
-    assert "TTFT ms" in shown and "TPOT ms" in shown and "(last 10 s)" in shown
-    assert "75% overall, SLO ttft=10s" in shown  # the 500s are not good: 18 of 24
-    assert "waiting" in shown and "running" in shown and "KV" in shown  # --scrape-metrics
+    last = shown[shown.rindex("tokenpace · concurrency 4"):].splitlines()
+    assert last[2].split() == ["errors", "http_500", "6"]
+    assert last[3].split() == ["last", "10", "s", "overall"]
+    assert [line.split()[0] for line in last[4:]] == ["rate", "out", "TTFT", "TPOT", "goodput", "lag", "client",
+                                                       "engine"]
+    assert last[8].split()[-3:] == ["75%", "SLO", "ttft=10s"]  # the 500s are not good: 18 of 24
+    assert "waiting" in last[11] and "running" in last[11] and "KV" in last[11]  # --scrape-metrics
+    assert max(len(line) for line in last) <= 80  # fits a narrow terminal
 
 
 def test_the_terminal_view_is_red_when_the_run_is_heading_for_invalid(tmp_path):
@@ -146,3 +150,18 @@ def test_ctrl_c_says_what_happens_counts_down_and_a_second_one_cancels(tmp_path)
     assert proc.returncode == ExitCode.INTERRUPTED, rest
     doc = json.loads((tmp_path / "run.json").read_text())
     assert doc["summary"]["counts"]["cancelled"] == 4
+
+
+def test_a_sweep_prints_its_rows_on_stdout_and_each_steps_progress_titled_on_stderr(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "tokenpace", "sweep", "--concurrency", "1,2",
+                           "--requests-per-step", "6", "--output-tokens", "20", "--progress", "json",
+                           "--out", str(tmp_path / "sweep.json")], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    objects = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    steps = [o["step"] for o in objects]
+    assert "sweep step 0 · step · concurrency 1" in steps and "sweep step 1 · step · concurrency 2" in steps
+    assert steps.index("sweep step 1 · step · concurrency 2") > steps.index("sweep step 0 · step · concurrency 1")
+    last_of_step0 = [o for o in objects if o["step"].startswith("sweep step 0")][-1]
+    assert (last_of_step0["done"], last_of_step0["total"]) == (6, 6)
+    rows = [line for line in done.stdout.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    assert len(rows) == 2 and "\x1b" not in done.stdout
