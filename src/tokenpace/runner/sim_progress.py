@@ -52,8 +52,8 @@ class SimProgress:
         wall = time.perf_counter() - self._t0
         virtual = world.loop.now_ns / NS
         return {"type": "sim_progress", "wall_s": wall, "virtual_s": virtual, "total": self.total,
-                "duration_s": self.duration_s, "done": len(world.records), "sent": len(world._sent),
-                "in_flight": len(world._live), "speed": virtual / wall if wall > 0 else None}
+                "duration_s": self.duration_s, "done": len(world.records), "sent": world.sent_count,
+                "in_flight": world.in_flight_count, "speed": virtual / wall if wall > 0 else None}
 
     def line(self, f: dict[str, Any]) -> str:
         of = f"/{f['total']}" if f["total"] is not None else ""
