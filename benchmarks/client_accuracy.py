@@ -24,6 +24,7 @@ set-up) is warmup, reported apart.
     .venv/bin/python benchmarks/client_accuracy.py --client-rt    # diagnostic: no other tenant can preempt us
     .venv/bin/python benchmarks/client_accuracy.py --concurrency 256 --view both --repeat 5
         # the live view on (drawn a few times a second, to /dev/null) and off, runs alternated
+        # (--view-refresh-s S: another frame rate)
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from _harness import (RT_PRIORITY, run_loop, loopback_floor, machine_line, mean_
                       read_truth, table, truth_server)
 
 from tokenpace.config import BenchConfig
+from tokenpace.runner import progress
 from tokenpace.runner.bench import run_bench_async
 
 PREFILL_S, STEP_S, OUTPUT_TOKENS = 0.050, 0.040, 64
@@ -123,9 +125,14 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=OUTPUT_TOKENS, metavar="N", help="output tokens per request")
     ap.add_argument("--view", choices=("off", "on", "both"), default="off",
                     help="the live view during the runs: off (default), on, or both (alternated run by run)")
+    ap.add_argument("--view-refresh-s", type=float, metavar="S",
+                    help="seconds between the live view's frames (default: the view's own, "
+                         f"{progress.LIVE_REFRESH_S:g})")
     ap.add_argument("--client-rt", action="store_true",
                     help="run the client at real-time priority too (diagnostic: removes other tenants)")
     args = ap.parse_args()
+    if args.view_refresh_s is not None:
+        progress.LIVE_REFRESH_S = args.view_refresh_s
     levels = [int(x) for x in args.concurrency.split(",")]
     loops = args.loops.split(",")
     print(machine_line() + "; " + pin_client())
