@@ -51,7 +51,8 @@ PREFILL_S, STEP_S, OUTPUT_TOKENS = 0.050, 0.040, 64
 SINGLE_STREAM_REQUESTS = 5  # at 1 stream a request takes ~2.6 s: 1 warmup + 4 measured
 
 
-def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int, view: bool = False) -> dict:
+def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int, view: bool = False,
+             view_mode: str = "live") -> dict:
     """One closed-loop run against a fresh truth server; returns this run's figures. ``view``: the
     live view draws as on a terminal (rendered whole, written to /dev/null)."""
     warmup = concurrency
@@ -61,7 +62,7 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
         with truth_server(log, max_num_seqs=concurrency, prefill_s=PREFILL_S, step_s=step_s) as server:
             config = BenchConfig(url=server.url, concurrency=concurrency, requests=requests - warmup,
                                  warmup_requests=warmup, input_tokens="128", output_tokens=str(tokens),
-                                 progress=view, progress_mode="live" if view else "off",
+                                 progress=view, progress_mode=view_mode if view else "off",
                                  out=str(Path(tmp) / "run.json"), grace_s=30.0)
             server.mark()
             with open(os.devnull, "w") as sink:
@@ -125,14 +126,16 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=OUTPUT_TOKENS, metavar="N", help="output tokens per request")
     ap.add_argument("--view", choices=("off", "on", "both"), default="off",
                     help="the live view during the runs: off (default), on, or both (alternated run by run)")
+    ap.add_argument("--view-mode", choices=("live", "plain", "json"), default="live",
+                    help="what the view draws with --view on/both (default live: the rich view)")
     ap.add_argument("--view-refresh-s", type=float, metavar="S",
-                    help="seconds between the live view's frames (default: the view's own, "
-                         f"{progress.LIVE_REFRESH_S:g})")
+                    help="seconds between the view's frames (default: the view's own, "
+                         f"{progress.LIVE_REFRESH_S:g} live, {progress.PLAIN_EVERY_S:g} plain and json)")
     ap.add_argument("--client-rt", action="store_true",
                     help="run the client at real-time priority too (diagnostic: removes other tenants)")
     args = ap.parse_args()
     if args.view_refresh_s is not None:
-        progress.LIVE_REFRESH_S = args.view_refresh_s
+        progress.LIVE_REFRESH_S = progress.PLAIN_EVERY_S = args.view_refresh_s
     levels = [int(x) for x in args.concurrency.split(",")]
     loops = args.loops.split(",")
     print(machine_line() + "; " + pin_client())
@@ -154,7 +157,8 @@ def main() -> None:
                 for view in order:
                     label = loop + (" view" if view else "") if args.view != "off" else loop
                     results.setdefault((label, n), []).append(run_once(
-                        n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000, tokens=args.tokens, view=view))
+                        n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000, tokens=args.tokens, view=view,
+                        view_mode=args.view_mode))
                     f = results[(label, n)][-1]
                     print(f"  {label} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
                           f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "

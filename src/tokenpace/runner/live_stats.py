@@ -1,8 +1,9 @@
 """The figures of the live view, kept at a bounded cost.
 
-Nothing here runs per chunk. ``LiveStats.add`` runs once per completed request (a few stores into
-preallocated arrays); ``LiveStats.frame`` runs once per refresh (a few times a second) and costs at
-most a percentile over a fixed-size ring plus a walk over the requests in flight. Two kinds of
+Nothing here runs per chunk. ``LiveStats.add`` runs once per completed request and only queues
+it; ``LiveStats.frame`` runs once per refresh (a few times a second): it takes the queued requests
+into preallocated arrays (a few microseconds each), then a percentile over a fixed-size ring and a
+walk over the requests in flight. Two kinds of
 memory, both of fixed size whatever the run's length:
 
 - ``Ring``: the last ``capacity`` completed requests with their completion time; percentiles "over
@@ -155,6 +156,7 @@ class LiveStats:
         self._samples: deque[tuple[int, int, int, float]] = deque()  # (t_ns, sent, tokens, cpu_s)
         self.sent: Callable[[], int] = lambda: self.done
         self.in_flight: Callable[[], list[RequestRecord]] = list
+        self._pending: list[RequestRecord] = []  # ended since the last frame
 
     def start(self) -> None:
         self.start_ns = self._clock_ns()
@@ -162,7 +164,12 @@ class LiveStats:
         self._samples.append((self.start_ns, 0, 0, 0.0))  # rates "over the last N s" count from here
 
     def add(self, record: RequestRecord) -> None:
-        """One request attempt ended (once per attempt, never per chunk)."""
+        """One request attempt ended (once per attempt, never per chunk). Only queued here: a
+        closed loop ends hundreds of requests at once, and their figures are taken at the next
+        frame instead, between reads rather than on the path that ends a request."""
+        self._pending.append(record)
+
+    def _take(self, record: RequestRecord) -> None:
         if record.retried:  # a failed attempt that was retried: its retry will count
             return
         self.done += 1
@@ -187,6 +194,9 @@ class LiveStats:
         self.ring.add(record.done_ns or self._clock_ns(), ttft=t, tpot=p, lag=lag, good=good)
 
     def frame(self, *, engine: dict[str, float | None] | None = None) -> Frame:
+        pending, self._pending = self._pending, []
+        for record in pending:
+            self._take(record)
         now = self._clock_ns()
         start = now if self.start_ns is None else self.start_ns
         elapsed = max((now - start) / NS, 1e-9)

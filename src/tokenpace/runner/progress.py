@@ -36,10 +36,11 @@ COUNTDOWN_EVERY_S = 1.0  # plain and json lines during the grace period after a 
 class LiveProgress:
     def __init__(self, stats: LiveStats, *, mode: str = "auto", console: Console | None = None,
                  file: IO[str] | None = None, step: str | None = None, watch: Any = None,
-                 plain_every_s: float = PLAIN_EVERY_S) -> None:
+                 plain_every_s: float | None = None) -> None:
         self.stats = stats
         self.console = console or Console(stderr=True)
-        self.file = file if file is not None else sys.stderr
+        # plain and json lines: to ``file``, else the given console's file, else stderr
+        self.file = file if file is not None else console.file if console is not None else sys.stderr
         if mode == "auto":
             mode = "live" if self.console.is_terminal else "plain"
         self.mode = mode
@@ -115,7 +116,9 @@ class LiveProgress:
     def _interval(self) -> float:
         if self.mode == "live":
             return LIVE_REFRESH_S
-        return COUNTDOWN_EVERY_S if self._stop_deadline is not None else self.plain_every_s
+        if self._stop_deadline is not None:
+            return COUNTDOWN_EVERY_S
+        return PLAIN_EVERY_S if self.plain_every_s is None else self.plain_every_s
 
     def _reschedule(self) -> None:
         """After a signal, plain and json lines come every second (the countdown) from now."""
