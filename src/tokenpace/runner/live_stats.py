@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from tokenpace.metrics.latency import schedule_lag, tpot, ttft
-from tokenpace.metrics.slo import SLO
+from tokenpace.metrics.latency import schedule_lag
+from tokenpace.metrics.slo import LIMITED_METRICS, SLO
 from tokenpace.record import RequestRecord
 from tokenpace.runner.loadcheck import CPU_LIMIT, LAG_P99_LIMIT_MS
 
@@ -45,13 +45,14 @@ class LogHistogram:
         self._counts = np.zeros(self._n_buckets + 1, dtype=np.int64)  # [0]: values <= 0
         self.count = 0
 
-    def add(self, value: float) -> None:
-        if value > 0:
-            k = int(math.log(max(value, self._lo) / self._lo) / self._log_growth) + 1
-            self._counts[min(k, self._n_buckets)] += 1
-        else:
-            self._counts[0] += 1
-        self.count += 1
+    def add(self, values: np.ndarray) -> None:
+        """Count every value of ``values`` (NaN: skipped)."""
+        values = values[~np.isnan(values)]
+        positive = values[values > 0]
+        k = (np.log(np.maximum(positive, self._lo) / self._lo) / self._log_growth).astype(np.int64) + 1
+        np.add.at(self._counts, np.minimum(k, self._n_buckets), 1)
+        self._counts[0] += values.size - positive.size
+        self.count += int(values.size)
 
     def quantile(self, q: float) -> float | None:
         """The value below which a fraction ``q`` of the values lie (the bucket's geometric middle)."""
@@ -74,14 +75,16 @@ class Ring:
         self.size = 0
         self._next = 0
 
-    def add(self, t_ns: int, **values: float | None) -> None:
-        i = self._next
-        self.t_ns[i] = t_ns
+    def add(self, t_ns: np.ndarray, **values: np.ndarray) -> None:
+        """Entries ended at ``t_ns``, with their values per series (a series not given: NaN)."""
+        n = min(t_ns.size, self.capacity)  # more than fit: the newest
+        at = (self._next + np.arange(n)) % self.capacity
+        self.t_ns[at] = t_ns[-n:]
         for name, column in self.values.items():
             v = values.get(name)
-            column[i] = np.nan if v is None else v
-        self._next = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+            column[at] = np.nan if v is None else v[-n:]
+        self._next = int((self._next + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
 
     def since(self, t0_ns: int) -> np.ndarray:
         """Mask of the entries at or after ``t0_ns``."""
@@ -169,34 +172,41 @@ class LiveStats:
         frame instead, between reads rather than on the path that ends a request."""
         self._pending.append(record)
 
-    def _take(self, record: RequestRecord) -> None:
-        if record.retried:  # a failed attempt that was retried: its retry will count
+    def _take(self, records: list[RequestRecord]) -> None:
+        """The queued requests into the counts, the histograms and the ring, as arrays: per request
+        only the latency functions' arithmetic; the SLO is judged on the whole batch at once."""
+        ended = [r for r in records if not r.retried]  # a retried attempt: its retry will count
+        self.done += len(ended)
+        for r in ended:
+            self.tokens_done += _tokens(r)
+            if r.status == "ok":
+                self.ok += 1
+            else:
+                self.errors[r.error_kind or r.status] += 1
+        measured = [r for r in ended if not r.warmup]
+        if not measured:
             return
-        self.done += 1
-        self.tokens_done += _tokens(record)
-        if record.status == "ok":
-            self.ok += 1
-        else:
-            self.errors[record.error_kind or record.status] += 1
-        if record.warmup:
-            return
-        t, p, lag = ttft(record), tpot(record), schedule_lag(record)
+        ok = np.array([r.status == "ok" for r in measured])
+        values = {name: np.array([_none_nan(metric(r)) for r in measured], dtype=np.float64)
+                  for name, metric in LIMITED_METRICS.items()}
+        lag = np.array([_none_nan(schedule_lag(r)) for r in measured], dtype=np.float64)
         good = None
         if self.slo is not None:
-            good = 1.0 if self.slo.is_good(record) else 0.0
-            self.good += int(good)
-        self.measured += 1
-        if record.status != "ok":
-            t = p = None
-        for name, value in (("ttft", t), ("tpot", p), ("lag", lag)):
-            if value is not None:
-                self.hist[name].add(value)
-        self.ring.add(record.done_ns or self._clock_ns(), ttft=t, tpot=p, lag=lag, good=good)
+            good = self.slo.good_mask(ok, values).astype(np.float64)
+            self.good += int(good.sum())
+        self.measured += len(measured)
+        ttft_ms = np.where(ok, values["ttft"], np.nan)  # a failed request's partial stream: none
+        tpot_ms = np.where(ok, values["tpot"], np.nan)
+        for name, column in (("ttft", ttft_ms), ("tpot", tpot_ms), ("lag", lag)):
+            self.hist[name].add(column)
+        now = self._clock_ns()
+        t_ns = np.array([r.done_ns or now for r in measured], dtype=np.int64)
+        self.ring.add(t_ns, ttft=ttft_ms, tpot=tpot_ms, lag=lag, good=good)
 
     def frame(self, *, engine: dict[str, float | None] | None = None) -> Frame:
         pending, self._pending = self._pending, []
-        for record in pending:
-            self._take(record)
+        if pending:
+            self._take(pending)
         now = self._clock_ns()
         start = now if self.start_ns is None else self.start_ns
         elapsed = max((now - start) / NS, 1e-9)
@@ -248,6 +258,10 @@ class LiveStats:
             lag_ms={"p99": lag_all, "p99_recent": lag99}, lag_judged=self.judge_lag,
             cpu_util=cpu_util, cpu_recent_util=cpu_recent, warnings=warnings, engine=engine,
             recent_s=self.recent_s)
+
+
+def _none_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def _tokens(record: RequestRecord) -> int:
