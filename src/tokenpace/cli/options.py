@@ -134,12 +134,12 @@ def add_output(p: argparse.ArgumentParser, *, kind: str) -> None:
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="PATH", help=f"result JSON (default tokenpace-runs/{kind}-<time>.json)")
     g.add_argument("--progress", dest="progress_mode", choices=PROGRESS_MODES, default="auto",
-                   help="live view while the run goes: auto (default: live on a terminal, plain when "
-                        "piped), live, plain (a line every few seconds), json (one object per line), off")
-    g.add_argument("--no-progress", dest="progress_mode", action="store_const", const="plain",
-                   help="no live view: a plain progress line every few seconds (as --progress plain)")
+                   help="progress while the run goes: auto (default: live on a terminal, plain when "
+                        "piped), live, plain (a line every 5 s), json (one object per line), off")
+    g.add_argument("--no-progress", dest="progress_mode", action="store_const", const="off",
+                   help="no progress output (as --progress off)")
     g.add_argument("-q", "--quiet", dest="progress_mode", action="store_const", const="off",
-                   help="no progress output at all (as --progress off); the summary still prints")
+                   help="no progress output (as --progress off); the summary still prints")
 
 
 def progress_values(args: argparse.Namespace) -> dict[str, Any]:
