@@ -63,7 +63,8 @@ class LiveProgress:
         self.stats.in_flight = loadgen.in_flight_records
 
     def add(self, record: RequestRecord) -> None:
-        self.stats.add(record)
+        if self.mode != "off":  # off: nothing is kept or computed
+            self.stats.add(record)
 
     def stopping(self, signal_name: str) -> None:
         """A first signal: sending stopped; say what happens now (always, even with mode off)."""
