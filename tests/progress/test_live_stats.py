@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
+import io
 import math
+import re
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from tests.metrics.factory import record
 from tokenpace.metrics import parse_slo
 from tokenpace.runner.live_stats import LiveStats, LogHistogram, Ring
+from tokenpace.runner.live_view import plain_line, render
 
 S = 1_000  # ms per second: the factory takes times in ms
 
@@ -131,3 +135,17 @@ def test_the_log_histogram_is_within_one_percent(value):
     assert h.count == 11
     assert h.quantile(0.5) == pytest.approx(value, rel=0.01)
     assert h.quantile(0.999) == pytest.approx(value * 1000, rel=0.01)
+
+
+def test_the_view_turns_red_and_says_so_when_the_run_is_heading_for_invalid():
+    clock = Clock()
+    s = stats(clock, judge_lag=True, target="4 req/s constant")
+    for k in range(20):  # sent 20 ms after their scheduled time: lag p99 20 ms > 10 ms
+        clock.ms = 100 * k + 100
+        s.add(record(sent=clock.ms - 80, scheduled=clock.ms - 100, chunks=[(clock.ms, 1)], index=k))
+    console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor", width=100)
+    console.print(render(s.frame()))
+    drawn = console.file.getvalue()
+    assert re.search(r"\x1b\[1;31mthe run is heading for INVALID: schedule lag p99 (19.9|20.0) ms > 10 ms", drawn)
+    assert "\x1b[31m20 ms" in drawn  # the overall lag figure itself is red
+    assert re.search(r"INVALID AHEAD: schedule lag p99 (19.9|20.0) ms > 10 ms", plain_line(s.frame()))

@@ -54,36 +54,6 @@ def test_the_terminal_view_shows_counts_latencies_errors_and_the_engine(tmp_path
     assert max(len(line) for line in last) <= 80  # fits a narrow terminal
 
 
-def test_the_terminal_view_is_red_when_the_run_is_heading_for_invalid(tmp_path):
-    from tokenpace.runner.live_view import render
-
-    # An open-loop run whose schedule the client cannot keep: 2,000 req/s asked of one process.
-    console = Console(file=io.StringIO(), force_terminal=True, record=True, width=200)
-    config = BenchConfig(rate=2000, requests=600, output_tokens="2", builtin_timing="parametric",
-                         progress_mode="live", out=str(tmp_path / "run.json"))
-    result = asyncio.run(run_bench_async(config, progress_console=console))
-    lag_p99 = result.load["schedule_lag_ms"]["p99"]
-    if lag_p99 <= 10:
-        pytest.skip(f"this machine kept a 2,000 req/s schedule (lag p99 {lag_p99:.1f} ms)")
-    shown = console.export_text()
-    assert "the run is heading for INVALID: schedule lag p99" in shown
-    frame_console = Console(file=io.StringIO(), force_terminal=True, color_system="truecolor", width=200)
-    frame_console.print(render(_last_frame_of(config, result)))
-    assert "\x1b[1;31m" in frame_console.file.getvalue()  # bold red
-
-
-def _last_frame_of(config, result):
-    """A frame rebuilt from the finished run's records (the same LiveStats the run used)."""
-    from tokenpace.runner.bench import live_progress
-    from tokenpace.workload import workload_from_config
-
-    progress = live_progress(config, workload_from_config(config), len(result.records), slo=None)
-    progress.stats.start()
-    for r in result.records:
-        progress.add(r)
-    return progress.frame()
-
-
 def _bench(tmp_path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--requests", "12", "--concurrency", "4",
                            "--output-tokens", "30", "--out", str(tmp_path / "run.json"), *args],
