@@ -22,6 +22,9 @@ set-up) is warmup, reported apart.
     .venv/bin/python benchmarks/client_accuracy.py                     # 1, 64, 256, 512 streams, 3 runs each
     .venv/bin/python benchmarks/client_accuracy.py --loops uvloop,asyncio --concurrency 64,256
     .venv/bin/python benchmarks/client_accuracy.py --client-rt    # diagnostic: no other tenant can preempt us
+    .venv/bin/python benchmarks/client_accuracy.py --concurrency 256 --view both --repeat 5
+        # the live view on (drawn a few times a second, to /dev/null) and off, runs alternated
+        # (--view-refresh-s S: another frame rate)
 """
 
 from __future__ import annotations
@@ -35,19 +38,23 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from rich.console import Console
 
 from _harness import (RT_PRIORITY, run_loop, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client,
                       read_truth, table, truth_server)
 
 from tokenpace.config import BenchConfig
+from tokenpace.runner import progress
 from tokenpace.runner.bench import run_bench_async
 
 PREFILL_S, STEP_S, OUTPUT_TOKENS = 0.050, 0.040, 64
 SINGLE_STREAM_REQUESTS = 5  # at 1 stream a request takes ~2.6 s: 1 warmup + 4 measured
 
 
-def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int) -> dict:
-    """One closed-loop run against a fresh truth server; returns this run's figures."""
+def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int, view: bool = False,
+             view_mode: str = "live") -> dict:
+    """One closed-loop run against a fresh truth server; returns this run's figures. ``view``: the
+    live view draws as on a terminal (rendered whole, written to /dev/null)."""
     warmup = concurrency
     requests = SINGLE_STREAM_REQUESTS if concurrency == 1 else concurrency * waves
     with tempfile.TemporaryDirectory(prefix="tp-acc-") as tmp:
@@ -55,9 +62,12 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
         with truth_server(log, max_num_seqs=concurrency, prefill_s=PREFILL_S, step_s=step_s) as server:
             config = BenchConfig(url=server.url, concurrency=concurrency, requests=requests - warmup,
                                  warmup_requests=warmup, input_tokens="128", output_tokens=str(tokens),
-                                 progress=False, out=str(Path(tmp) / "run.json"), grace_s=30.0)
+                                 progress=view, progress_mode=view_mode if view else "off",
+                                 out=str(Path(tmp) / "run.json"), grace_s=30.0)
             server.mark()
-            result = run_loop(run_bench_async(config), loop)
+            with open(os.devnull, "w") as sink:
+                console = Console(file=sink, force_terminal=True, width=160) if view else None
+                result = run_loop(run_bench_async(config, progress_console=console), loop)
             server_cores = server.cores_since_mark()
             rt = server.rt
         truth = read_truth(log)
@@ -114,9 +124,18 @@ def main() -> None:
     ap.add_argument("--loops", default="uvloop", metavar="LOOP[,LOOP]", help="uvloop and/or asyncio")
     ap.add_argument("--step-ms", type=float, default=STEP_S * 1000, metavar="MS", help="server decode step")
     ap.add_argument("--tokens", type=int, default=OUTPUT_TOKENS, metavar="N", help="output tokens per request")
+    ap.add_argument("--view", choices=("off", "on", "both"), default="off",
+                    help="the live view during the runs: off (default), on, or both (alternated run by run)")
+    ap.add_argument("--view-mode", choices=("live", "plain", "json"), default="live",
+                    help="what the view draws with --view on/both (default live: the rich view)")
+    ap.add_argument("--view-refresh-s", type=float, metavar="S",
+                    help="seconds between the view's frames (default: the view's own, "
+                         f"{progress.LIVE_REFRESH_S:g} live, {progress.PLAIN_EVERY_S:g} plain and json)")
     ap.add_argument("--client-rt", action="store_true",
                     help="run the client at real-time priority too (diagnostic: removes other tenants)")
     args = ap.parse_args()
+    if args.view_refresh_s is not None:
+        progress.LIVE_REFRESH_S = progress.PLAIN_EVERY_S = args.view_refresh_s
     levels = [int(x) for x in args.concurrency.split(",")]
     loops = args.loops.split(",")
     print(machine_line() + "; " + pin_client())
@@ -129,19 +148,22 @@ def main() -> None:
     floor = loopback_floor()
     print(f"Loopback floor (blocking socket, no event loop, no HTTP; {floor['n']} writes 10 ms apart): "
           f"p50 {floor['p50']:.2f} ms, p99 {floor['p99']:.2f} ms, max {floor['max']:.2f} ms")
+    views = {"off": [False], "on": [True], "both": [False, True]}[args.view]
     results: dict[tuple[str, int], list[dict]] = {}
     for loop in loops:
         for n in levels:
-            runs = []
             for i in range(args.repeat):
-                runs.append(run_once(n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000,
-                                     tokens=args.tokens))
-                f = runs[-1]
-                print(f"  {loop} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
-                      f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
-                      f"client {f['client_cores']:.2f} cores, server {f['server_cores']:.2f} cores"
-                      f"{'' if f['server_rt'] else ' (server NOT real-time)'}", flush=True)
-            results[(loop, n)] = runs
+                order = views if i % 2 == 0 else views[::-1]  # alternate which goes first
+                for view in order:
+                    label = loop + (" view" if view else "") if args.view != "off" else loop
+                    results.setdefault((label, n), []).append(run_once(
+                        n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000, tokens=args.tokens, view=view,
+                        view_mode=args.view_mode))
+                    f = results[(label, n)][-1]
+                    print(f"  {label} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
+                          f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
+                          f"client {f['client_cores']:.2f} cores, server {f['server_cores']:.2f} cores"
+                          f"{'' if f['server_rt'] else ' (server NOT real-time)'}", flush=True)
     print("\nClient timing error, ms (measured - true; median of the runs' own percentiles). TTFT and chunk:"
           " arrival of the first / every token chunk; TTFT e2e: measured TTFT - server TTFT\n")
     rows = []
@@ -152,6 +174,19 @@ def main() -> None:
                      m("ttft_e2e", "p50"), m("ttft_e2e", "p99"), m("first_wave_ttft", "p99")])
     print(table(["loop", "streams", "runs", "TTFT p50", "TTFT p99", "TTFT max", "chunk p50", "chunk p99",
                  "chunk max", "TTFT e2e p50", "TTFT e2e p99", "1st-wave TTFT p99"], rows))
+    if args.view == "both":
+        print("\nLive view on / off, same loop and streams (ratio of the medians above)\n")
+        rows = []
+        for (label, n), runs in results.items():
+            if not label.endswith(" view"):
+                continue
+            off = results[(label[: -len(" view")], n)]
+            m = lambda rs, key, stat: median([r[key][stat] for r in rs])  # noqa: E731
+            rows.append([label[: -len(" view")], n] + [
+                f"{m(off, k, s):.2f} / {m(runs, k, s):.2f} ms ({m(runs, k, s) / m(off, k, s):.2f}x)"
+                for k, s in (("ttft", "p50"), ("ttft", "p99"), ("chunk", "p99"))])
+        print(table(["loop", "streams", "TTFT err p50 off / on", "TTFT err p99 off / on", "chunk err p99 off / on"],
+                    rows))
     print("\nLoad held and cost (median of runs)\n")
     rows = []
     for (loop, n), runs in results.items():

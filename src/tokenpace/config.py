@@ -20,6 +20,7 @@ CACHE_BREAKPOINTS: tuple[str, ...] = ("none", "prefix", "system")
 def default_api_key_env(api: str) -> str:
     """The variable holding the key when --api-key-env is not given: each provider's own."""
     return "ANTHROPIC_API_KEY" if api == "anthropic" else "OPENAI_API_KEY"
+PROGRESS_MODES: tuple[str, ...] = ("auto", "live", "plain", "json", "off")  # tokenpace.runner.progress
 
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
@@ -102,7 +103,11 @@ class BenchConfig:
 
     # Output.
     out: str | None = None  # result JSON path; records go beside it as *.records.jsonl
-    progress: bool = True
+    progress: bool = True  # False: no progress output at all (as progress_mode "off")
+    # The live view (tokenpace.runner.progress): auto (live on a terminal, plain lines otherwise),
+    # live, plain, json or off.
+    progress_mode: str = "auto"
+    progress_step: str | None = None  # a sweep's step label, shown in its title
 
     def end_grace_s(self, *, by_count: bool) -> float | None:
         """The grace period: --grace when given, else --timeout at the end of a count-bounded run
@@ -180,6 +185,8 @@ class BenchConfig:
         if self.ramp_s and (self.trace or self.conversations):
             raise UsageError("--ramp shapes a rate or a concurrency: a --trace or --conversations run has its own arrivals")
         _check_url("--url", self.url)
+        if self.progress_mode not in PROGRESS_MODES:
+            raise UsageError(f"--progress must be one of {', '.join(PROGRESS_MODES)}, not {self.progress_mode!r}")
         _check_url("--scrape-metrics URL", self.metrics_url)
         if not (math.isfinite(self.scrape_interval_s) and self.scrape_interval_s >= MIN_SCRAPE_INTERVAL_S):
             raise UsageError(f"--scrape-interval must be a number of seconds >= {MIN_SCRAPE_INTERVAL_S:g}, "

@@ -61,7 +61,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         cache_breakpoint=args.cache_breakpoint, server_tokens_per_chunk=args.tokens_per_chunk,
         builtin_timing=args.builtin_timing,
         **options.load_workload_slo_values(args), **options.engine_metrics_values(args),
-        out=args.out, progress=args.progress,
+        out=args.out, **options.progress_values(args),
     ).validate()
 
 

@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S, check_seed
+from tokenpace.config import ARRIVALS, DEFAULT_SCRAPE_INTERVAL_S, MIN_SCRAPE_INTERVAL_S, PROGRESS_MODES, check_seed
 from tokenpace.errors import UsageError
 
 
@@ -141,7 +141,18 @@ def workload_values(args: argparse.Namespace) -> dict[str, Any]:
 def add_output(p: argparse.ArgumentParser, *, kind: str) -> None:
     g = p.add_argument_group("output")
     g.add_argument("--out", metavar="PATH", help=f"result JSON (default tokenpace-runs/{kind}-<time>.json)")
-    g.add_argument("--no-progress", dest="progress", action="store_false", help="no live progress bar")
+    g.add_argument("--progress", dest="progress_mode", choices=PROGRESS_MODES, default="auto",
+                   help="progress while the run goes: auto (default: live on a terminal, plain when "
+                        "piped), live, plain (a line every 5 s), json (one object per line), off")
+    g.add_argument("--no-progress", dest="progress_mode", action="store_const", const="off",
+                   help="no progress output (as --progress off)")
+    g.add_argument("-q", "--quiet", dest="progress_mode", action="store_const", const="off",
+                   help="no progress output (as --progress off); the summary still prints")
+
+
+def progress_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The BenchConfig fields set by add_output's progress flags."""
+    return dict(progress=args.progress_mode != "off", progress_mode=args.progress_mode)
 
 
 def load_workload_slo_values(args: argparse.Namespace, *, simulated: bool = False) -> dict[str, Any]:

@@ -60,7 +60,7 @@ def config_from_args(args: argparse.Namespace):  # -> SimRunConfig
     if args.shared_prefix_tokens < 0:
         raise UsageError(f"--shared-prefix-tokens must be >= 0, not {args.shared_prefix_tokens}")
     values = options.load_workload_slo_values(args, simulated=True)
-    load = BenchConfig(**values, out=args.out, progress=args.progress).validate()
+    load = BenchConfig(**values, out=args.out, **options.progress_values(args)).validate()
     engine = engine_config(args, model=args.model, max_num_seqs=args.max_num_seqs, seed=load.seed)
     return SimRunConfig(load=load, engine=engine, shared_prefix_tokens=args.shared_prefix_tokens,
                         calibration=calibration_scope_of(args)).validate()

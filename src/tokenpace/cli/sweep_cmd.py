@@ -112,7 +112,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         api_key_env=args.api_key_env or default_api_key_env(args.api),
         cache_breakpoint=args.cache_breakpoint, builtin_timing=args.builtin_timing, **values,
         **options.engine_metrics_values(args),
-        out=None, progress=args.progress).validate()
+        out=None, **options.progress_values(args)).validate()
     if not args.sim:
         options.warn_unset_key_variable(base.api_key_env, default_api_key_env(base.api))
     sim = None
@@ -130,7 +130,7 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
                        saturation_concurrency=args.saturation_concurrency, sim=sim,
                        calibration=calibration_scope_of(args) if args.sim else None,
                        shared_prefix_tokens=args.shared_prefix_tokens, vary=parse_vary(args.vary),
-                       out=args.out, progress=args.progress).validate()
+                       out=args.out, progress=args.progress_mode != "off").validate()
 
 
 def run(args: argparse.Namespace) -> int:

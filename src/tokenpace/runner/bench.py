@@ -20,10 +20,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from tokenpace.client import OpenAIClient
 from tokenpace.config import BenchConfig
 from tokenpace.errors import NotSaved, RunInterrupted, UsageError
-from tokenpace.metrics import Window, parse_slo, summarize
+from tokenpace.metrics import SLO, Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.interrupts import Interrupts
@@ -31,6 +33,7 @@ from tokenpace.runner.loadcheck import load_report
 from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
 from tokenpace.runner.paths import result_paths
 from tokenpace.runner.preflight import preflight
+from tokenpace.runner.live_stats import LiveStats
 from tokenpace.runner.progress import LiveProgress
 from tokenpace.runner.sink import RecordSink
 from tokenpace.runner.steady import steady_window
@@ -70,13 +73,15 @@ def run_bench(config: BenchConfig) -> BenchResult:
                      "use `await run_bench_async(config)` there")
 
 
-async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | None = None) -> BenchResult:
+async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | None = None,
+                          progress_console: Console | None = None) -> BenchResult:
     """``target``: an already started (url, builtin) to use instead of ``config.url`` (a sweep
-    starts the built-in server once for all its steps). A signal before any request was sent, or
-    after the load but before the result was on disk, raises RunInterrupted (see interrupts.py)."""
+    starts the built-in server once for all its steps). ``progress_console``: where the live view
+    draws (default: stderr). A signal before any request was sent, or after the load but before
+    the result was on disk, raises RunInterrupted (see interrupts.py)."""
     with Interrupts() as interrupts:
         try:
-            result = await _bench(config, target, interrupts)
+            result = await _bench(config, target, interrupts, progress_console)
         except asyncio.CancelledError:
             if not interrupts.cancelled:
                 raise
@@ -92,7 +97,7 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
 
 
 async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
-                 interrupts: Interrupts) -> BenchResult:
+                 interrupts: Interrupts, progress_console: Console | None = None) -> BenchResult:
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
     workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
@@ -116,7 +121,8 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
             watch = _engine_watch(config, url)
             async with watch or contextlib.nullcontext():
                 records, loadgen, sink = await _drive(client, config, workload, records_path,
-                                                      interrupts)
+                                                      interrupts, slo=slo, watch=watch,
+                                                      progress_console=progress_console)
         finally:
             await client.close()
     window = _window(config, loadgen, workload, records)
@@ -203,7 +209,8 @@ def _connections(config: BenchConfig, workload: WorkloadSpec) -> int | None:
 
 
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
-                 records_path: Path, interrupts: Interrupts
+                 records_path: Path, interrupts: Interrupts, *, slo: SLO | None = None,
+                 watch: Any = None, progress_console: Console | None = None
                  ) -> tuple[list[RequestRecord], LoadGenerator, RecordSink]:
     requests = request_count(config, workload)
     warmup_n = config.warmup_requests
@@ -220,8 +227,8 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     records: list[RequestRecord] = []
     # A records file that cannot be written (disk full) stops the run as a signal would: requests
     # in flight still end as records, kept here for the summary.
-    with RecordSink(records_path, on_error=lambda _exc: loadgen.stop()) as sink, \
-            LiveProgress(total, enabled=config.progress) as progress:
+    progress = live_progress(config, workload, total, slo=slo, watch=watch, console=progress_console)
+    with RecordSink(records_path, on_error=lambda _exc: loadgen.stop()) as sink:
 
         def on_record(record: RequestRecord) -> None:
             sink.write(record)
@@ -230,10 +237,28 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
 
         loadgen = LoadGenerator(client.send, plan, settings, api=config.api, stream=config.stream,
                                 on_record=on_record, conversations=conversations)
-        with interrupts.load(loadgen):
+        progress.attach(loadgen, settings.grace_s)
+        with progress, interrupts.load(loadgen, on_stop=progress.stopping, on_cancel=progress.cancelling):
             await loadgen.run()
     records.sort(key=lambda r: r.index)
     return records, loadgen, sink
+
+
+def live_progress(config: BenchConfig, workload: WorkloadSpec, total: int | None, *, slo: SLO | None,
+                  watch: Any = None, console: Console | None = None) -> LiveProgress:
+    """The live view of this run (tokenpace.runner.progress), in the mode the config asks."""
+    mode = load_mode(workload)
+    if mode == "closed":
+        target = f"concurrency {config.effective_concurrency()}"
+    elif mode == "open":
+        cap = f", at most {config.concurrency} in flight" if config.concurrency else ""
+        target = f"{config.rate:g} req/s {config.arrival}{cap}"
+    else:
+        target = mode
+    duration = None if config.duration_s is None else config.warmup_s + config.ramp_s + config.duration_s
+    stats = LiveStats(total=total, duration_s=duration, target=target, judge_lag=mode != "closed", slo=slo)
+    return LiveProgress(stats, mode=config.progress_mode if config.progress else "off", console=console,
+                        step=config.progress_step, watch=watch)
 
 
 async def _plan(workload: WorkloadSpec, total: int | None) -> Iterator[PlannedRequest]:

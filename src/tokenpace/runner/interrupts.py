@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tokenpace.runner.loadgen import LoadGenerator
@@ -32,6 +32,8 @@ class Interrupts:
         self.after_load = False  # a signal came after the load, before the result was on disk
         self._phase = "before"
         self._loadgen: LoadGenerator | None = None
+        self._on_stop: Callable[[str], None] | None = None
+        self._on_cancel: Callable[[], None] | None = None
         self._load_signals = 0
         self._task: asyncio.Task | None = None
         self._previous: dict[int, Any] = {}
@@ -42,7 +44,7 @@ class Interrupts:
         for sig in SIGNALS:
             previous = signal.getsignal(sig)
             try:
-                loop.add_signal_handler(sig, self._on_signal)
+                loop.add_signal_handler(sig, self._on_signal, sig)
             except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
                 continue
             self._previous[sig] = previous
@@ -55,9 +57,12 @@ class Interrupts:
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
 
     @contextlib.contextmanager
-    def load(self, loadgen: LoadGenerator) -> Iterator[None]:
-        """The load phase: signals stop `loadgen` (first) or cancel its requests (second)."""
+    def load(self, loadgen: LoadGenerator, *, on_stop: Callable[[str], None] | None = None,
+             on_cancel: Callable[[], None] | None = None) -> Iterator[None]:
+        """The load phase: signals stop `loadgen` (first) or cancel its requests (second).
+        ``on_stop(signal_name)`` and ``on_cancel()`` are told after each (the live view says it)."""
         self._loadgen, self._phase = loadgen, "load"
+        self._on_stop, self._on_cancel = on_stop, on_cancel
         try:
             yield
         finally:
@@ -68,13 +73,14 @@ class Interrupts:
             self._leave_loop()
             for sig in self._previous:
                 signal.signal(sig, lambda *_: self._on_signal())
+            self._on_stop = self._on_cancel = None
 
     def _leave_loop(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in self._previous:
             loop.remove_signal_handler(sig)
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, sig: int | None = None) -> None:
         if self._phase == "before":
             if not self.cancelled and self._task is not None:
                 self.cancelled = True
@@ -83,7 +89,11 @@ class Interrupts:
             self._load_signals += 1
             if self._load_signals == 1:
                 self._loadgen.stop()
+                if self._on_stop is not None:
+                    self._on_stop("Ctrl-C" if sig in (None, signal.SIGINT) else signal.Signals(sig).name)
             else:
                 self._loadgen.cancel_now()
+                if self._on_cancel is not None:
+                    self._on_cancel()
         else:
             self.after_load = True

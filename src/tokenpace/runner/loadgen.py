@@ -61,12 +61,18 @@ class LoadGenerator:
         self._on_record = on_record
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._flying: dict[asyncio.Task, RequestRecord] = {}  # the attempt each task is on (live view)
+        self.sent_count = 0  # requests started (a retry is the same request)
         self._run_id = uuid.uuid4().hex[:12]
         self.start_ns: int | None = None
         self.send_end_ns: int | None = None  # when sending stopped
         self.interrupted = False
         self.cpu_s = 0.0  # this process's CPU time during the run: the client's own cost
         self.wall_s = 0.0
+
+    def in_flight_records(self) -> list[RequestRecord]:
+        """The records of the requests in flight now (read by the live view, a few times a second)."""
+        return list(self._flying.values())
 
     def stop(self, *, interrupted: bool = True) -> None:
         """Stop sending new requests (in flight ones get the grace period)."""
@@ -205,8 +211,14 @@ class LoadGenerator:
                 extra_body: dict[str, Any] | None) -> asyncio.Task:
         task = asyncio.ensure_future(self._one(record, prompt, extra_body))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._flying[task] = record
+        self.sent_count += 1
+        task.add_done_callback(self._forget)
         return task
+
+    def _forget(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        self._flying.pop(task, None)
 
     async def _session(self, conversation: Conversation) -> None:
         """One multi-turn session: turn k+1 goes out think_time after turn k completed (failed
@@ -258,6 +270,9 @@ class LoadGenerator:
             record.retried = True
             self._on_record(record)
             record = _next_attempt(record)
+            task = asyncio.current_task()
+            if task in self._flying:
+                self._flying[task] = record
 
     async def _attempt(self, record: RequestRecord, prompt: Prompt,
                        extra_body: dict[str, Any] | None) -> None:

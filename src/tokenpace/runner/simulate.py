@@ -49,6 +49,7 @@ from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.paths import result_paths
+from tokenpace.runner.sim_progress import SimProgress
 from tokenpace.runner.steady import steady_window
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
 from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
@@ -158,8 +159,12 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
         elif workload.finite_requests is not None:
             requests = list(requests)
     t0 = time.perf_counter()
+    total = (None if measured is None else measured + c.warmup_requests) if max_requests is None else max_requests
+    progress = SimProgress(mode=c.progress_mode if c.progress else "off", total=total,
+                           duration_s=None if c.duration_s is None else c.warmup_s + c.ramp_s + c.duration_s)
     try:
-        sim = simulate(engine, requests, max_requests=max_requests)
+        with progress:
+            sim = simulate(engine, requests, max_requests=max_requests, on_world=progress.watch)
     except ValueError as exc:  # UsageError is one: the message names the bad part
         raise UsageError(str(exc)) from None
     wall_s = time.perf_counter() - t0

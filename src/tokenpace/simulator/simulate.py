@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Sequence as _Seq
 from itertools import chain, islice
 
@@ -71,7 +71,8 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
 
 
 def simulate(config: SimConfig, requests: Iterable[SimRequest],
-             predictor: StepPredictor | None = None, *, max_requests: int | None = None) -> SimResult:
+             predictor: StepPredictor | None = None, *, max_requests: int | None = None,
+             on_world: Callable[[World], None] | None = None) -> SimResult:
     """Serve ``requests`` on the engine ``config`` describes, in virtual time.
 
     Closed loop when ``config.concurrency`` is set (requests are issued in order, a new one when one
@@ -81,7 +82,8 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
     turn 1 at its ``arrival_s``, turn k+1 ``think_time_s`` after turn k ended; ``concurrency`` and
     ``max_in_flight`` must be None, as bench's sessions are not capped). ``max_requests``: send at
     most this many (for conversations, which turns those are depends on the timing).
-    ``predictor`` replaces the roofline step-time model. Deterministic: the same inputs give the
+    ``predictor`` replaces the roofline step-time model. ``on_world`` is given the run's state
+    before it starts (a progress view reads its counters). Deterministic: the same inputs give the
     same result, byte for byte. Requests never sent (time ran out while they waited under the
     in-flight cap) have no record.
     """
@@ -115,6 +117,8 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
     world = World(reqs, engine, load,
                   timeout_ns=None if config.timeout_s is None else to_ns(config.timeout_s),
                   ttft_timeout_ns=None if config.ttft_timeout_s is None else to_ns(config.ttft_timeout_s))
+    if on_world is not None:
+        on_world(world)
     records = _without_gc(world.run)
     describe = getattr(predictor, "describe", None)
     end_ns = world.loop.now_ns

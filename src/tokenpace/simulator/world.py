@@ -30,6 +30,15 @@ class World:
         self._sent.append(index)
         return seq
 
+    @property
+    def sent_count(self) -> int:
+        """Requests that reached the engine so far (a progress view reads it from another thread)."""
+        return len(self._sent)
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._live)
+
     def live(self, index: int) -> Sequence | None:
         return self._live.get(index)
 

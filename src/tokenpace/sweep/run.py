@@ -114,6 +114,7 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
             on_start({"index": index, "role": role, "group": group, "axis": axis, "value": value})
         cfg = config.step_config(concurrency=concurrency, rate=rate, requests=requests,
                                  out=str(steps_dir / name), combo=combo)
+        cfg = dataclasses.replace(cfg, progress_step=_step_label(index, role, group, axis, value))
         gpus = base.gpus if base.gpus != 1 or engine is None else engine.tp
         run = None
         try:
@@ -200,6 +201,13 @@ def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute:
             # Past saturation once all the same, when the SLO held somewhere: the overload region.
             past = [x for x in rates if sat_rps and x > AT_SATURATION * sat_rps and x > r]
             overload_rate = past[0] if met_once and past and sat_rps and r <= sat_rps else None
+
+
+def _step_label(index: int, role: str, group: str, axis: str, value: float) -> str:
+    """The live view's title for this step (the row it becomes is printed when it ends)."""
+    what = {"sync": "sync probe", "saturation": "saturate", "step": "step"}[role]
+    load = f"{value:g} req/s" if axis == "rate" else f"concurrency {value:g}"
+    return f"sweep step {index}{' ' + group if group else ''} · {what} · {load}"
 
 
 def _rps(entry: dict[str, Any]) -> float | None:
