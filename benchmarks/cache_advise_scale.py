@@ -7,7 +7,7 @@ per-block LRU, an ordered dict with one entry per block hash) on the same block 
 The log: OpenAI chat bodies of ~--words words each (a word is ~1.3 tokens: 1,500 words is ~2,000
 tokens): 40 system prompts of ~90% of the length, a third of them opening with the current time
 (what the lint must find), then a unique user message of ~10%; one request per 50 ms.
-Figures go to benchmarks/RESULTS.md (section 10).
+Figures go to benchmarks/RESULTS.md (section 13).
 """
 
 from __future__ import annotations
