@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -133,5 +134,5 @@ def test_a_sweep_prints_its_rows_on_stdout_and_each_steps_progress_titled_on_std
     assert steps.index("sweep step 1 · step · concurrency 2") > steps.index("sweep step 0 · step · concurrency 1")
     last_of_step0 = [o for o in objects if o["step"].startswith("sweep step 0")][-1]
     assert (last_of_step0["done"], last_of_step0["total"]) == (6, 6)
-    rows = [line for line in done.stdout.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    rows = [line for line in done.stdout.splitlines() if re.match(r"\s*[01]\s{2,}\S", line)]  # the step table
     assert len(rows) == 2 and "\x1b" not in done.stdout
