@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--tokens-per-chunk", type=int, default=1, metavar="N",
                    help="tokens the built-in server sends per chunk (parametric timing)")
     g = p.add_argument_group("scale-out")
-    g.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+    g.add_argument("--workers", type=_workers, default=None, metavar="N|auto",
                    help="send the load from N processes, each with its own event loop (default 1; "
                         "auto: one per 128 streams, at most one fewer than the CPUs). With --ray: "
                         "the number of actors (default: one per node)")

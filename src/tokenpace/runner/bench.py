@@ -222,7 +222,7 @@ def load_settings(config: BenchConfig, workload: WorkloadSpec) -> LoadSettings:
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
                  records_path: Path, interrupts: Interrupts, *, url: str, model: str
                  ) -> tuple[list[RequestRecord], Any, RecordSink]:
-    if config.workers > 1 or config.ray is not None:  # the load in worker processes or Ray actors
+    if (config.workers or 1) > 1 or config.ray is not None:  # the load in worker processes or Ray actors
         from tokenpace.runner.workers import drive_workers
 
         return await drive_workers(config, workload, records_path, interrupts, url=url, model=model)

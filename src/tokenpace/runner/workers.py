@@ -49,7 +49,6 @@ from tokenpace.workload import PlannedRequest, WorkloadSpec
 
 STREAMS_PER_WORKER = 128  # --workers auto: one process per this many streams (RESULTS section 1:
 # one event loop is exact to ~1 ms p99 at 64 streams and 41 ms at 256)
-START_DELAY_S = 0.2  # from "all planned" to the common start: time to hand out the start instant
 POLL_S = 0.2  # how often the parent checks that every worker is alive
 Emit = Callable[..., None]
 
@@ -104,7 +103,7 @@ def auto_workers(config: BenchConfig, cpus: int | None = None) -> int:
 
 
 def worker_count(config: BenchConfig) -> int:
-    return auto_workers(config) if config.workers == 0 else config.workers
+    return auto_workers(config) if config.workers == 0 else (config.workers or 1)
 
 
 # -- one worker, wherever it runs ----------------------------------------------------------------
@@ -251,6 +250,7 @@ class ProcessBackend:
     """Worker processes (multiprocessing, spawn: nothing of the parent's loop is inherited)."""
 
     name = "processes"
+    start_delay_s = 0.2  # from "all planned" to the common start: time to hand out the start instant
 
     def __init__(self) -> None:
         import multiprocessing as mp
@@ -352,7 +352,7 @@ class WorkerPool:
         await self._backend.start(self._jobs, lambda m: loop.call_soon_threadsafe(self._messages.put_nowait, m))
         try:
             await self._wait("ready", lambda s: s != "starting")
-            self.start_ns = time.monotonic_ns() + int(START_DELAY_S * 1e9)
+            self.start_ns = time.monotonic_ns() + int(self._backend.start_delay_s * 1e9)
             for k in range(len(self._jobs)):
                 self._backend.send(k, "start", self._backend.local_start_ns(k, self.start_ns))
             await self._wait("done", lambda s: s in ("done", "died"))
@@ -456,8 +456,6 @@ class WorkerPool:
         load["workers"] = {"backend": self._backend.name, "count": n, "per_worker": rows,
                            "deaths": self._deaths,
                            "client_cpu_note": "client_cpu_util above is the busiest worker's"}
-        if self._backend.clocks is not None:
-            load["workers"]["clock_offsets"] = self._backend.clocks
         load["valid"] = not load["invalid_reasons"]
         if load["invalid_reasons"] and not load.get("suggestion"):
             load["suggestion"] = ("a worker was lost or could not keep up: rerun, with more "

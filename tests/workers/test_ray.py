@@ -1,0 +1,75 @@
+"""`--ray`: load workers as Ray actors, on a real Ray cluster started on 127.0.0.1 in the test."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from tokenpace.config import BenchConfig
+from tokenpace.errors import ClusterError
+from tokenpace.runner.bench import run_bench_async
+from tokenpace.servers import BuiltinServerConfig, read_send_log, start_server_process
+
+from .test_workers_e2e import _view
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a loopback-only test cluster
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _run(tmp_path, name, **scale):
+    log = tmp_path / f"{name}.sends.jsonl"
+    server = start_server_process(BuiltinServerConfig(send_log_path=str(log), seed=3))
+    try:
+        config = BenchConfig(url=server.url, rate=50.0, requests=30, seed=5,
+                             input_tokens="uniform:min=8,max=64", output_tokens="uniform:min=4,max=24",
+                             progress=False, out=str(tmp_path / f"{name}.json"), **scale)
+        result = asyncio.run(run_bench_async(config))
+    finally:
+        server.stop()
+    return result, read_send_log(log)
+
+
+def test_two_ray_actors_send_what_one_process_sends(cluster, tmp_path):
+    one, one_events = _run(tmp_path, "one")
+    two, two_events = _run(tmp_path, "ray", ray="auto", workers=2)
+
+    workers = two.load["workers"]
+    assert workers["backend"] == "ray" and workers["count"] == 2
+    assert {row["pid"] for row in workers["per_worker"]}.isdisjoint({os.getpid()})
+    for row in workers["per_worker"]:  # each actor's clock offset is stated in the result
+        assert row["status"] == "done"
+        assert row["clock"]["uncertainty_ms"] >= 0 and "wall_offset_ms" in row["clock"]
+    one_view, two_view = _view(one.records, one_events), _view(two.records, two_events)
+    assert sorted(one_view[0]) == list(range(30))
+    assert one_view == two_view  # request set, lengths, server-counted tokens, tokens written
+    assert (one.summary["tokens"]["mismatch"]["server_total"]
+            == two.summary["tokens"]["mismatch"]["server_total"])
+    counts = two.summary["counts"]
+    assert counts["sent"] == counts["ok"] == 30
+
+
+def test_a_node_clock_beyond_the_limit_is_refused_and_one_within_is_measured(cluster):
+    from tokenpace.runner.ray_backend import RayBackend
+
+    config = BenchConfig(ray="auto", workers=2, max_clock_offset_ms=50.0)
+    with pytest.raises(ClusterError, match=r"\+200\.\d ms off .*--max-clock-offset 50 ms"):
+        asyncio.run(RayBackend.connect(config, clock_skew_ns=200_000_000))
+
+    backend = asyncio.run(RayBackend.connect(config, clock_skew_ns=20_000_000))
+    try:
+        for clock in backend.clocks:  # the injected 20 ms, found within the measurement's own bound
+            assert abs(clock["wall_offset_ms"] - 20.0) <= clock["uncertainty_ms"] + 1.0
+    finally:
+        asyncio.run(backend.close())
