@@ -22,6 +22,12 @@ set-up) is warmup, reported apart.
     .venv/bin/python benchmarks/client_accuracy.py                     # 1, 64, 256, 512 streams, 3 runs each
     .venv/bin/python benchmarks/client_accuracy.py --loops uvloop,asyncio --concurrency 64,256
     .venv/bin/python benchmarks/client_accuracy.py --client-rt    # diagnostic: no other tenant can preempt us
+    .venv/bin/python benchmarks/client_accuracy.py --concurrency 256 --workers 1,2   # one loop vs 2 processes
+
+With --workers N > 1 the load runs in N worker processes (`tokenpace bench --workers N`); they are
+not pinned (each may run on any CPU, the server's included), while one loop stays pinned as above.
+"Client cores" is then the sum of the workers' CPU, and "chunks/s per client core" the chunks
+received per second of the run divided by it.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ PREFILL_S, STEP_S, OUTPUT_TOKENS = 0.050, 0.040, 64
 SINGLE_STREAM_REQUESTS = 5  # at 1 stream a request takes ~2.6 s: 1 warmup + 4 measured
 
 
-def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int) -> dict:
+def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int, workers: int = 1) -> dict:
     """One closed-loop run against a fresh truth server; returns this run's figures."""
     warmup = concurrency
     requests = SINGLE_STREAM_REQUESTS if concurrency == 1 else concurrency * waves
@@ -55,15 +61,27 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
         with truth_server(log, max_num_seqs=concurrency, prefill_s=PREFILL_S, step_s=step_s) as server:
             config = BenchConfig(url=server.url, concurrency=concurrency, requests=requests - warmup,
                                  warmup_requests=warmup, input_tokens="128", output_tokens=str(tokens),
-                                 progress=False, out=str(Path(tmp) / "run.json"), grace_s=30.0)
+                                 progress=False, out=str(Path(tmp) / "run.json"), grace_s=30.0,
+                                 workers=workers if workers > 1 else None)
             server.mark()
-            result = run_loop(run_bench_async(config), loop)
+            pinned = os.sched_getaffinity(0)
+            if workers > 1:  # worker processes inherit the affinity: let them use every CPU
+                os.sched_setaffinity(0, range(os.cpu_count() or 1))
+            try:
+                result = run_loop(run_bench_async(config), loop)
+            finally:
+                os.sched_setaffinity(0, pinned)
             server_cores = server.cores_since_mark()
             rt = server.rt
         truth = read_truth(log)
     figures = analyze(result.records, truth, concurrency)
-    figures.update(client_cores=result.load["client_cpu_util"], server_cores=server_cores, server_rt=rt,
-                   wall_s=result.load["wall_s"])
+    per_worker = (result.load.get("workers") or {}).get("per_worker")
+    cores = (sum(w["client_cpu_util"] or 0.0 for w in per_worker) if per_worker
+             else result.load["client_cpu_util"])
+    chunks = sum(len(r.chunk_ns) for r in result.records)
+    figures.update(client_cores=cores, server_cores=server_cores, server_rt=rt,
+                   wall_s=result.load["wall_s"], chunks_per_s=chunks / result.load["wall_s"],
+                   lag_p99=(result.load["schedule_lag_ms"] or {}).get("p99"))
     return figures
 
 
@@ -114,11 +132,14 @@ def main() -> None:
     ap.add_argument("--loops", default="uvloop", metavar="LOOP[,LOOP]", help="uvloop and/or asyncio")
     ap.add_argument("--step-ms", type=float, default=STEP_S * 1000, metavar="MS", help="server decode step")
     ap.add_argument("--tokens", type=int, default=OUTPUT_TOKENS, metavar="N", help="output tokens per request")
+    ap.add_argument("--workers", default="1", metavar="N[,N]",
+                    help="client worker processes (default 1: one event loop in this process)")
     ap.add_argument("--client-rt", action="store_true",
                     help="run the client at real-time priority too (diagnostic: removes other tenants)")
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     loops = args.loops.split(",")
+    worker_counts = [int(x) for x in args.workers.split(",")]
     print(machine_line() + "; " + pin_client())
     print("Command: .venv/bin/python benchmarks/client_accuracy.py " + shlex.join(sys.argv[1:]))
     print(f"Server: prefill {PREFILL_S * 1e3:g} ms, decode step {args.step_ms:g} ms, {args.tokens} tokens, "
@@ -131,17 +152,17 @@ def main() -> None:
           f"p50 {floor['p50']:.2f} ms, p99 {floor['p99']:.2f} ms, max {floor['max']:.2f} ms")
     results: dict[tuple[str, int], list[dict]] = {}
     for loop in loops:
-        for n in levels:
+        for n, w in [(n, w) for n in levels for w in worker_counts]:
             runs = []
             for i in range(args.repeat):
                 runs.append(run_once(n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000,
-                                     tokens=args.tokens))
+                                     tokens=args.tokens, workers=w))
                 f = runs[-1]
-                print(f"  {loop} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
+                print(f"  {_label(loop, w)} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
                       f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
                       f"client {f['client_cores']:.2f} cores, server {f['server_cores']:.2f} cores"
                       f"{'' if f['server_rt'] else ' (server NOT real-time)'}", flush=True)
-            results[(loop, n)] = runs
+            results[(_label(loop, w), n)] = runs
     print("\nClient timing error, ms (measured - true; median of the runs' own percentiles). TTFT and chunk:"
           " arrival of the first / every token chunk; TTFT e2e: measured TTFT - server TTFT\n")
     rows = []
@@ -165,6 +186,15 @@ def main() -> None:
                      f"{exact[0]}/{exact[1]} ({'/'.join(srcs)})", bad, f"{samples[0]}/{samples[1]}"])
     print(table(["loop", "target", "in flight (server)", "in flight (client)", "client cores",
                  "server cores", "tokens exact (source)", "not ok/unjoined", "samples TTFT/chunk"], rows))
+    print("\nChunk rate (median of runs): chunks received per second of the run, and per client core\n")
+    rows = [[loop, n, median([r["chunks_per_s"] for r in runs]),
+             median([r["chunks_per_s"] / r["client_cores"] for r in runs if r["client_cores"]]),
+             median([r["client_cores"] for r in runs])] for (loop, n), runs in results.items()]
+    print(table(["loop", "streams", "chunks/s", "chunks/s per client core", "client cores"], rows))
+
+
+def _label(loop: str, workers: int) -> str:
+    return loop if workers == 1 else f"{loop} x{workers} proc"
 
 
 if __name__ == "__main__":
