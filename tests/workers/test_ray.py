@@ -73,3 +73,22 @@ def test_a_node_clock_beyond_the_limit_is_refused_and_one_within_is_measured(clu
             assert abs(clock["wall_offset_ms"] - 20.0) <= clock["uncertainty_ms"] + 1.0
     finally:
         asyncio.run(backend.close())
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_code_8(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from tokenpace.errors import ExitCode
+
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--ray", f"127.0.0.1:{port}",
+                           "--requests", "4", "--no-progress", "--out", str(tmp_path / "run.json")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == ExitCode.CLUSTER
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"tokenpace: error: cannot reach the Ray cluster at 127.0.0.1:{port}")
+    assert "Traceback" not in proc.stderr

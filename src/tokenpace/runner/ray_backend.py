@@ -33,6 +33,7 @@ from tokenpace.record import RequestRecord
 from tokenpace.runner.workers import WorkerBody, WorkerJob, run_loop
 
 PINGS = 8
+CONNECT_TIMEOUT_S = 120.0  # joining the cluster, placing the actors and measuring their clocks
 POLL_S = 0.05
 _NS_FIELDS = tuple(f.name for f in fields(RequestRecord) if f.name.endswith("_ns") and f.name != "chunk_ns")
 
@@ -143,6 +144,20 @@ def check_clocks(clocks: list[dict[str, Any]], max_offset_ms: float) -> None:
                 f"--max-clock-offset {max_offset_ms:g} ms (round trip {c['rtt_ms']:.1f} ms)")
 
 
+def _reachable(address: str | None) -> None:
+    """A HOST:PORT that nothing listens on fails here at once, not after Ray's long retries."""
+    if not address or address in ("auto", "local") or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5.0):
+            pass
+    except ValueError:
+        raise ClusterError(f"--ray {address}: the port must be a number") from None
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
+
+
 class RayBackend:
     """The transport of WorkerPool (workers.py) over Ray actors."""
 
@@ -164,7 +179,27 @@ class RayBackend:
             import ray
         except ImportError:
             raise ClusterError("--ray needs Ray: pip install 'tokenpace[ray]'") from None
-        return await asyncio.to_thread(cls._connect, ray, config, clock_skew_ns)
+        _reachable(config.ray)
+        # A daemon thread, not asyncio's executor: ray.init can hang on an address that answers
+        # but is no Ray cluster, and a signal or the time limit must still end the run.
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+
+        def connect() -> None:
+            try:
+                result: Any = cls._connect(ray, config, clock_skew_ns)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
+                loop.call_soon_threadsafe(lambda: done.done() or done.set_exception(exc))
+                return
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(result))
+
+        threading.Thread(target=connect, name="tokenpace-ray-connect", daemon=True).start()
+        try:
+            return await asyncio.wait_for(done, CONNECT_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise ClusterError(f"no answer from the Ray cluster at {config.ray} within "
+                               f"{CONNECT_TIMEOUT_S:g} s (is it a Ray head node, and this machine "
+                               "allowed to join it?)") from None
 
     @classmethod
     def _connect(cls, ray: Any, config: BenchConfig, clock_skew_ns: int) -> RayBackend:
@@ -172,8 +207,8 @@ class RayBackend:
             try:
                 ray.init(address=config.ray, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise ClusterError(f"cannot join the Ray cluster at {config.ray}: "
-                                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+                first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else type(exc).__name__
+                raise ClusterError(f"cannot join the Ray cluster at {config.ray}: {first}") from None
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         count = config.workers if config.workers else len(nodes) or 1
         remote = ray.remote(LoadActor).options(num_cpus=1, scheduling_strategy="SPREAD")
