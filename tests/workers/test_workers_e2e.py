@@ -36,7 +36,9 @@ def _run(tmp_path, name, workers, load_args):
         out = tmp_path / f"{name}.json"
         proc = _bench(server.url, out, "--seed", "11", "--input-tokens", "uniform:min=8,max=64",
                       "--output-tokens", "uniform:min=4,max=24", "--workers", str(workers), *load_args)
-        assert proc.returncode == ExitCode.OK, proc.stderr
+        # INVALID_RUN: on a busy machine the schedule lag can exceed its limit; the request set
+        # must be the same all the same
+        assert proc.returncode in (ExitCode.OK, ExitCode.INVALID_RUN), proc.stderr
     finally:
         server.stop()
     return json.loads(out.read_text()), read_records(tmp_path / f"{name}.records.jsonl"), read_send_log(log)

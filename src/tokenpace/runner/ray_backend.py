@@ -185,13 +185,21 @@ class RayBackend:
         loop = asyncio.get_running_loop()
         done: asyncio.Future = loop.create_future()
 
+        def settle(result: Any, error: BaseException | None) -> None:
+            if done.done():  # the wait timed out or was cancelled
+                return
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(result)
+
         def connect() -> None:
             try:
                 result: Any = cls._connect(ray, config, clock_skew_ns)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_exception(exc))
+                loop.call_soon_threadsafe(settle, None, exc)
                 return
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(result))
+            loop.call_soon_threadsafe(settle, result, None)
 
         threading.Thread(target=connect, name="tokenpace-ray-connect", daemon=True).start()
         try:

@@ -225,13 +225,19 @@ def _process_main(job: WorkerJob, queue: Any, control: Any) -> None:
         emit("failed", f"{type(exc).__name__}: {exc}"[:300])
     finally:
         queue.close()
+        if _PARENT_GONE.is_set():  # nobody reads the queue: do not wait to flush it
+            queue.cancel_join_thread()
         queue.join_thread()
+
+
+_PARENT_GONE = threading.Event()
 
 
 def _recv(control: Any) -> tuple:
     try:
         return control.recv()
-    except (EOFError, OSError):  # the parent is gone
+    except (EOFError, OSError):  # the parent is gone: cancel everything and leave
+        _PARENT_GONE.set()
         return ("cancel",)
 
 
@@ -286,6 +292,8 @@ class ProcessBackend:
         return start_ns
 
     def send(self, k: int, *message: Any) -> None:
+        if k >= len(self._controls):  # a signal before the workers were started
+            return
         with contextlib.suppress(OSError, ValueError):  # a dead worker's pipe
             self._controls[k].send(message)
 
@@ -330,7 +338,7 @@ class WorkerPool:
         self._stats: list[dict[str, Any]] = [{} for _ in jobs]
         self._deaths: list[dict[str, Any]] = []
         self._failures: list[str] = []
-        self._signals = 0
+        self._stopped = False
         self.start_ns: int | None = None
         self.send_end_ns: int | None = None
         self.interrupted = False
@@ -340,10 +348,12 @@ class WorkerPool:
     # stop() and cancel_now() are what Interrupts calls
     def stop(self, *, interrupted: bool = True) -> None:
         self.interrupted = self.interrupted or interrupted
+        self._stopped = True  # a stop before the start: the workers are told "stop", not "start"
         for k in range(len(self._jobs)):
             self._backend.send(k, "stop")
 
     def cancel_now(self) -> None:
+        self._stopped = True
         for k in range(len(self._jobs)):
             self._backend.send(k, "cancel")
 
@@ -354,7 +364,10 @@ class WorkerPool:
             await self._wait("ready", lambda s: s != "starting")
             self.start_ns = time.monotonic_ns() + int(self._backend.start_delay_s * 1e9)
             for k in range(len(self._jobs)):
-                self._backend.send(k, "start", self._backend.local_start_ns(k, self.start_ns))
+                if self._stopped:
+                    self._backend.send(k, "stop")
+                else:
+                    self._backend.send(k, "start", self._backend.local_start_ns(k, self.start_ns))
             await self._wait("done", lambda s: s in ("done", "died"))
         finally:
             if any(s not in ("done", "died") for s in self._state):  # an error in the parent
@@ -376,8 +389,10 @@ class WorkerPool:
                 continue
             if message is not None:
                 self._handle(*message)
-            if self._failures and phase == "ready":
-                raise WorkerFailed("; ".join(self._failures))
+            if phase == "ready" and (self._failures or self._deaths):
+                raise WorkerFailed("a worker could not start, nothing was sent: " + "; ".join(
+                    self._failures or [f"worker {d['worker']} exited with code {d['exit_code']}"
+                                       for d in self._deaths]))
 
     def _handle(self, k: int, kind: str, payload: Any) -> None:
         if kind == "record":
