@@ -92,3 +92,53 @@ def test_an_unreachable_cluster_is_one_line_and_exit_code_8(tmp_path):
     assert proc.stderr.strip().splitlines()[-1].startswith(
         f"tokenpace: error: cannot reach the Ray cluster at 127.0.0.1:{port}")
     assert "Traceback" not in proc.stderr
+
+
+def test_an_actor_killed_mid_run_leaves_every_request_accounted(cluster, tmp_path):
+    import signal
+    import threading
+    import time
+
+    import psutil
+
+    from tokenpace import read_records
+
+    log = tmp_path / "sends.jsonl"
+    server = start_server_process(BuiltinServerConfig(send_log_path=str(log)))
+    killed: list[int] = []
+
+    def kill_one_actor_once_requests_flow() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            actors = [p for p in psutil.process_iter(["pid", "cmdline"])
+                      if (p.info["cmdline"] or [""])[0].startswith("ray::LoadActor")]
+            try:
+                received = sum(e["kind"] == "received" for e in read_send_log(log))
+            except (FileNotFoundError, ValueError):
+                received = 0
+            if len(actors) == 2 and received >= 4:
+                victim = max(p.pid for p in actors)
+                os.kill(victim, signal.SIGKILL)
+                killed.append(victim)
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_one_actor_once_requests_flow, daemon=True)
+    try:
+        config = BenchConfig(url=server.url, concurrency=4, requests=16, input_tokens="16",
+                             output_tokens="150", progress=False, out=str(tmp_path / "run.json"),
+                             ray="auto", workers=2)
+        killer.start()
+        result = asyncio.run(run_bench_async(config))
+        killer.join(5)
+    finally:
+        server.stop()
+    assert killed, "no actor was killed"
+    counts = result.summary["counts"]
+    assert counts["sent"] == counts["ok"] + counts["error"] + counts["timeout"] + counts["cancelled"]
+    assert counts["errors_by_kind"].get("worker_died", 0) >= 1
+    assert result.load["valid"] is False and result.load["workers"]["deaths"]
+    records = read_records(tmp_path / "run.records.jsonl")
+    received = {e["request_id"] for e in read_send_log(log)
+                if e["kind"] == "received" and not e["request_id"].startswith("tp-preflight-")}
+    assert received <= {r.request_id for r in records}  # every request the server saw has a record
+    assert len({r.index for r in records if not r.retried}) == counts["sent"]

@@ -359,8 +359,9 @@ class WorkerPool:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        await self._backend.start(self._jobs, lambda m: loop.call_soon_threadsafe(self._messages.put_nowait, m))
         try:
+            await self._backend.start(self._jobs,
+                                      lambda m: loop.call_soon_threadsafe(self._messages.put_nowait, m))
             await self._wait("ready", lambda s: s != "starting")
             self.start_ns = time.monotonic_ns() + int(self._backend.start_delay_s * 1e9)
             for k in range(len(self._jobs)):
@@ -381,11 +382,14 @@ class WorkerPool:
         self.interrupted = self.interrupted or any(s.get("interrupted") for s in self._stats)
 
     async def _wait(self, phase: str, reached: Callable[[str], bool]) -> None:
+        checked = time.monotonic()
         while not all(reached(s) or s == "died" for s in self._state):
+            if time.monotonic() - checked >= POLL_S:  # also while other workers' records flow
+                self._check_alive()
+                checked = time.monotonic()
             try:
                 message = await asyncio.wait_for(self._messages.get(), POLL_S)
             except asyncio.TimeoutError:
-                self._check_alive()
                 continue
             if message is not None:
                 self._handle(*message)
