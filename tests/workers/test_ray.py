@@ -21,7 +21,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a loopback-only test cluster
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    # address="local": always a new cluster of its own, never one `ray start` left on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False)
     try:
         yield
     finally:
