@@ -25,6 +25,12 @@ set-up) is warmup, reported apart.
     .venv/bin/python benchmarks/client_accuracy.py --concurrency 256 --view both --repeat 5
         # the live view on (drawn a few times a second, to /dev/null) and off, runs alternated
         # (--view-refresh-s S: another frame rate)
+    .venv/bin/python benchmarks/client_accuracy.py --concurrency 256 --workers 1,2   # one loop vs 2 processes
+
+With --workers N > 1 the load runs in N worker processes (`tokenpace bench --workers N`); they are
+not pinned (each may run on any CPU, the server's included), while one loop stays pinned as above.
+"Client cores" is then the sum of the workers' CPU, and "chunks/s per client core" the chunks
+received per second of the run divided by it.
 """
 
 from __future__ import annotations
@@ -52,9 +58,10 @@ SINGLE_STREAM_REQUESTS = 5  # at 1 stream a request takes ~2.6 s: 1 warmup + 4 m
 
 
 def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: int, view: bool = False,
-             view_mode: str = "live") -> dict:
+             view_mode: str = "live", workers: int = 1) -> dict:
     """One closed-loop run against a fresh truth server; returns this run's figures. ``view``: the
-    live view draws as on a terminal (rendered whole, written to /dev/null)."""
+    live view draws as on a terminal (rendered whole, written to /dev/null). ``workers``: client
+    worker processes (1: one event loop in this process)."""
     warmup = concurrency
     requests = SINGLE_STREAM_REQUESTS if concurrency == 1 else concurrency * waves
     with tempfile.TemporaryDirectory(prefix="tp-acc-") as tmp:
@@ -63,17 +70,29 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
             config = BenchConfig(url=server.url, concurrency=concurrency, requests=requests - warmup,
                                  warmup_requests=warmup, input_tokens="128", output_tokens=str(tokens),
                                  progress=view, progress_mode=view_mode if view else "off",
-                                 out=str(Path(tmp) / "run.json"), grace_s=30.0)
+                                 out=str(Path(tmp) / "run.json"), grace_s=30.0,
+                                 workers=workers if workers > 1 else None)
             server.mark()
-            with open(os.devnull, "w") as sink:
-                console = Console(file=sink, force_terminal=True, width=160) if view else None
-                result = run_loop(run_bench_async(config, progress_console=console), loop)
+            pinned = os.sched_getaffinity(0)
+            if workers > 1:  # worker processes inherit the affinity: let them use every CPU
+                os.sched_setaffinity(0, range(os.cpu_count() or 1))
+            try:
+                with open(os.devnull, "w") as sink:
+                    console = Console(file=sink, force_terminal=True, width=160) if view else None
+                    result = run_loop(run_bench_async(config, progress_console=console), loop)
+            finally:
+                os.sched_setaffinity(0, pinned)
             server_cores = server.cores_since_mark()
             rt = server.rt
         truth = read_truth(log)
     figures = analyze(result.records, truth, concurrency)
-    figures.update(client_cores=result.load["client_cpu_util"], server_cores=server_cores, server_rt=rt,
-                   wall_s=result.load["wall_s"])
+    per_worker = (result.load.get("workers") or {}).get("per_worker")
+    cores = (sum(w["client_cpu_util"] or 0.0 for w in per_worker) if per_worker
+             else result.load["client_cpu_util"])
+    chunks = sum(len(r.chunk_ns) for r in result.records)
+    figures.update(client_cores=cores, server_cores=server_cores, server_rt=rt,
+                   wall_s=result.load["wall_s"], chunks_per_s=chunks / result.load["wall_s"],
+                   lag_p99=(result.load["schedule_lag_ms"] or {}).get("p99"))
     return figures
 
 
@@ -131,6 +150,8 @@ def main() -> None:
     ap.add_argument("--view-refresh-s", type=float, metavar="S",
                     help="seconds between the view's frames (default: the view's own, "
                          f"{progress.LIVE_REFRESH_S:g} live, {progress.PLAIN_EVERY_S:g} plain and json)")
+    ap.add_argument("--workers", default="1", metavar="N[,N]",
+                    help="client worker processes (default 1: one event loop in this process)")
     ap.add_argument("--client-rt", action="store_true",
                     help="run the client at real-time priority too (diagnostic: removes other tenants)")
     args = ap.parse_args()
@@ -138,6 +159,7 @@ def main() -> None:
         progress.LIVE_REFRESH_S = progress.PLAIN_EVERY_S = args.view_refresh_s
     levels = [int(x) for x in args.concurrency.split(",")]
     loops = args.loops.split(",")
+    worker_counts = [int(x) for x in args.workers.split(",")]
     print(machine_line() + "; " + pin_client())
     print("Command: .venv/bin/python benchmarks/client_accuracy.py " + shlex.join(sys.argv[1:]))
     print(f"Server: prefill {PREFILL_S * 1e3:g} ms, decode step {args.step_ms:g} ms, {args.tokens} tokens, "
@@ -151,14 +173,14 @@ def main() -> None:
     views = {"off": [False], "on": [True], "both": [False, True]}[args.view]
     results: dict[tuple[str, int], list[dict]] = {}
     for loop in loops:
-        for n in levels:
+        for n, w in [(n, w) for n in levels for w in worker_counts]:
             for i in range(args.repeat):
                 order = views if i % 2 == 0 else views[::-1]  # alternate which goes first
                 for view in order:
-                    label = loop + (" view" if view else "") if args.view != "off" else loop
+                    label = _label(loop, w) + (" view" if view else "") if args.view != "off" else _label(loop, w)
                     results.setdefault((label, n), []).append(run_once(
                         n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000, tokens=args.tokens, view=view,
-                        view_mode=args.view_mode))
+                        view_mode=args.view_mode, workers=w))
                     f = results[(label, n)][-1]
                     print(f"  {label} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
                           f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
@@ -200,6 +222,15 @@ def main() -> None:
                      f"{exact[0]}/{exact[1]} ({'/'.join(srcs)})", bad, f"{samples[0]}/{samples[1]}"])
     print(table(["loop", "target", "in flight (server)", "in flight (client)", "client cores",
                  "server cores", "tokens exact (source)", "not ok/unjoined", "samples TTFT/chunk"], rows))
+    print("\nChunk rate (median of runs): chunks received per second of the run, and per client core\n")
+    rows = [[loop, n, median([r["chunks_per_s"] for r in runs]),
+             median([r["chunks_per_s"] / r["client_cores"] for r in runs if r["client_cores"]]),
+             median([r["client_cores"] for r in runs])] for (loop, n), runs in results.items()]
+    print(table(["loop", "streams", "chunks/s", "chunks/s per client core", "client cores"], rows))
+
+
+def _label(loop: str, workers: int) -> str:
+    return loop if workers == 1 else f"{loop} x{workers} proc"
 
 
 if __name__ == "__main__":

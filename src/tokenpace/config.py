@@ -101,6 +101,13 @@ class BenchConfig:
     metrics_url: str | None = None  # None: the target's base URL without /v1, plus /metrics
     scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S
 
+    # Scale-out (tokenpace.runner.workers): the load in worker processes on this machine, or in
+    # Ray actors across a cluster. workers=0: chosen from the load and the CPU count (auto_workers);
+    # None: 1 process, or with ray one actor per node.
+    workers: int | None = None
+    ray: str | None = None  # a Ray cluster address, or "auto" (the one `ray start` runs here)
+    max_clock_offset_ms: float = 50.0  # --ray: refuse a node whose clock is further off than this
+
     # Output.
     out: str | None = None  # result JSON path; records go beside it as *.records.jsonl
     progress: bool = True  # False: no progress output at all (as progress_mode "off")
@@ -182,6 +189,14 @@ class BenchConfig:
             raise UsageError(f"token prices: {exc}") from None
         if self.requests is not None and self.duration_s is not None:
             raise UsageError("give --requests or --duration, not both")
+        if self.workers is not None and not (isinstance(self.workers, int) and self.workers >= 0):
+            raise UsageError(f"--workers must be a whole number >= 1 or auto, not {self.workers}")
+        if (self.workers or 1) > 1 and self.rate is None and self.workers > (self.effective_concurrency() or 1):
+            raise UsageError(f"--workers {self.workers} is more than --concurrency "
+                             f"{self.effective_concurrency()}: each worker needs at least one stream")
+        if not (math.isfinite(self.max_clock_offset_ms) and self.max_clock_offset_ms > 0):
+            raise UsageError(f"--max-clock-offset must be a number of milliseconds > 0, "
+                             f"not {self.max_clock_offset_ms}")
         if self.ramp_s and (self.trace or self.conversations):
             raise UsageError("--ramp shapes a rate or a concurrency: a --trace or --conversations run has its own arrivals")
         _check_url("--url", self.url)

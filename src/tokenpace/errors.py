@@ -16,6 +16,7 @@ class ExitCode:
     INVALID_RUN = 5  # the run completed but its numbers cannot be trusted (load generator bottleneck)
     NOT_SAVED = 7  # a result or records file could not be written (disk full); the summary was printed
     FINDINGS = 8  # `lint --fail-on`: the lint found what the user asked it to fail on
+    CLUSTER = 9  # --ray: no Ray, no cluster, or a node's clock too far off; nothing was sent
     INTERRUPTED = 130  # SIGINT or SIGTERM; partial results were saved
 
 
@@ -35,6 +36,13 @@ class TargetError(TokenpaceError):
     """The endpoint is unreachable, or answered the preflight request with an error."""
 
     exit_code = ExitCode.TARGET
+
+
+class ClusterError(TokenpaceError):
+    """--ray: Ray is not installed, the cluster cannot be reached, an actor could not start, or a
+    node's clock is further off than --max-clock-offset. Raised before any request is sent."""
+
+    exit_code = ExitCode.CLUSTER
 
 
 class RunInterrupted(TokenpaceError):

@@ -30,7 +30,8 @@ examples:
 exit codes: 0 ok · 1 internal error · 2 bad usage or input · 3 target unreachable or refused ·
             4 every measured request failed · 5 run invalid (load generator bottleneck) ·
             6 a compare --fail-if gate failed · 7 a file could not be written (disk full) ·
-            8 lint --fail-on found a problem · 130 interrupted
+            8 lint --fail-on found a problem · 9 --ray could not join or trust the cluster ·
+            130 interrupted
 """
 
 

@@ -252,10 +252,31 @@ def _load_lines(lg: dict[str, Any] | None) -> list[str]:
              f"mean in flight {lg['mean_in_flight']:.1f}" if lg.get("mean_in_flight") is not None else None,
              f"client CPU {lg['client_cpu_util']:.0%} of one core" if lg.get("client_cpu_util") is not None else None]
     text = "; ".join(p for p in parts if p)
+    workers = _worker_lines(lg.get("workers"))
+    if workers:
+        text = text.replace("client CPU", "busiest worker's CPU")
     if lg.get("valid", True):
-        return [f"Load generator: valid · {text}"]
+        return [f"Load generator: valid · {text}", *workers]
     return [f"[bold red]INVALID: load generator was the bottleneck[/] ({'; '.join(lg['invalid_reasons'])}) · {text}",
-            f"  suggestion: {lg['suggestion']}"]
+            f"  suggestion: {lg['suggestion']}", *workers]
+
+
+def _worker_lines(w: dict[str, Any] | None) -> list[str]:
+    """--workers / --ray: each worker's lag, CPU and fate; with Ray, each node's clock offset."""
+    if not w:
+        return []
+    kind = "Ray actors" if w["backend"] == "ray" else "processes"
+    rows = []
+    for row in w["per_worker"]:
+        lag = row.get("schedule_lag_ms")
+        cpu = row.get("client_cpu_util")
+        clock = row.get("clock")
+        rows.append(f"#{row['worker']} {row['status']}"
+                    + (f", lag p99 {lag['p99']:.2f} ms" if lag else "")
+                    + (f", CPU {cpu:.0%}" if cpu is not None else "")
+                    + (f", clock {clock['wall_offset_ms']:+.2f} ±{clock['uncertainty_ms']:.2f} ms "
+                       f"on {clock['host']}" if clock else ""))
+    return [f"Workers: {w['count']} {kind} · " + " · ".join(rows)]
 
 
 def _engine_lines(engine: dict[str, Any] | None) -> list[str]:

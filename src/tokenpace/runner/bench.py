@@ -105,15 +105,7 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
     result_path, records_path = result_paths(config.out)
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     async with target_for(config, target) as (url, builtin):
-        client = OpenAIClient(url, config.model or "", api=config.api, stream=config.stream,
-                              api_key=os.environ.get(config.api_key_env) or None,
-                              ignore_eos=config.ignore_eos, extra_body=config.extra_body,
-                              timeout_s=config.timeout_s,
-                              connect_timeout_s=config.connect_timeout_s,
-                              ttft_timeout_s=config.ttft_timeout_s,
-                              idle_timeout_s=config.idle_timeout_s,
-                              cache_breakpoint=config.cache_breakpoint,
-                              max_connections=_connections(config, workload))
+        client = make_client(config, url, config.model or "", _connections(config, workload))
         try:
             model, preflight_report = await preflight(
                 client, config.model, url, api_key_env=config.api_key_env,
@@ -121,8 +113,8 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
             watch = _engine_watch(config, url)
             async with watch or contextlib.nullcontext():
                 records, loadgen, sink = await _drive(client, config, workload, records_path,
-                                                      interrupts, slo=slo, watch=watch,
-                                                      progress_console=progress_console)
+                                                      interrupts, url=url, model=model, slo=slo,
+                                                      watch=watch, progress_console=progress_console)
         finally:
             await client.close()
     window = _window(config, loadgen, workload, records)
@@ -130,6 +122,9 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                         window=window, token_prices=config.token_prices())
     load = load_report(records, config=config, mode=load_mode(workload), cpu_s=loadgen.cpu_s,
                        wall_s=loadgen.wall_s, window=window)
+    extend = getattr(loadgen, "extend_load_report", None)  # worker processes or Ray actors
+    if extend is not None:
+        extend(load, records)
     result = BenchResult(config=config, target={"url": url, "model": model, "builtin": builtin},
                          records=records, summary=summary, load=load, result_path=result_path,
                          records_path=records_path, interrupted=loadgen.interrupted,
@@ -146,6 +141,16 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
         raise NotSaved(f"{_records_fate(sink, len(records))}; the result file {result_path} has "
                        "the summary of all of them", result=result)
     return result
+
+
+def make_client(config: BenchConfig, url: str, model: str, max_connections: int | None) -> OpenAIClient:
+    """The client for ``config``'s target; each worker process makes its own."""
+    return OpenAIClient(url, model, api=config.api, stream=config.stream,
+                        api_key=os.environ.get(config.api_key_env) or None,
+                        ignore_eos=config.ignore_eos, extra_body=config.extra_body,
+                        timeout_s=config.timeout_s, connect_timeout_s=config.connect_timeout_s,
+                        ttft_timeout_s=config.ttft_timeout_s, idle_timeout_s=config.idle_timeout_s,
+                        cache_breakpoint=config.cache_breakpoint, max_connections=max_connections)
 
 
 def _records_fate(sink: RecordSink, total: int) -> str:
@@ -208,20 +213,29 @@ def _connections(config: BenchConfig, workload: WorkloadSpec) -> int | None:
     return None if cap is None else cap + 16
 
 
-async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
-                 records_path: Path, interrupts: Interrupts, *, slo: SLO | None = None,
-                 watch: Any = None, progress_console: Console | None = None
-                 ) -> tuple[list[RequestRecord], LoadGenerator, RecordSink]:
+def load_settings(config: BenchConfig, workload: WorkloadSpec) -> LoadSettings:
     requests = request_count(config, workload)
     warmup_n = config.warmup_requests
     total = None if requests is None else requests + warmup_n
-    settings = LoadSettings(
+    return LoadSettings(
         concurrency=config.concurrency if workload.open_loop else config.effective_concurrency(),
         open_loop=workload.open_loop, total_requests=total,
         end_after_s=None if config.duration_s is None else config.warmup_s + config.ramp_s + config.duration_s,
         warmup_requests=warmup_n, warmup_s=config.warmup_s, ramp_s=config.ramp_s,
         grace_s=config.end_grace_s(by_count=False), end_grace_s=config.end_grace_s(by_count=True),
         retries=config.retries, retry_backoff_s=config.retry_backoff_s)
+
+
+async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
+                 records_path: Path, interrupts: Interrupts, *, url: str, model: str,
+                 slo: SLO | None = None, watch: Any = None, progress_console: Console | None = None
+                 ) -> tuple[list[RequestRecord], Any, RecordSink]:
+    if (config.workers or 1) > 1 or config.ray is not None:  # the load in worker processes or Ray actors
+        from tokenpace.runner.workers import drive_workers
+
+        return await drive_workers(config, workload, records_path, interrupts, url=url, model=model)
+    settings = load_settings(config, workload)
+    total = settings.total_requests
     conversations = conversations_for(workload) if workload.conversations is not None else None
     plan = None if conversations is not None else await _plan(workload, total)
     records: list[RequestRecord] = []

@@ -69,6 +69,6 @@ def load_report(records: list[RequestRecord], *, config: BenchConfig, mode: str,
         "valid": not reasons,
         "invalid_reasons": reasons,
         "suggestion": (None if not reasons else
-                       "the load generator was the bottleneck: lower --rate or --concurrency, "
+                       "the load generator was the bottleneck: lower --rate or --concurrency, raise --workers, "
                        "or run tokenpace on a less busy machine (or several)"),
     }

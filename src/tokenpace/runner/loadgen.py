@@ -50,7 +50,13 @@ class LoadGenerator:
     def __init__(self, send: Callable[..., Awaitable[None]], plan: Iterator[PlannedRequest] | None,
                  settings: LoadSettings, *, api: str, stream: bool,
                  on_record: Callable[[RequestRecord], None],
-                 conversations: list[Conversation] | None = None):
+                 conversations: list[Conversation] | None = None,
+                 on_launch: Callable[[RequestRecord], None] | None = None,
+                 run_id: str | None = None, index_stride: tuple[int, int] = (0, 1)):
+        # on_launch: told of each request as it begins (worker processes report it to the parent,
+        # which accounts for a request whose worker dies). run_id: shared by all of a run's
+        # workers. index_stride (k, n): sessions number their requests k, k+n, k+2n... so that
+        # worker k of n never reuses another worker's index.
         self._send = send  # async (record, prompt, extra_body) -> None; fills the record
         self._plan = plan if plan is not None else iter(())
         self._conversations = conversations  # multi-turn sessions instead of a flat plan
@@ -59,11 +65,13 @@ class LoadGenerator:
         self._s = settings
         self._api, self._stream = api, stream
         self._on_record = on_record
+        self._on_launch = on_launch
+        self._stride = index_stride
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._flying: dict[asyncio.Task, RequestRecord] = {}  # the attempt each task is on (live view)
         self.sent_count = 0  # requests started (a retry is the same request)
-        self._run_id = uuid.uuid4().hex[:12]
+        self._run_id = run_id or uuid.uuid4().hex[:12]
         self.start_ns: int | None = None
         self.send_end_ns: int | None = None  # when sending stopped
         self.interrupted = False
@@ -86,14 +94,17 @@ class LoadGenerator:
         for task in list(self._tasks):
             task.cancel()
 
-    async def run(self) -> None:
+    async def run(self, start_at_ns: int | None = None) -> None:
+        """``start_at_ns``: a monotonic time to start at (all workers of a run share one start)."""
         # A full collection over the heap that imports leave behind takes ~30 ms here, and one
         # during the run delays every chunk that arrives meanwhile: collect once, then freeze what
         # exists so later collections only walk objects made during the run.
         gc.collect()
         gc.freeze()
+        if start_at_ns is not None:
+            await self._sleep_until(asyncio.get_running_loop(), start_at_ns / NS)
         cpu0 = time.process_time()
-        self.start_ns = time.monotonic_ns()
+        self.start_ns = start_at_ns if start_at_ns is not None else time.monotonic_ns()
         deadline = None
         if self._s.end_after_s is not None:
             deadline = asyncio.get_running_loop().call_later(
@@ -209,6 +220,8 @@ class LoadGenerator:
 
     def _launch(self, record: RequestRecord, prompt: Prompt,
                 extra_body: dict[str, Any] | None) -> asyncio.Task:
+        if self._on_launch is not None:
+            self._on_launch(record)
         task = asyncio.ensure_future(self._one(record, prompt, extra_body))
         self._tasks.add(task)
         self._flying[task] = record
@@ -239,7 +252,8 @@ class LoadGenerator:
             previous_done_ns = record.done_ns or time.monotonic_ns()
 
     def _next_index(self) -> int | None:
-        index = self._sent_count
+        k, n = self._stride
+        index = k + n * self._sent_count
         if self._s.total_requests is not None and index >= self._s.total_requests:
             return None
         self._sent_count += 1
