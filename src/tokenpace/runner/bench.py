@@ -233,7 +233,8 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     if (config.workers or 1) > 1 or config.ray is not None:  # the load in worker processes or Ray actors
         from tokenpace.runner.workers import drive_workers
 
-        return await drive_workers(config, workload, records_path, interrupts, url=url, model=model)
+        return await drive_workers(config, workload, records_path, interrupts, url=url, model=model, slo=slo,
+                                   watch=watch, progress_console=progress_console)
     settings = load_settings(config, workload)
     total = settings.total_requests
     conversations = conversations_for(workload) if workload.conversations is not None else None

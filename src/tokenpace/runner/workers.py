@@ -43,7 +43,6 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import TokenpaceError
 from tokenpace.record import RequestRecord
 from tokenpace.runner.interrupts import Interrupts
-from tokenpace.runner.progress import LiveProgress
 from tokenpace.runner.sink import RecordSink
 from tokenpace.workload import PlannedRequest, WorkloadSpec
 
@@ -344,6 +343,12 @@ class WorkerPool:
         self.interrupted = False
         self.cpu_s = 0.0
         self.wall_s = 0.0
+        self.sent_count = 0  # for the live view, as LoadGenerator.sent_count
+
+    def in_flight_records(self) -> list[RequestRecord]:
+        """For the live view: one placeholder per request in flight (its chunks stay in the worker
+        until it ends, so the view counts them as they end)."""
+        return [RequestRecord(request_id="", index=index) for index in self._open]
 
     # stop() and cancel_now() are what Interrupts calls
     def stop(self, *, interrupted: bool = True) -> None:
@@ -409,6 +414,8 @@ class WorkerPool:
             self._on_record(record)
         elif kind == "launch":
             notice = self._backend.to_parent_clock(k, payload)
+            if notice[0] not in self._open and notice[0] not in self._retried:
+                self.sent_count += 1  # a request begun (a retry is the same request)
             self._open[notice[0]] = (k, notice)
         elif kind == "ready":
             self._state[k] = "ready"
@@ -521,12 +528,13 @@ def _died_record(notice: tuple, job: WorkerJob, retried: RequestRecord | None, n
 
 
 async def drive_workers(config: BenchConfig, workload: WorkloadSpec, records_path: Path,
-                        interrupts: Interrupts, *, url: str, model: str
-                        ) -> tuple[list[RequestRecord], WorkerPool, RecordSink]:
+                        interrupts: Interrupts, *, url: str, model: str, slo: Any = None, watch: Any = None,
+                        progress_console: Any = None) -> tuple[list[RequestRecord], WorkerPool, RecordSink]:
     """The runner's load phase with workers: same records file, progress and signals as one loop."""
-    from tokenpace.runner.bench import load_settings
+    from tokenpace.runner.bench import live_progress, load_settings
 
-    total = load_settings(config, workload).total_requests
+    settings = load_settings(config, workload)
+    total = settings.total_requests
     if config.ray is not None:
         from tokenpace.runner.ray_backend import RayBackend
 
@@ -538,8 +546,8 @@ async def drive_workers(config: BenchConfig, workload: WorkloadSpec, records_pat
     jobs = [WorkerJob(config=config, url=url, model=model, run_id=run_id, worker=k, workers=n)
             for k in range(n)]
     records: list[RequestRecord] = []
-    with RecordSink(records_path, on_error=lambda _exc: pool.stop()) as sink, \
-            LiveProgress(total, enabled=config.progress) as progress:
+    progress = live_progress(config, workload, total, slo=slo, watch=watch, console=progress_console)
+    with RecordSink(records_path, on_error=lambda _exc: pool.stop()) as sink:
 
         def on_record(record: RequestRecord) -> None:
             sink.write(record)
@@ -547,7 +555,8 @@ async def drive_workers(config: BenchConfig, workload: WorkloadSpec, records_pat
             progress.add(record)
 
         pool = WorkerPool(backend, jobs, on_record)
-        with interrupts.load(pool):
+        progress.attach(pool, settings.grace_s)
+        with progress, interrupts.load(pool, on_stop=progress.stopping, on_cancel=progress.cancelling):
             await pool.run()
     records.sort(key=lambda r: (r.index, r.attempt))
     return records, pool, sink
