@@ -192,11 +192,12 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _on_off(text: str) -> bool:
-    if text.lower() in ("on", "true", "yes", "1"):
-        return True
-    if text.lower() in ("off", "false", "no", "0"):
-        return False
-    raise UsageError(f"--chunked-prefill: on or off, not {text!r}")
+    from tokenpace.sweep.client_vary import on_off
+
+    try:
+        return on_off(text)
+    except ValueError:
+        raise UsageError(f"--chunked-prefill: on or off, not {text!r}") from None
 
 
 def _spec(text: str) -> Any:

@@ -239,24 +239,34 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     total = settings.total_requests
     conversations = conversations_for(workload) if workload.conversations is not None else None
     plan = None if conversations is not None else await _plan(workload, total)
-    records: list[RequestRecord] = []
-    # A records file that cannot be written (disk full) stops the run as a signal would: requests
-    # in flight still end as records, kept here for the summary.
     progress = live_progress(config, workload, total, slo=slo, watch=watch, console=progress_console)
-    with RecordSink(records_path, on_error=lambda _exc: loadgen.stop()) as sink:
-
-        def on_record(record: RequestRecord) -> None:
-            sink.write(record)
-            records.append(record)
-            progress.add(record)
-
+    recorder = Recorder(records_path, progress)
+    with recorder.sink as sink:
         loadgen = LoadGenerator(client.send, plan, settings, api=config.api, stream=config.stream,
-                                on_record=on_record, conversations=conversations)
+                                on_record=recorder, conversations=conversations)
+        recorder.load = loadgen
         progress.attach(loadgen, settings.grace_s)
         with progress, interrupts.load(loadgen, on_stop=progress.stopping, on_cancel=progress.cancelling):
             await loadgen.run()
-    records.sort(key=lambda r: r.index)
+    records = sorted(recorder.records, key=lambda r: r.index)
     return records, loadgen, sink
+
+
+class Recorder:
+    """Where each ended request goes: the JSONL sink (crash-safe), the list the summary is made
+    from, and the live view. A records file that cannot be written (disk full) stops ``load`` as a
+    signal would: requests in flight still end as records, kept here for the summary."""
+
+    def __init__(self, records_path: Path, progress: LiveProgress) -> None:
+        self.records: list[RequestRecord] = []
+        self.progress = progress
+        self.load: Any = None  # the load generator or worker pool, once it exists
+        self.sink = RecordSink(records_path, on_error=lambda _exc: self.load.stop())
+
+    def __call__(self, record: RequestRecord) -> None:
+        self.sink.write(record)
+        self.records.append(record)
+        self.progress.add(record)
 
 
 def live_progress(config: BenchConfig, workload: WorkloadSpec, total: int | None, *, slo: SLO | None,

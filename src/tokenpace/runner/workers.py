@@ -531,7 +531,7 @@ async def drive_workers(config: BenchConfig, workload: WorkloadSpec, records_pat
                         interrupts: Interrupts, *, url: str, model: str, slo: Any = None, watch: Any = None,
                         progress_console: Any = None) -> tuple[list[RequestRecord], WorkerPool, RecordSink]:
     """The runner's load phase with workers: same records file, progress and signals as one loop."""
-    from tokenpace.runner.bench import live_progress, load_settings
+    from tokenpace.runner.bench import Recorder, live_progress, load_settings
 
     settings = load_settings(config, workload)
     total = settings.total_requests
@@ -545,18 +545,12 @@ async def drive_workers(config: BenchConfig, workload: WorkloadSpec, records_pat
     run_id = uuid.uuid4().hex[:12]
     jobs = [WorkerJob(config=config, url=url, model=model, run_id=run_id, worker=k, workers=n)
             for k in range(n)]
-    records: list[RequestRecord] = []
     progress = live_progress(config, workload, total, slo=slo, watch=watch, console=progress_console)
-    with RecordSink(records_path, on_error=lambda _exc: pool.stop()) as sink:
-
-        def on_record(record: RequestRecord) -> None:
-            sink.write(record)
-            records.append(record)
-            progress.add(record)
-
-        pool = WorkerPool(backend, jobs, on_record)
+    recorder = Recorder(records_path, progress)
+    with recorder.sink as sink:
+        pool = recorder.load = WorkerPool(backend, jobs, recorder)
         progress.attach(pool, settings.grace_s)
         with progress, interrupts.load(pool, on_stop=progress.stopping, on_cancel=progress.cancelling):
             await pool.run()
-    records.sort(key=lambda r: (r.index, r.attempt))
+    records = sorted(recorder.records, key=lambda r: (r.index, r.attempt))
     return records, pool, sink

@@ -14,7 +14,7 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.runner.counting import check_holdable
 from tokenpace.simulator.config import SimConfig
-from tokenpace.sweep.client_vary import CLIENT_KEYS, apply_client, check_client_key
+from tokenpace.sweep.client_vary import CLIENT_KEYS, apply_client, check_client_key, on_off
 from tokenpace.sweep.rates import DEFAULT_AUTO_STEPS
 
 AXES = ("concurrency", "rate")
@@ -23,13 +23,7 @@ DEFAULT_SATURATION_CONCURRENCY = 256
 SYNC_PROBE_MAX_REQUESTS = 20  # a count-bounded synchronous probe sends at most this many
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("on", "true", "yes", "1"):
-        return True
-    if value in ("off", "false", "no", "0"):
-        return False
-    raise ValueError("expected on or off")
+_bool = on_off  # on/off, true/false, yes/no, 1/0
 
 
 def _positive_int(text: str) -> int:
