@@ -1,14 +1,15 @@
 """The result file: one versioned JSON document per run, beside its per-request JSONL.
 
-Schema (version 1) is documented in the README; ``kind`` is "bench" or "sim". Readers accept any
-version up to SCHEMA_VERSION and refuse newer ones with a clear message.
+Schema (version 1) is documented in the README; ``kind`` is "bench" or "sim". The version field says
+how a file reads: readers accept any version up to SCHEMA_VERSION and refuse newer ones with a clear
+message. The sweep document shares the version (one family of files).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -16,52 +17,42 @@ from tokenpace._version import __version__
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
 
+if TYPE_CHECKING:
+    from tokenpace.results.run import RunResult
+
 SCHEMA_VERSION = 1
 
 
-def result_document(result: Any) -> dict[str, Any]:
-    """The JSON document for a BenchResult or a SimRunResult (records stay in the JSONL).
+def result_document(result: RunResult) -> dict[str, Any]:
+    """The JSON document of a run (records stay in the JSONL).
 
-    Both share every section; a simulation (``kind: "sim"``) has ``started_utc`` null (nothing in it
-    reads a clock, so the same inputs give the same bytes), ``load_generator`` null (no client to
-    judge), a ``target`` that says ``simulated: true`` with the model, GPU, precisions, TP and
-    policy, and an ``engine`` section: the resolved engine, its memory and what it did, with the
-    engine timeline in a JSONL beside the result (``engine.timeline_path``).
+    Every kind shares every section; a simulation (``kind: "sim"``) has ``started_utc`` null
+    (nothing in it reads a clock, so the same inputs give the same bytes), ``load_generator`` null
+    (no client to judge), a ``target`` that says ``simulated: true`` with the model, GPU,
+    precisions, TP and policy, and an ``engine`` section: the resolved engine, its memory and what
+    it did, with the engine timeline in a JSONL beside the result (``engine.timeline_path``).
     """
-    kind = getattr(result, "kind", "bench")
-    records_rel = os.path.relpath(result.records_path, result.result_path.parent)
-    workload = getattr(result, "workload_info", None)
-    if workload is None:  # a simulation names its own source
-        workload = {"input_tokens": _load_config(result).input_tokens,
-                    "output_tokens": _load_config(result).output_tokens,
-                    "shared_prefix_tokens": result.config.shared_prefix_tokens,
-                    "input_length_source": result.input_length_source}
     doc = {
         "schema_version": SCHEMA_VERSION,
-        "kind": kind,
+        "kind": result.kind,
         "tool": {"name": "tokenpace", "version": __version__},
         "started_utc": result.started_utc,
         "interrupted": result.interrupted,
         "config": result.config.to_dict(),
         "target": result.target,
-        "workload": workload,
+        "workload": result.workload_info,
         "summary": result.summary,
         "load_generator": result.load,
-        "preflight": getattr(result, "preflight", None),
-        "engine_metrics": getattr(result, "engine_metrics", None),  # --scrape-metrics (tokenpace.observe)
-        "records_path": records_rel,
+        "preflight": result.preflight,
+        "engine_metrics": result.engine_metrics,  # --scrape-metrics (tokenpace.observe)
+        "records_path": os.path.relpath(result.records_path, result.result_path.parent),
     }
-    if kind == "sim":
+    if result.engine is not None:
         doc["engine"] = result.engine
     return doc
 
 
-def _load_config(result: Any) -> Any:
-    """The BenchConfig holding the load and workload options (a SimRunConfig keeps it in ``load``)."""
-    return getattr(result.config, "load", result.config)
-
-
-def write_result(result: Any) -> Path:
+def write_result(result: RunResult) -> Path:
     document = orjson.dumps(result_document(result), option=orjson.OPT_INDENT_2) + b"\n"
     return write_whole(result.result_path, document, what="the result file")
 

@@ -1,4 +1,5 @@
-"""Where a run's files go: the result JSON and, beside it, the per-request JSONL."""
+"""Where a run's files go: the result JSON and, beside it, the per-request JSONL (and a
+simulation's engine timeline)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,8 @@ def result_paths(out: str | None, *, kind: str = "bench") -> tuple[Path, Path]:
         result = Path(out)
     stem = result.name[:-5] if result.name.endswith(".json") else result.name
     return result, result.with_name(stem + ".records.jsonl")
+
+
+def timeline_path(records_path: Path) -> Path:
+    """A simulation's engine timeline JSONL, beside its records: ``<stem>.timeline.jsonl``."""
+    return records_path.with_name(records_path.name.replace(".records.jsonl", ".timeline.jsonl"))

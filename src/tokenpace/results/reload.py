@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.errors import UsageError
-from tokenpace.metrics import Window, summarize
-from tokenpace.reports.result_file import load_document
-from tokenpace.runner.sink import read_records_counted
-from tokenpace.runner.steady import STEADY_PREFIX
+from tokenpace.metrics import summarize
+from tokenpace.results.document import load_document
+from tokenpace.results.records import read_records_counted
+from tokenpace.results.window import saved_window
 
 
 def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None = None,
@@ -35,20 +35,6 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         gpus=gpus if gpus is not None else config.get("gpus", 1),
         window=saved_window(window, config))
     return doc
-
-
-def saved_window(window: dict[str, Any], config: dict[str, Any]) -> Window | None:
-    """The window a saved summary was counted over, to count again over the same one: the
-    steady-state window (its rule kept), or a --duration run's; None: the default one."""
-    if not window or window.get("start_ns") is None or window.get("end_ns") is None:
-        return None
-    definition = window.get("definition") or ""
-    if definition.startswith(STEADY_PREFIX):
-        rule = definition.split(" Output tokens count", 1)[0]
-        return Window(window["start_ns"], window["end_ns"], explicit=True, rule=rule)
-    if config.get("duration_s"):
-        return Window(window["start_ns"], window["end_ns"], explicit=True)
-    return None
 
 
 def _check_is_run(doc: dict[str, Any], path: Path) -> None:

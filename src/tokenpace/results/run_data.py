@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 
 from tokenpace.record import RequestRecord
-from tokenpace.reports.reload import load_run
-from tokenpace.runner.sink import read_records_counted
+from tokenpace.results.records import read_records_counted
+from tokenpace.results.reload import load_run
 
 
 @dataclass
