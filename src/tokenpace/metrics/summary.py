@@ -6,16 +6,18 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from tokenpace.metrics.breakdowns import breakdowns
-from tokenpace.metrics.columns import columns
+from tokenpace.metrics.columns import columns, columns_of_table
 from tokenpace.metrics.cost import cost
 from tokenpace.metrics.goodput import goodput
 from tokenpace.metrics.latency import pooled_itl_and_chunk_gaps_ms
 from tokenpace.metrics.ratings import ratings
 from tokenpace.metrics.slo import SLO, parse_slo
 from tokenpace.metrics.stats import describe
+from tokenpace.metrics.tabular import breakdowns_of, counts_of, token_sources_of, window_of
 from tokenpace.metrics.throughput import completed_ok, throughput
 from tokenpace.metrics.window import Window, measurement_window
 from tokenpace.record import STATUSES, RequestRecord
+from tokenpace.recordtable import RecordTable
 
 # The order of the latency_ms section (and of reports that follow it).
 LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_gap", "e2e",
@@ -23,7 +25,7 @@ LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_ga
 _SERVER_SOURCES = frozenset({"usage", "chunk_usage"})
 
 
-def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
+def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str | None = None,
               gpu_hour_usd: float | None = None, gpus: int = 1,
               window: tuple[int, int] | Window | None = None) -> dict:
     """The JSON-ready summary of a run (shape in docs/CONTRACTS.md).
@@ -33,15 +35,30 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
     Throughput and goodput count over the measurement window (``window``, or the default of
     ``tokenpace.metrics.window``); goodput counts errors, timeouts and cancellations as misses.
     ``slo`` may be an ``SLO`` or text for ``parse_slo``. Cost needs ``gpu_hour_usd``.
-    Same records in the same order give the same summary.
+    Same records in the same order give the same summary. ``records`` may be a ``RecordTable``
+    (the columnar records file): the same summary, computed on whole arrays.
     """
-    records = list(records)
-    measured = [r for r in records if r.measured]
     if isinstance(slo, str):
         slo = parse_slo(slo)
+    if isinstance(records, RecordTable):
+        table = records
+        measured_mask = table.measured
+        measured_table = table.take(measured_mask)
+        cols = columns_of_table(measured_table)
+        span = window_of(cols, window)
+        return _sections(cols, span, slo, gpu_hour_usd, gpus, counts=counts_of(table, measured_mask),
+                         tokens=lambda: token_sources_of(measured_table),
+                         breakdowns=lambda: breakdowns_of(measured_table, cols))
+    records = list(records)
+    measured = [r for r in records if r.measured]
     span = measurement_window(measured, window)
     cols = columns(measured)
+    return _sections(cols, span, slo, gpu_hour_usd, gpus, counts=counts(records, measured),
+                     tokens=lambda: token_sources(measured), breakdowns=lambda: breakdowns(measured))
 
+
+def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, gpus: int, *,
+              counts: dict, tokens, breakdowns) -> dict:
     latency = {name: describe(values[cols.ok]) for name, values in cols.values_ms.items()}
     streamed_ok = cols.chunks.rows_of(cols.ok & cols.stream)
     itl, gaps = pooled_itl_and_chunk_gaps_ms(streamed_ok)
@@ -53,7 +70,7 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
     rates = throughput(cols, span)
     good = goodput(cols, slo, span) if slo is not None else None
     return {
-        "counts": counts(records, measured),
+        "counts": counts,
         "window": {**span.to_dict(), **inside(cols, span)},
         "latency_ms": latency,
         "ratings": ratings(latency),
@@ -62,8 +79,8 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
         "cost": None if gpu_hour_usd is None else cost(
             gpu_hour_usd, gpus, rates["output_tokens_s"],
             good["output_tokens_s"] if good is not None else None),
-        "tokens": token_sources(measured),
-        "breakdowns": breakdowns(measured),
+        "tokens": tokens(),
+        "breakdowns": breakdowns(),
     }
 
 
