@@ -6,7 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.errors import UsageError
+from tokenpace.record import RequestRecord
 from tokenpace.metrics import summarize
+from tokenpace.recordtable import RecordTable
+from tokenpace.results.columnar import columns_path, is_complete, read_table
 from tokenpace.results.document import load_document
 from tokenpace.results.records import read_records_counted
 from tokenpace.results.window import saved_window
@@ -27,7 +30,7 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         config = doc.get("config") or {}
         if slo is None and gpu_hour_usd is None and gpus is None:
             return doc
-        records, doc["skipped_lines"] = read_records_counted(path.parent / doc["records_path"])
+        records, doc["skipped_lines"] = _records_of(path.parent / doc["records_path"])
     window = (doc.get("summary") or {}).get("window") or {}
     doc["summary"] = summarize(
         records, slo=slo if slo is not None else config.get("slo"),
@@ -35,6 +38,15 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         gpus=gpus if gpus is not None else config.get("gpus", 1),
         window=saved_window(window, config))
     return doc
+
+
+def _records_of(records_path: Path) -> tuple[list[RequestRecord] | RecordTable, int]:
+    """A finished run's records for a new summary: the columnar file when the run wrote one (fast,
+    and no Python object per request), else the JSONL (with how many lines could not be read)."""
+    columnar = columns_path(records_path)
+    if is_complete(columnar):
+        return read_table(columnar), 0
+    return read_records_counted(records_path)
 
 
 def _check_is_run(doc: dict[str, Any], path: Path) -> None:

@@ -48,6 +48,7 @@ from tokenpace.files import write_whole
 from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
+from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.steady import steady_window
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
@@ -273,6 +274,7 @@ def write_sim_files(result: RunResult) -> None:
     # orjson serializes dataclasses itself: the same bytes as RecordSink's to_dict(), much faster
     # for records of thousands of chunks (asdict deep-copies every list).
     _write_jsonl(result.records_path, result.records)
+    write_table(columns_path(result.records_path), result.records)
     _write_jsonl(result.timeline_path, result.sim.timeline if result.sim else [])
     write_result(result)
 
