@@ -75,7 +75,7 @@ def test_columns_follow_the_per_record_definitions(records):
         want = np.array([np.nan if (v := metric(r)) is None else v for r in records], dtype=np.float64)
         np.testing.assert_array_equal(cols.values_ms[name], want, err_msg=name)
     streamed_ok = [r for r in records if r.status == "ok" and r.stream]
-    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks.rows_of(cols.ok & cols.stream))
+    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream)
     assert itl.tolist() == [s for r in streamed_ok for s in itl_samples(r)]
     assert gaps.tolist() == [g for r in streamed_ok for g in chunk_gaps(r)]
     flat = [(i, t, k) for i, r in enumerate(records) for t, k in zip(*record_chunks(r))]

@@ -9,7 +9,7 @@ work on whole arrays, which keeps a 100k-request x 256-token run to seconds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,7 @@ class Columns:
     cached_prompt_tokens: np.ndarray  # int64, missing or negative -> 0
     values_ms: dict[str, np.ndarray]  # PER_REQUEST name -> float64, NaN where undefined
     chunks: ChunkTable
+    cache: dict = field(default_factory=dict, compare=False, repr=False)  # sums shared by sections
 
     def __len__(self) -> int:
         return int(self.ok.size)

@@ -59,12 +59,14 @@ def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str 
 
 def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, gpus: int, *,
               counts: dict, tokens, breakdowns) -> dict:
-    latency = {name: describe(values[cols.ok]) for name, values in cols.values_ms.items()}
-    streamed_ok = cols.chunks.rows_of(cols.ok & cols.stream)
-    itl, gaps = pooled_itl_and_chunk_gaps_ms(streamed_ok)
-    latency["itl"] = describe(itl)
-    # With one token per chunk the two samples are identical: skip the second sort.
-    latency["chunk_gap"] = _copy(latency["itl"]) if gaps is itl else describe(gaps)
+    # Each array handed to describe is a fresh one (owned): reordered in place, never copied.
+    latency = {name: describe(values[cols.ok], owned=True) for name, values in cols.values_ms.items()}
+    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream)
+    same = gaps is itl
+    latency["itl"] = describe(itl, owned=True)
+    # With one token per chunk the two samples are identical: skip the second pass.
+    latency["chunk_gap"] = _copy(latency["itl"]) if same else describe(gaps, owned=True)
+    del itl, gaps
     latency = {name: latency[name] for name in LATENCY_NAMES}
 
     rates = throughput(cols, span)
