@@ -18,6 +18,7 @@ Reproduce:  .venv/bin/python benchmarks/summary_scale.py [--requests 1000000] [-
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -150,7 +151,7 @@ def main() -> None:
     p.add_argument("--peer-requests", type=int, default=100_000)
     p.add_argument("--sim-requests", type=int, default=100_000)
     args = p.parse_args()
-    print(f"# {' '.join(sys.argv)}")
+    print(f"# {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "peer").mkdir()

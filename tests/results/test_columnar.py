@@ -86,3 +86,22 @@ def test_writer_memory_stays_flat_as_the_run_grows(tmp_path):
 
     small, large = peak(512 * 4), peak(512 * 16)
     assert large < small * 1.5, (small, large)
+
+
+def test_a_report_re_judges_from_the_columnar_file_and_without_it_from_the_jsonl(tmp_path, capsys, monkeypatch):
+    import shutil
+    from pathlib import Path
+
+    from tokenpace.cli.main import main
+    from tokenpace.results import load_run
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["sim", "--concurrency", "8", "--requests", "120", "--warmup", "5", "--output-tokens", "24",
+                 "--out", "s.json", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert is_complete(tmp_path / "s.columns")
+    from_columns = load_run(Path("s.json"), slo="chat")["summary"]
+    shutil.rmtree(tmp_path / "s.columns")
+    from_jsonl = load_run(Path("s.json"), slo="chat")["summary"]
+    assert from_columns == from_jsonl
+    assert from_columns["counts"]["sent"] == 120 and from_columns["goodput"]["slo"]["name"] == "chat"
