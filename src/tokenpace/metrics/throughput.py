@@ -55,8 +55,12 @@ def _tokens_per_record(cols: Columns, window: Window) -> tuple[np.ndarray, np.nd
     if cached is None:
         n, table = len(cols), cols.chunks
         inside = window.contains_all(table.ns)
-        total = np.bincount(table.record, weights=table.tokens, minlength=n)
-        done = np.bincount(table.record[inside], weights=table.tokens[inside], minlength=n)
+        if (table.tokens == 1).all():  # one token per chunk: counts, without a float copy of them
+            total = np.bincount(table.record, minlength=n).astype(np.float64)
+            done = np.bincount(table.record[inside], minlength=n).astype(np.float64)
+        else:
+            total = np.bincount(table.record, weights=table.tokens, minlength=n)
+            done = np.bincount(table.record[inside], weights=table.tokens[inside], minlength=n)
         cached = cols.cache[("tokens", key)] = (total, done)
     return cached
 
