@@ -6,7 +6,7 @@ import argparse
 
 from tokenpace.cli import options
 from tokenpace.config import APIS, DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
-from tokenpace.errors import ExitCode, NotSaved
+from tokenpace.errors import NotSaved
 
 EPILOG = f"""\
 examples:

@@ -45,8 +45,7 @@ import orjson
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
-from tokenpace.metrics import Window, parse_slo, summarize
-from tokenpace.record import RequestRecord
+from tokenpace.metrics import parse_slo, summarize
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
 from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
