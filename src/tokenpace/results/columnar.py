@@ -8,9 +8,9 @@ every record, so nothing is lost either way. Why NumPy archives and not Arrow/Pa
 already a core dependency and pyarrow only an optional extra, and the summary works on numpy
 arrays anyway; an uncompressed part reads back at disk speed with no decoding.
 
-Memory while writing: at most one batch of records (``BATCH_RECORDS`` requests or
-``BATCH_CHUNKS`` chunks, whichever fills first) is held as Python objects; every earlier batch is
-on disk. So the writer's memory does not grow with the run's length.
+Memory while writing: at most one batch (``BATCH_RECORDS`` requests or ``BATCH_CHUNKS`` chunks,
+whichever fills first) is held, as per-field lists; every earlier batch is on disk. So the
+writer's memory does not grow with the run's length.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import orjson
 from tokenpace.errors import NotSaved, UsageError
 from tokenpace.files import write_whole
 from tokenpace.record import RequestRecord
-from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, TEXT_FIELDS, RecordTable, Text
+from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text
 
 FORMAT = 1
-BATCH_RECORDS = 8192
-BATCH_CHUNKS = 1_000_000
+BATCH_RECORDS = 4096
+BATCH_CHUNKS = 131_072  # a part's arrays are made in a few ms
 _PART = "part-{:06d}.npz"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 MANIFEST = "manifest.json"  # written last, by close(): the parts are the whole run
@@ -43,7 +43,11 @@ def columns_path(records_path: Path) -> Path:
 
 
 class ColumnarWriter:
-    """Append records as they finish; full batches go to disk as parts (module docstring)."""
+    """Append records as they finish; full batches go to disk as parts (module docstring).
+
+    Each record's fields are appended to per-field lists as it comes (a few microseconds, like the
+    JSONL line), so that a full batch only has lists to turn into arrays: a short pause, kept
+    short by the batch size, on the event loop that measures the requests."""
 
     def __init__(self, path: str | Path, *, batch_records: int = BATCH_RECORDS,
                  batch_chunks: int = BATCH_CHUNKS):
@@ -53,14 +57,36 @@ class ColumnarWriter:
         self.path.mkdir(parents=True)
         self.parts = 0
         self.count = 0  # records written to parts
-        self._pending: list[RequestRecord] = []
-        self._pending_chunks = 0
         self._batch_records, self._batch_chunks = batch_records, batch_chunks
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ints: dict[str, list] = {k: [] for k in INT_FIELDS}
+        self._bools: dict[str, list] = {k: [] for k in BOOL_FIELDS}
+        self._floats: dict[str, list] = {k: [] for k in FLOAT_FIELDS}
+        self._texts: dict[str, tuple[list, dict]] = {k: ([], {}) for k in TEXT_FIELDS}
+        self._chunk_count: list[int] = []
+        self._chunk_ns: list[int] = []
+        self._chunk_tokens: list[int] = []
 
     def add(self, record: RequestRecord) -> None:
-        self._pending.append(record)
-        self._pending_chunks += len(record.chunk_ns)
-        if len(self._pending) >= self._batch_records or self._pending_chunks >= self._batch_chunks:
+        for name, column in self._ints.items():
+            value = getattr(record, name)
+            column.append(NULL if value is None else value)
+        for name, column in self._bools.items():
+            column.append(bool(getattr(record, name)))
+        for name, column in self._floats.items():
+            value = getattr(record, name)
+            column.append(np.nan if value is None else value)
+        for name, (codes, vocab) in self._texts.items():
+            value = getattr(record, name)
+            codes.append(-1 if value is None else vocab.setdefault(str(value), len(vocab)))
+        chunks = record.chunk_ns
+        self._chunk_count.append(len(chunks))
+        self._chunk_ns.extend(chunks)
+        tokens = record.chunk_tokens
+        self._chunk_tokens.extend(tokens if len(tokens) == len(chunks) else [1] * len(chunks))
+        if len(self._chunk_count) >= self._batch_records or len(self._chunk_ns) >= self._batch_chunks:
             self.flush()
 
     def add_table(self, table: RecordTable) -> None:
@@ -69,9 +95,17 @@ class ColumnarWriter:
         self._write(table)
 
     def flush(self) -> None:
-        if self._pending:
-            table = RecordTable.from_records(self._pending)
-            self._pending, self._pending_chunks = [], 0
+        if self._chunk_count:
+            table = RecordTable(
+                ints={k: np.array(v, dtype=np.int64) for k, v in self._ints.items()},
+                bools={k: np.array(v, dtype=bool) for k, v in self._bools.items()},
+                floats={k: np.array(v, dtype=np.float64) for k, v in self._floats.items()},
+                texts={k: Text(np.array(codes, dtype=np.int32), list(vocab))
+                       for k, (codes, vocab) in self._texts.items()},
+                chunk_count=np.array(self._chunk_count, dtype=np.int64),
+                chunk_ns=np.array(self._chunk_ns, dtype=np.int64),
+                chunk_tokens=np.array(self._chunk_tokens, dtype=np.int32))
+            self._reset()
             self._write(table)
 
     def _write(self, table: RecordTable) -> None:
@@ -175,22 +209,24 @@ def read_table(path: str | Path) -> RecordTable:
         raise UsageError(f"{path} has columnar format {manifest['format']}; this tokenpace reads up "
                          f"to {FORMAT}: upgrade tokenpace")
     parts = [path / _PART.format(i) for i in range(int(manifest["parts"]))]
-    opened = [np.load(p, allow_pickle=False) for p in parts]
-    try:
-        counts = [part["chunk_count"] for part in opened]
-        n = sum(c.size for c in counts)
-        total = int(sum(int(c.sum()) for c in counts))
-        table = RecordTable(
-            ints={k: np.empty(n, np.int64) for k in INT_FIELDS},
-            bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
-            floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS},
-            texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
-            chunk_ns=np.empty(total, np.int64), chunk_tokens=np.empty(total, np.int32))
-        vocab: dict[str, dict[str, int]] = {k: {} for k in TEXT_FIELDS}
-        codes = {k: np.empty(n, np.int32) for k in TEXT_FIELDS}
-        row = chunk = 0
-        for part, count in zip(opened, counts):
-            size, chunks = count.size, int(count.sum())
+    counts = []
+    for name in parts:  # one part open at a time: a long run has thousands
+        with np.load(name, allow_pickle=False) as part:
+            counts.append(part["chunk_count"])
+    n = sum(c.size for c in counts)
+    total = int(sum(int(c.sum()) for c in counts))
+    table = RecordTable(
+        ints={k: np.empty(n, np.int64) for k in INT_FIELDS},
+        bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
+        floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS},
+        texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
+        chunk_ns=np.empty(total, np.int64), chunk_tokens=np.empty(total, np.int32))
+    vocab: dict[str, dict[str, int]] = {k: {} for k in TEXT_FIELDS}
+    codes = {k: np.empty(n, np.int32) for k in TEXT_FIELDS}
+    row = chunk = 0
+    for name, count in zip(parts, counts):
+        size, chunks = count.size, int(count.sum())
+        with np.load(name, allow_pickle=False) as part:
             for group, columns in (("int", table.ints), ("bool", table.bools), ("float", table.floats)):
                 for k, out in columns.items():
                     out[row:row + size] = part[f"{group}.{k}"]
@@ -200,9 +236,6 @@ def read_table(path: str | Path) -> RecordTable:
                 codes[k][row:row + size] = remap[part[f"text.{k}"]]
             table.chunk_ns[chunk:chunk + chunks] = part["chunk_ns"]
             table.chunk_tokens[chunk:chunk + chunks] = part["chunk_tokens"]
-            row, chunk = row + size, chunk + chunks
-        table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
-        return table
-    finally:
-        for part in opened:
-            part.close()
+        row, chunk = row + size, chunk + chunks
+    table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
+    return table
