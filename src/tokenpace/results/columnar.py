@@ -140,41 +140,6 @@ class ColumnarWriter:
         self.close()
 
 
-class ColumnarJournal:
-    """The columnar file of a run in progress, beside its JSONL: a part that cannot be written
-    (disk full) ends it and removes what it wrote, so that reports read the JSONL instead; the run
-    goes on (the JSONL is the record that counts)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.error: NotSaved | None = None
-        try:
-            self._writer: ColumnarWriter | None = ColumnarWriter(path)
-        except OSError as exc:
-            self._writer, self.error = None, NotSaved(f"cannot write {path}: {exc.strerror or exc}")
-
-    def add(self, record: RequestRecord) -> None:
-        if self._writer is not None:
-            self._guard(self._writer.add, record)
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._guard(self._writer.close)
-
-    def _guard(self, call, *args) -> None:
-        try:
-            call(*args)
-        except NotSaved as exc:
-            self.error, self._writer = exc, None
-            shutil.rmtree(self.path, ignore_errors=True)
-
-    def __enter__(self) -> ColumnarJournal:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def write_table(path: str | Path, records: Iterable[RequestRecord] | RecordTable) -> Path:
     """The whole columnar file of a finished run; on a failed write (NotSaved) nothing is left."""
     path = Path(path)

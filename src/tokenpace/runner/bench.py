@@ -25,7 +25,7 @@ from tokenpace.errors import NotSaved, RunInterrupted, UsageError
 from tokenpace.metrics import Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.results import RecordSink, RunResult, result_paths, write_result
-from tokenpace.results.columnar import ColumnarJournal, columns_path
+from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.interrupts import Interrupts
 from tokenpace.runner.loadcheck import load_report
@@ -116,6 +116,11 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                        preflight=preflight_report, workload_info=workload_summary(workload),
                        engine_metrics=_engine_metrics(watch, records, loadgen, workload))
     try:
+        # The columnar file, after the load: making its parts while requests are in flight would
+        # pause the event loop that stamps them. It is for fast reports only: if it cannot be
+        # written it is left out (write_table removes what it wrote) and reports read the JSONL.
+        with contextlib.suppress(NotSaved):
+            write_table(columns_path(records_path), records)
         write_result(result)
     except NotSaved as exc:
         raise NotSaved(f"{exc}; {_records_fate(sink, len(records))}", result=result) from None
@@ -201,15 +206,12 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     plan = None if conversations is not None else await _plan(workload, total)
     records: list[RequestRecord] = []
     # A records file that cannot be written (disk full) stops the run as a signal would: requests
-    # in flight still end as records, kept here for the summary. The columnar file beside it is
-    # for fast reports only: if it cannot be written it is dropped, and reports read the JSONL.
+    # in flight still end as records, kept here for the summary.
     with RecordSink(records_path, on_error=lambda _exc: loadgen.stop()) as sink, \
-            ColumnarJournal(columns_path(records_path)) as columnar, \
             LiveProgress(total, enabled=config.progress) as progress:
 
         def on_record(record: RequestRecord) -> None:
             sink.write(record)
-            columnar.add(record)
             records.append(record)
             progress.add(record)
 
