@@ -271,7 +271,7 @@ def _code_hash() -> str:
     """Of the code that turns a GGUF vocabulary into a tokenizer: a fix there rebuilds the folder."""
     import hashlib
     digest = hashlib.sha1()
-    for path in (ROOT / "src/tokenpace/workload/tokenizer.py", ROOT / "src/tokenpace/workload/gguf_vocab.py",
+    for path in (ROOT / "src/tokenpace/workload/tokenizer.py", ROOT / "src/tokenpace/gguf.py",
                  Path(__file__).with_name("_peers") / "hf_tokenizer.py"):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:10]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tokenpace.runner.sink import read_records  # noqa: E402
+from tokenpace.results import read_records  # noqa: E402
 
 
 def describe(path: str, window_ms: float, stall_ms: float) -> str:

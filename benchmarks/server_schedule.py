@@ -3,7 +3,12 @@
 Each chunk is due at admission + prefill + i decode steps; the server's send log says when it was
 really written. Lateness = written − due, over chunks due after all streams have arrived.
 
-Reproduce:  .venv/bin/python benchmarks/server_schedule.py [--streams 512] [--runs 3]
+It replaces a unit test that asserted how late chunks ran (a timing assertion, which a busy
+machine broke); tests/servers/test_server_load.py keeps what it protected, without timing: every
+one of 512 streams is served in full, in order, and never early. The same server at a light load
+(--peer-streams) runs in the same invocation, for a ratio.
+
+Reproduce:  .venv/bin/python benchmarks/server_schedule.py [--streams 512] [--peer-streams 64] [--runs 3]
 """
 
 from __future__ import annotations
@@ -68,16 +73,23 @@ def one_run(streams: int) -> tuple[float, float, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", type=int, default=512)
+    ap.add_argument("--peer-streams", type=int, default=64, help="the same server at a light load, in the same run")
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
     os.sched_setaffinity(0, {0})
-    runs = [one_run(args.streams) for _ in range(args.runs)]
-    med = [statistics.median(r[i] for r in runs) for i in range(4)]
-    print(f"built-in server, {args.streams} streams x {TOKENS} tokens, step {STEP_S * 1e3:g} ms, "
-          f"server pinned to CPU 1, client to CPU 0; median of {args.runs} runs")
-    print("server cores | lateness p50 ms | p99 ms | max ms")
-    print(f"{med[0]:12.2f} | {med[1]:15.2f} | {med[2]:6.2f} | {med[3]:6.1f}")
-    print(f"reproduce: .venv/bin/python benchmarks/server_schedule.py --streams {args.streams} --runs {args.runs}")
+    print(f"built-in server, {TOKENS} tokens a stream, step {STEP_S * 1e3:g} ms, server pinned to CPU 1, "
+          f"client to CPU 0; median of {args.runs} runs (load average {os.getloadavg()[0]:.2f})")
+    print("streams | server cores | lateness p50 ms | p99 ms | max ms")
+    medians = {}
+    for streams in (args.peer_streams, args.streams):
+        runs = [one_run(streams) for _ in range(args.runs)]
+        med = medians[streams] = [statistics.median(r[i] for r in runs) for i in range(4)]
+        print(f"{streams:7d} | {med[0]:12.2f} | {med[1]:15.2f} | {med[2]:6.2f} | {med[3]:6.1f}")
+    big, peer = medians[args.streams], medians[args.peer_streams]
+    if peer[2] > 0:
+        print(f"p99 lateness at {args.streams} streams is {big[2] / peer[2]:.1f}x that at {args.peer_streams}")
+    print(f"reproduce: .venv/bin/python benchmarks/server_schedule.py --streams {args.streams} "
+          f"--peer-streams {args.peer_streams} --runs {args.runs}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tokenpace.workload.gguf_vocab import read_gguf_vocab
+from tokenpace.gguf import read_gguf_vocab
 from tokenpace.workload.tokenizer import from_gguf
 
 

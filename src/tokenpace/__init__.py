@@ -27,9 +27,10 @@ _EXPORTS = {
     "SLO": "tokenpace.metrics", "parse_slo": "tokenpace.metrics", "summarize": "tokenpace.metrics",
     "RequestRecord": "tokenpace.record",
     "instrument": "tokenpace.instrumentation", "observe_events": "tokenpace.instrumentation",
-    "BenchResult": "tokenpace.runner.bench", "run_bench": "tokenpace.runner.bench",
+    "RunResult": "tokenpace.results", "BenchResult": "tokenpace.runner.bench",
+    "SimRunResult": "tokenpace.runner.simulate", "run_bench": "tokenpace.runner.bench",
     "run_bench_async": "tokenpace.runner.bench",
-    "read_records": "tokenpace.runner.sink",
+    "read_records": "tokenpace.results",
     "SweepConfig": "tokenpace.sweep", "SweepResult": "tokenpace.sweep", "run_sweep": "tokenpace.sweep",
 }
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from tokenpace.metrics import SLO, parse_slo, summarize
     from tokenpace.instrumentation import instrument, observe_events
     from tokenpace.record import RequestRecord
+    from tokenpace.results import RunResult, read_records
     from tokenpace.runner.bench import BenchResult, run_bench, run_bench_async
-    from tokenpace.runner.sink import read_records
+    from tokenpace.runner.simulate import SimRunResult
     from tokenpace.sweep import SweepConfig, SweepResult, run_sweep

@@ -14,7 +14,7 @@ def write_whole(path: str | Path, data: bytes, *, what: str = "") -> Path:
     """``what`` names the file in the error (e.g. "the result file")."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two processes never share one
     try:
         tmp.write_bytes(data)
         os.replace(tmp, path)

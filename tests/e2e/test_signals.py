@@ -185,12 +185,11 @@ def _state(pid):
 
 _SIGNAL_INSIDE = """
 import os, signal, sys
-import tokenpace.reports.result_file as result_file
 import tokenpace.runner.bench as bench
 from tokenpace.cli.main import main
 
 sig, where = getattr(signal, sys.argv[1]), sys.argv[2]
-module, name = (bench, "summarize") if where == "summary" else (result_file, "write_result")
+module, name = (bench, "summarize") if where == "summary" else (bench, "write_result")
 original = getattr(module, name)
 
 def with_signal(*args, **kwargs):

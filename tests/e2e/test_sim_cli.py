@@ -51,8 +51,10 @@ def test_same_command_same_seed_gives_identical_files(tmp_path):
     for run in ("a", "b"):
         (tmp_path / run).mkdir()
         sim(tmp_path / run, *args)
-        files[run] = {p.name: p.read_bytes() for p in (tmp_path / run).iterdir()}
-    assert set(files["a"]) == {"sim.json", "sim.records.jsonl", "sim.timeline.jsonl"}
+        files[run] = {p.relative_to(tmp_path / run).as_posix(): p.read_bytes()
+                      for p in (tmp_path / run).rglob("*") if p.is_file()}
+    assert set(files["a"]) == {"sim.json", "sim.records.jsonl", "sim.timeline.jsonl",
+                               "sim.columns/part-000000.npz", "sim.columns/manifest.json"}
     assert files["a"] == files["b"]
     (tmp_path / "c").mkdir()
     sim(tmp_path / "c", *args[:-1], "12")
@@ -124,7 +126,8 @@ def test_conversations_run_turn_by_turn_and_repeat_byte_for_byte(tmp_path):
     for run in ("a", "b"):
         (tmp_path / run).mkdir()
         proc, doc = sim(tmp_path / run, *args)
-        files[run] = {p.name: p.read_bytes() for p in (tmp_path / run).iterdir()}
+        files[run] = {p.relative_to(tmp_path / run).as_posix(): p.read_bytes()
+                      for p in (tmp_path / run).rglob("*") if p.is_file()}
     assert files["a"] == files["b"]
     assert doc["summary"]["counts"]["ok"] == 24
     assert set(doc["summary"]["breakdowns"]["ttft_by_turn_ms"]) == {"1", "2", "3", "4"}

@@ -10,7 +10,7 @@ import pytest
 
 from tokenpace.client import OpenAIClient
 from tokenpace.record import RequestRecord
-from tokenpace.runner.sink import read_records
+from tokenpace.results import read_records
 from tokenpace.servers import BuiltinServerConfig, running_server
 
 

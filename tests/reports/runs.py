@@ -9,7 +9,7 @@ import orjson
 
 from tokenpace.metrics import summarize
 from tokenpace.record import RequestRecord
-from tokenpace.runner.sink import RecordSink
+from tokenpace.results import RecordSink
 
 MS = 1_000_000
 

@@ -14,7 +14,7 @@ from tokenpace.cli.main import main
 from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.reports import export
-from tokenpace.runner.sink import read_records
+from tokenpace.results import read_records
 
 from .runs import make_records, write_run
 

@@ -112,7 +112,7 @@ NAMES = """JSON.stringify({
 
 def test_report_of_a_sweep_file_in_chromium(chromium, tmp_path):
     from tokenpace.reports.html.sweep_document import write_sweep_html
-    from tokenpace.reports.result_file import load_document
+    from tokenpace.results import load_document
 
     result = _real_sweep(tmp_path)
     doc = load_document(result.path)

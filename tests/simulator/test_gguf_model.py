@@ -10,7 +10,7 @@ from tokenpace.errors import UsageError
 from tokenpace.simulator import get_model, get_precision, weight_bytes
 from tokenpace.simulator.args import engine_config
 from tokenpace.simulator.catalog.gguf import load_gguf
-from tokenpace.workload.gguf_vocab import read_gguf_header
+from tokenpace.gguf import read_gguf_header
 
 gguf = pytest.importorskip("gguf")
 Q8_0, F16, F32 = gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.F16, gguf.GGMLQuantizationType.F32

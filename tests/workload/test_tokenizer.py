@@ -9,7 +9,7 @@ import pytest
 
 from tokenpace.errors import UsageError
 from tokenpace.workload import PromptMaker, exact_prompt, load_tokenizer
-from tokenpace.workload.gguf_vocab import read_gguf_vocab
+from tokenpace.gguf import read_gguf_vocab
 
 SAMPLE = "the river garden throughput at night: decode 1234 tokens, prefill serendipity!"
 
@@ -120,7 +120,7 @@ def test_unsupported_gguf_tokenizer_type(tmp_path):
 def test_gguf_sentencepiece_without_space_prefix():
     # Gemma's GGUF says tokenizer.ggml.add_space_prefix = false: llama.cpp then puts no "▁" before
     # the text, and the first word is not the "▁word" token (found against a real llama-server).
-    from tokenpace.workload.gguf_vocab import GGUFVocab
+    from tokenpace.gguf import GGUFVocab
     from tokenpace.workload.tokenizer import from_gguf
 
     # ... and a user-defined token (type 4: Gemma has runs of spaces and newlines), which llama.cpp

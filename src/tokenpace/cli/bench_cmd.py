@@ -7,7 +7,7 @@ import argparse
 from tokenpace.cli import options
 from tokenpace.config import (API_HELP, APIS, CACHE_BREAKPOINTS, DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig,
                               default_api_key_env)
-from tokenpace.errors import ExitCode, NotSaved
+from tokenpace.errors import NotSaved
 
 EPILOG = f"""\
 examples:
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from tokenpace.cli.streams import stdout_console
 
     from tokenpace.reports.console import render_run
-    from tokenpace.reports.result_file import result_document
+    from tokenpace.results import result_document
     from tokenpace.runner.bench import run_bench
 
     config = config_from_args(args)
@@ -109,11 +109,4 @@ def run(args: argparse.Namespace) -> int:
         raise
     render_run(result_document(result), console)
     console.print(f"Results: {result.result_path} · records: {result.records_path}")
-    counts = result.summary["counts"]
-    if result.interrupted:
-        return ExitCode.INTERRUPTED
-    if counts["sent"] and counts["ok"] == 0:
-        return ExitCode.RUN_FAILED
-    if not result.load.get("valid", True):
-        return ExitCode.INVALID_RUN
-    return ExitCode.OK
+    return result.status.exit_code  # the one rule: tokenpace.results.status

@@ -99,7 +99,7 @@ def _expand_sweep(path: Path) -> list[Path]:
 
 
 def _read_run(path: Path) -> tuple[list, dict[str, Any]]:
-    from tokenpace.reports.run_data import load_run_data
+    from tokenpace.results import load_run_data
 
     if not path.is_file():
         raise UsageError(f"no such file: {path}")

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from tokenpace.cli.streams import stdout_console
     from tokenpace.reports.compare_console import render_comparison
     from tokenpace.reports.gates import GATE_FAILED_EXIT, parse_gate
-    from tokenpace.reports.run_data import load_run_data
+    from tokenpace.results import load_run_data
 
     if len(args.paths) < 2:
         raise UsageError("compare needs a base run and at least one more")

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tokenpace.reports import export
-    from tokenpace.reports.run_data import load_run_data
+    from tokenpace.results import load_run_data
 
     if not (args.csv or args.parquet):
         raise UsageError("say where to write: --csv PATH and/or --parquet PATH")

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     from tokenpace.cli.streams import stdout_console
 
     from tokenpace.reports.console import render_run
-    from tokenpace.reports.reload import load_run
-    from tokenpace.reports.run_data import load_run_data
+    from tokenpace.results import load_run
+    from tokenpace.results import load_run_data
 
     path = Path(args.path)
     if not path.exists():
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     judge = {"slo": args.slo, "gpu_hour_usd": args.gpu_hour_usd, "gpus": args.gpus}
     prices = _token_prices(args)
     if path.suffix != ".jsonl":
-        from tokenpace.reports.result_file import load_document
+        from tokenpace.results import load_document
 
         doc = load_document(path)
         if doc.get("kind") == "sweep":

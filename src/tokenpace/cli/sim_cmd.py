@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
 
     from tokenpace.reports.console import render_run
-    from tokenpace.reports.result_file import result_document
+    from tokenpace.results import result_document
     from tokenpace.runner.simulate import run_sim
 
     result = run_sim(config_from_args(args))
@@ -88,10 +88,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"Simulated {sim_s:,.1f} s of engine time in {result.wall_s:.2f} s{speed}")
     console.print(f"Results: {result.result_path} · records: {result.records_path} · "
                   f"engine timeline: {result.timeline_path}")
-    counts = result.summary["counts"]
-    if counts["sent"] and counts["ok"] == 0:
-        return ExitCode.RUN_FAILED
-    return ExitCode.OK
+    return result.status.exit_code  # the one rule: tokenpace.results.status
 
 
 def _render_predictors(console) -> None:

@@ -9,7 +9,7 @@ work on whole arrays, which keeps a 100k-request x 256-token run to seconds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from tokenpace.metrics.chunks import ChunkTable, chunk_table
 from tokenpace.metrics.latency import PER_REQUEST
 from tokenpace.metrics.window import completion_ns
 from tokenpace.record import RequestRecord
+from tokenpace.recordtable import NULL, RecordTable
+
+_NS_PER_MS = 1e6
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Columns:
     cached_prompt_tokens: np.ndarray  # int64, missing or negative -> 0
     values_ms: dict[str, np.ndarray]  # PER_REQUEST name -> float64, NaN where undefined
     chunks: ChunkTable
+    cache: dict = field(default_factory=dict, compare=False, repr=False)  # sums shared by sections
 
     def __len__(self) -> int:
         return int(self.ok.size)
@@ -55,3 +59,79 @@ def columns(records: Sequence[RequestRecord]) -> Columns:
 
 def _counts(values) -> np.ndarray:
     return np.array([max(v or 0, 0) for v in values], dtype=np.int64)
+
+
+def columns_of_table(table: RecordTable) -> Columns:
+    """``columns`` of the records in a ``RecordTable``, computed on whole arrays: the same numbers
+    as the per-record definitions of ``latency`` and ``chunks`` give (a property test holds them
+    to it), without one Python object per request or per token."""
+    has = table.has
+    ints = table.ints
+    count = output_token_counts(table)
+    values_ms = {
+        "ttft": _span_ms(table, "sent_ns", "first_token_ns"),
+        "ttft_from_scheduled": _span_ms(table, "scheduled_ns", "first_token_ns"),
+        "ttfc": _span_ms(table, "sent_ns", "first_content_ns"),
+        "tpot": _tpot_ms(table, count),
+        "e2e": _span_ms(table, "sent_ns", "last_token_ns"),
+        "e2e_from_scheduled": _span_ms(table, "scheduled_ns", "last_token_ns"),
+        "schedule_lag": np.where(ints["attempt"] > 1, np.nan, _span_ms(table, "scheduled_ns", "sent_ns")),
+    }
+    assert tuple(values_ms) == tuple(PER_REQUEST)  # the same metrics, in the same order
+    completion = np.where(has("done_ns"), ints["done_ns"],
+                          np.where(has("last_token_ns"), ints["last_token_ns"], ints["sent_ns"]))
+    has_completion = has("done_ns") | has("last_token_ns") | has("sent_ns")
+    return Columns(
+        ok=table.status_is("ok"),
+        stream=table.bools["stream"],
+        completion_ns=np.where(has_completion, completion, 0),
+        has_completion=has_completion,
+        sent_ns=np.where(has("sent_ns"), ints["sent_ns"], -1),
+        prompt_tokens=np.maximum(ints["prompt_tokens"], 0),  # NULL is negative: 0
+        cached_prompt_tokens=np.maximum(ints["cached_prompt_tokens"], 0),
+        values_ms=values_ms,
+        chunks=_chunk_table_of(table, count),
+    )
+
+
+def output_token_counts(table: RecordTable) -> np.ndarray:
+    """``chunks.output_token_count`` per record (int64, NULL for None)."""
+    chunked = table.chunk_count > 0
+    chunk_sum = np.full(len(table), NULL, dtype=np.int64)
+    if chunked.any():  # reduceat over the starts of records with chunks: each sums its own
+        starts = table.chunk_offsets()[:-1][chunked]
+        chunk_sum[chunked] = np.add.reduceat(table.chunk_tokens, starts, dtype=np.int64)
+    client = np.where(table.has("output_tokens_client"), table.ints["output_tokens_client"], chunk_sum)
+    return np.where(table.has("output_tokens"), table.ints["output_tokens"], client)
+
+
+def _span_ms(table: RecordTable, start: str, end: str) -> np.ndarray:
+    both = table.has(start) & table.has(end)
+    with np.errstate(over="ignore"):  # NULL stamps give garbage where `both` is False
+        span = (table.ints[end] - table.ints[start]) / _NS_PER_MS
+    return np.where(both, span, np.nan)
+
+
+def _tpot_ms(table: RecordTable, count: np.ndarray) -> np.ndarray:
+    defined = table.bools["stream"] & (count != NULL) & (count > 1)
+    span = _span_ms(table, "first_token_ns", "last_token_ns")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(defined, span / np.where(defined, count - 1, 1), np.nan)
+
+
+def _chunk_table_of(table: RecordTable, count: np.ndarray) -> ChunkTable:
+    """``chunk_table``: each record's chunks, or (``chunks.record_chunks``) one chunk at
+    ``last_token_ns`` carrying all its output tokens when it has no chunk list but both of those."""
+    real = table.chunk_count > 0
+    one = ~real & table.has("last_token_ns") & (count != NULL) & (count != 0)
+    rows = table.chunk_count + one
+    n = len(table)
+    record = np.repeat(np.arange(n, dtype=np.int32 if n < 2**31 else np.int64), rows)
+    if not one.any():
+        return ChunkTable(record, table.chunk_ns, table.chunk_tokens)
+    from_real = np.repeat(real, rows)
+    ns = np.empty(record.size, dtype=np.int64)
+    tokens = np.empty(record.size, dtype=np.int64)
+    ns[from_real], tokens[from_real] = table.chunk_ns, table.chunk_tokens
+    ns[~from_real], tokens[~from_real] = table.ints["last_token_ns"][one], count[one]
+    return ChunkTable(record, ns, tokens)

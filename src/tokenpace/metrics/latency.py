@@ -118,25 +118,47 @@ PER_REQUEST: dict[str, Callable[[RequestRecord], float | None]] = {
 }
 
 
-def pooled_itl_and_chunk_gaps_ms(table: ChunkTable) -> tuple[np.ndarray, np.ndarray]:
-    """``itl_samples`` and ``chunk_gaps`` of every record in ``table``, each concatenated in
-    record order (vectorized). With one token per chunk both are the same array object.
+def pooled_itl_and_chunk_gaps_ms(table: ChunkTable, record_mask: np.ndarray | None = None
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``itl_samples`` and ``chunk_gaps`` of every record in ``table`` (of those set in
+    ``record_mask``, one bool per record, when given), each concatenated in record order
+    (vectorized). With one token per chunk both are the same array object.
 
-    Build the table from streamed records only: non-streamed ones have neither.
+    Give streamed records only: non-streamed ones have neither.
     """
-    gaps_ns, later_tokens = _pooled_gaps(table)
-    gaps_ms = gaps_ns / _NS_PER_MS
-    if (later_tokens == 1).all():  # one token per chunk: each gap is one ITL sample
+    gaps_ns, later_tokens = _pooled_gaps(table, record_mask)
+    if later_tokens is None:  # one token per chunk: each gap is one ITL sample
+        gaps_ms = _to_ms_in_place(gaps_ns)
         return gaps_ms, gaps_ms
-    return np.repeat(gaps_ns / later_tokens / _NS_PER_MS, later_tokens), gaps_ms
+    return np.repeat(gaps_ns / later_tokens / _NS_PER_MS, later_tokens), gaps_ns / _NS_PER_MS
 
 
-def _pooled_gaps(table: ChunkTable) -> tuple[np.ndarray, np.ndarray]:
-    """Gaps between consecutive token-carrying chunks of the same record, and the tokens of the
-    later chunk of each gap."""
+def _to_ms_in_place(gaps_ns: np.ndarray) -> np.ndarray:
+    """``gaps_ns / 1e6`` in the int64 array's own memory (as float64), block by block: the same
+    floats, without a second array of 10^8 samples."""
+    out = gaps_ns.view(np.float64)
+    block = 1 << 20
+    for i in range(0, gaps_ns.size, block):
+        part = gaps_ns[i:i + block].astype(np.float64)  # read before the view overwrites it
+        part /= _NS_PER_MS
+        out[i:i + block] = part
+    return out
+
+
+def _pooled_gaps(table: ChunkTable, record_mask: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Gaps between consecutive token-carrying chunks of the same record (int64 ns), and the
+    tokens of the later chunk of each gap (None when every chunk carries one token); only of the
+    records set in ``record_mask`` when given (the same as ``table.rows_of(record_mask)`` first,
+    without copying the table)."""
     record, ns, tokens = table.record, table.ns, table.tokens
     carrying = tokens > 0
     if not carrying.all():
         record, ns, tokens = record[carrying], ns[carrying], tokens[carrying]
-    same_record = record[1:] == record[:-1]
-    return (ns[1:] - ns[:-1])[same_record], tokens[1:][same_record]
+    del carrying
+    keep = record[1:] == record[:-1]
+    if record_mask is not None and not record_mask.all():
+        keep &= record_mask[record[1:]]
+    gaps = np.diff(ns)[keep]
+    later = None if (tokens == 1).all() else tokens[1:][keep]
+    return gaps, later

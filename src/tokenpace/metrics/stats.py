@@ -34,41 +34,59 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 
 
-def describe(values_ms: Iterable[float] | np.ndarray) -> dict | None:
+def describe(values_ms: Iterable[float] | np.ndarray, *, owned: bool = False) -> dict | None:
     """count, mean, std, min, max, p50..p99.9 and ``p99_ci95`` of the samples; None when empty.
 
-    All numbers are plain Python floats/ints (JSON-ready). NaN samples are dropped.
+    All numbers are plain Python floats/ints (JSON-ready). NaN samples are dropped. The order
+    statistics come from one ``np.partition`` at the ranks they need (and a sort of the few
+    hundred samples around p99 that its interval draws from): the same values a full sort gives,
+    several times faster on tens of millions of samples. ``owned``: the caller hands the array
+    over, so it is reordered in place instead of copied (pooled ITL: no second copy of 10^8
+    samples).
     """
     values = np.asarray(values_ms if isinstance(values_ms, np.ndarray) else list(values_ms),
                         dtype=np.float64)
-    values = values[~np.isnan(values)] if values.size else values
-    if values.size == 0:
+    if values.size and np.isnan(values).any():
+        values = values[~np.isnan(values)]
+    elif not owned or values is values_ms and not values.flags.writeable:
+        values = values.copy()
+    n = int(values.size)
+    if n == 0:
         return None
-    ordered = np.sort(values)  # one sort serves min, max, every percentile and the CI
-    stats: dict = {
-        "count": int(ordered.size),
-        "mean": float(ordered.mean()),
-        "std": float(ordered.std()),
-        "min": float(ordered[0]),
-        "max": float(ordered[-1]),
-    }
-    for key, q in PERCENTILES.items():
-        stats[key] = sorted_quantile(ordered, q)
-    ci = quantile_ci(ordered, 0.99, CI_CONFIDENCE)
-    stats["p99_ci95"] = None if ci is None else [ci[0], ci[1]]
+    stats: dict = {"count": n, "mean": float(values.mean()), "std": float(values.std())}
+    ranks = {key: _ranks(n, q) for key, q in PERCENTILES.items()}
+    draws = _ci_draws(n, 0.99, CI_CONFIDENCE)
+    kth = {0, n - 1, *(i for low, high, _ in ranks.values() for i in (low, high))}
+    if draws is not None:
+        lo_i, hi_i = int(draws[0].min()), int(draws[1].max())
+        kth |= {lo_i, hi_i}
+    values.partition(sorted(kth))
+    if draws is not None:
+        values[lo_i:hi_i + 1].sort()  # every index the interval reads, in order
+    stats["min"], stats["max"] = float(values[0]), float(values[n - 1])
+    for key, (low, high, fraction) in ranks.items():
+        stats[key] = _interpolate(float(values[low]), float(values[high]), fraction)
+    stats["p99_ci95"] = None if draws is None else list(_ci_from_draws(values, draws, CI_CONFIDENCE))
     return stats
+
+
+def _ranks(n: int, q: float) -> tuple[int, int, float]:
+    """The two order statistics (0-based) the linear-interpolation q-quantile reads, and the weight."""
+    rank = (n - 1) * q
+    low = math.floor(rank)
+    return low, min(low + 1, n - 1), rank - low
+
+
+def _interpolate(lo_value: float, hi_value: float, fraction: float) -> float:
+    if fraction == 0.0 or lo_value == hi_value:
+        return lo_value
+    return lo_value + fraction * (hi_value - lo_value)
 
 
 def sorted_quantile(ordered: np.ndarray, q: float) -> float:
     """The q-quantile (0..1) of an ascending, non-empty array, by linear interpolation."""
-    rank = (ordered.size - 1) * q
-    low = math.floor(rank)
-    high = min(low + 1, ordered.size - 1)
-    fraction = rank - low
-    lo_value, hi_value = float(ordered[low]), float(ordered[high])
-    if fraction == 0.0 or lo_value == hi_value:
-        return lo_value
-    return lo_value + fraction * (hi_value - lo_value)
+    low, high, fraction = _ranks(ordered.size, q)
+    return _interpolate(float(ordered[low]), float(ordered[high]), fraction)
 
 
 def quantile_ci(ordered: np.ndarray, q: float, confidence: float = CI_CONFIDENCE, *,
@@ -76,18 +94,29 @@ def quantile_ci(ordered: np.ndarray, q: float, confidence: float = CI_CONFIDENCE
                 ) -> tuple[float, float] | None:
     """Percentile-bootstrap interval for the q-quantile of an ascending array (see the module
     docstring for the exact-in-distribution resampling); None below ``min_samples_for_ci``."""
-    n = int(ordered.size)
+    draws = _ci_draws(int(ordered.size), q, confidence, resamples=resamples, seed=seed)
+    return None if draws is None else _ci_from_draws(ordered, draws, confidence)
+
+
+def _ci_draws(n: int, q: float, confidence: float, *, resamples: int = BOOTSTRAP_RESAMPLES,
+              seed: int = BOOTSTRAP_SEED) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """Per resample, the 0-based indices of the two order statistics its q-quantile reads, and
+    the interpolation weight; None below ``min_samples_for_ci``."""
     if n < min_samples_for_ci(q, confidence):
         return None
-    rank = (n - 1) * q  # the linear-interpolation rank, as in sorted_quantile
-    low = math.floor(rank)
-    fraction = rank - low
+    low, _, fraction = _ranks(n, q)  # the linear-interpolation rank, as in sorted_quantile
     k = low + 1  # 1-based order statistic below the rank
     rng = np.random.default_rng(seed)
     u_k = rng.beta(k, n - k + 1, size=resamples)
     u_next = u_k + (1.0 - u_k) * rng.beta(1, n - k, size=resamples) if k < n else u_k
-    x_k = ordered[_empirical_index(u_k, n)]
-    x_next = ordered[_empirical_index(u_next, n)]
+    return _empirical_index(u_k, n), _empirical_index(u_next, n), fraction
+
+
+def _ci_from_draws(ordered: np.ndarray, draws: tuple[np.ndarray, np.ndarray, float],
+                   confidence: float) -> tuple[float, float]:
+    """``ordered`` needs to be in order only at the indices ``draws`` reads."""
+    i_k, i_next, fraction = draws
+    x_k, x_next = ordered[i_k], ordered[i_next]
     replicates = x_k + fraction * (x_next - x_k)
     tail = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(replicates, [tail, 1.0 - tail])

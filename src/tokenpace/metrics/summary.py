@@ -8,17 +8,19 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tokenpace.metrics.breakdowns import breakdowns
-from tokenpace.metrics.columns import columns
+from tokenpace.metrics.columns import columns, columns_of_table
 from tokenpace.metrics.cost import cost
 from tokenpace.metrics.goodput import goodput
 from tokenpace.metrics.latency import pooled_itl_and_chunk_gaps_ms
 from tokenpace.metrics.ratings import ratings
 from tokenpace.metrics.slo import SLO, parse_slo
 from tokenpace.metrics.stats import describe
+from tokenpace.metrics.tabular import breakdowns_of, counts_of, ok_views, token_sources_of, window_of
 from tokenpace.metrics.throughput import completed_ok, throughput
 from tokenpace.metrics.token_cost import TokenPrices, token_cost
 from tokenpace.metrics.window import Window, measurement_window
 from tokenpace.record import STATUSES, RequestRecord
+from tokenpace.recordtable import RecordTable
 
 # The order of the latency_ms section (and of reports that follow it).
 LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_gap", "e2e",
@@ -26,7 +28,7 @@ LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_ga
 _SERVER_SOURCES = frozenset({"usage", "chunk_usage"})
 
 
-def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
+def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str | None = None,
               gpu_hour_usd: float | None = None, gpus: int = 1,
               window: tuple[int, int] | Window | None = None,
               token_prices: TokenPrices | None = None) -> dict:
@@ -38,27 +40,49 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
     ``tokenpace.metrics.window``); goodput counts errors, timeouts and cancellations as misses.
     ``slo`` may be an ``SLO`` or text for ``parse_slo``. Cost needs ``gpu_hour_usd``; the per-token
     cost (``token_cost``, split by cache use) needs ``token_prices``.
-    Same records in the same order give the same summary.
+    Same records in the same order give the same summary. ``records`` may be a ``RecordTable``
+    (the columnar records file): the same summary, computed on whole arrays (the cache-use split and
+    the per-token cost, which only runs with cache-write counts or token prices have, from a small
+    view of the ok rows).
     """
-    records = list(records)
-    measured = [r for r in records if r.measured]
     if isinstance(slo, str):
         slo = parse_slo(slo)
+    if isinstance(records, RecordTable):
+        table = records
+        measured_mask = table.measured
+        measured_table = table.take(measured_mask)
+        cols = columns_of_table(measured_table)
+        span = window_of(cols, window)
+        return _sections(cols, span, slo, gpu_hour_usd, gpus, counts=counts_of(table, measured_mask),
+                         tokens=lambda: token_sources_of(measured_table),
+                         breakdowns=lambda: breakdowns_of(measured_table, cols, token_prices),
+                         token_prices=token_prices, priced=lambda: ok_views(measured_table))
+    records = list(records)
+    measured = [r for r in records if r.measured]
     span = measurement_window(measured, window)
     cols = columns(measured)
+    return _sections(cols, span, slo, gpu_hour_usd, gpus, counts=counts(records, measured),
+                     tokens=lambda: token_sources(measured),
+                     breakdowns=lambda: breakdowns(measured, token_prices), token_prices=token_prices,
+                     priced=lambda: [r for r in measured if r.status == "ok"])
 
-    latency = {name: describe(values[cols.ok]) for name, values in cols.values_ms.items()}
-    streamed_ok = cols.chunks.rows_of(cols.ok & cols.stream)
-    itl, gaps = pooled_itl_and_chunk_gaps_ms(streamed_ok)
-    latency["itl"] = describe(itl)
-    # With one token per chunk the two samples are identical: skip the second sort.
-    latency["chunk_gap"] = _copy(latency["itl"]) if gaps is itl else describe(gaps)
+
+def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, gpus: int, *,
+              counts: dict, tokens, breakdowns, token_prices: TokenPrices | None = None, priced=None) -> dict:
+    # Each array handed to describe is a fresh one (owned): reordered in place, never copied.
+    latency = {name: describe(values[cols.ok], owned=True) for name, values in cols.values_ms.items()}
+    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream)
+    same = gaps is itl
+    latency["itl"] = describe(itl, owned=True)
+    # With one token per chunk the two samples are identical: skip the second pass.
+    latency["chunk_gap"] = _copy(latency["itl"]) if same else describe(gaps, owned=True)
+    del itl, gaps
     latency = {name: latency[name] for name in LATENCY_NAMES}
 
     rates = throughput(cols, span)
     good = goodput(cols, slo, span) if slo is not None else None
     return {
-        "counts": counts(records, measured),
+        "counts": counts,
         "window": {**span.to_dict(), **inside(cols, span)},
         "latency_ms": latency,
         "ratings": ratings(latency),
@@ -67,10 +91,9 @@ def summarize(records: Iterable[RequestRecord], *, slo: SLO | str | None = None,
         "cost": None if gpu_hour_usd is None else cost(
             gpu_hour_usd, gpus, rates["output_tokens_s"],
             good["output_tokens_s"] if good is not None else None),
-        "tokens": token_sources(measured),
-        "breakdowns": breakdowns(measured, token_prices),
-        **({"token_cost": token_cost([r for r in measured if r.status == "ok"], token_prices)}
-           if token_prices is not None else {}),
+        "tokens": tokens(),
+        "breakdowns": breakdowns(),
+        **({"token_cost": token_cost(priced(), token_prices)} if token_prices is not None else {}),
     }
 
 

@@ -38,17 +38,31 @@ def progress_in_window(cols: Columns, window: Window, mask: np.ndarray | None = 
     """Per record, the part of it done inside ``window`` (module docstring): its output tokens
     that arrived inside over all its output tokens; for an ok record without output tokens, 1
     when it completed inside. 0 for records that are not ok (or not in ``mask``)."""
-    n = len(cols)
-    table = cols.chunks
-    inside = window.contains_all(table.ns)
-    total = np.bincount(table.record, weights=table.tokens, minlength=n)
-    done = np.bincount(table.record[inside], weights=table.tokens[inside], minlength=n)
+    total, done = _tokens_per_record(cols, window)
     with np.errstate(divide="ignore", invalid="ignore"):
         part = np.where(total > 0, done / np.where(total > 0, total, 1), 0.0)
     whole = completed_ok(cols, window) & (total <= 0)
     part = np.where(whole, 1.0, part)
     keep = cols.ok if mask is None else cols.ok & mask
     return np.where(keep, part, 0.0)
+
+
+def _tokens_per_record(cols: Columns, window: Window) -> tuple[np.ndarray, np.ndarray]:
+    """Per record: its output tokens, and those that arrived inside ``window`` (float64). Counted
+    once per (columns, window): throughput and goodput both read them."""
+    key = (window.start_ns, window.end_ns)
+    cached = cols.cache.get(("tokens", key))
+    if cached is None:
+        n, table = len(cols), cols.chunks
+        inside = window.contains_all(table.ns)
+        if (table.tokens == 1).all():  # one token per chunk: counts, without a float copy of them
+            total = np.bincount(table.record, minlength=n).astype(np.float64)
+            done = np.bincount(table.record[inside], minlength=n).astype(np.float64)
+        else:
+            total = np.bincount(table.record, weights=table.tokens, minlength=n)
+            done = np.bincount(table.record[inside], weights=table.tokens[inside], minlength=n)
+        cached = cols.cache[("tokens", key)] = (total, done)
+    return cached
 
 
 def throughput(cols: Columns, window: Window) -> dict:

@@ -12,7 +12,7 @@ import numpy as np
 
 from tokenpace.reports.bootstrap import NoiseVerdict, percentile_difference
 from tokenpace.reports.gates import Gate, GateResult, figure_value, judge, summary_path
-from tokenpace.reports.run_data import RunData
+from tokenpace.results import RunData
 from tokenpace.reports.series import metric_samples_ms
 
 # (path, label, unit, better): better is "lower" or "higher", for colouring only.

@@ -11,6 +11,7 @@ ignored), so an export round-trips.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.errors import UsageError
+from tokenpace.files import write_whole
 from tokenpace.metrics.chunks import output_token_count
 from tokenpace.metrics.latency import PER_REQUEST
 from tokenpace.record import RequestRecord
@@ -56,14 +58,12 @@ def rows(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
 
 
 def write_csv(records: Sequence[RequestRecord], path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(COLUMNS)
-        for row in rows(records):
-            writer.writerow([_csv_cell(row[name]) for name in COLUMNS])
-    return path
+    out = io.StringIO(newline="")
+    writer = csv.writer(out)
+    writer.writerow(COLUMNS)
+    for row in rows(records):
+        writer.writerow([_csv_cell(row[name]) for name in COLUMNS])
+    return write_whole(path, out.getvalue().encode("utf-8"), what="the CSV export")
 
 
 def _csv_cell(value: Any) -> str:
@@ -97,11 +97,10 @@ def parquet_schema() -> Any:
 
 def write_parquet(records: Sequence[RequestRecord], path: str | Path) -> Path:
     pa = _pyarrow()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist(rows(records), schema=parquet_schema())
-    pa.parquet.write_table(table, path)
-    return path
+    sink = pa.BufferOutputStream()
+    pa.parquet.write_table(table, sink)
+    return write_whole(path, sink.getvalue().to_pybytes(), what="the Parquet export")
 
 
 def read_export(path: str | Path) -> list[RequestRecord]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.metrics import parse_slo
-from tokenpace.reports.reload import load_run
+from tokenpace.results import load_run
 from tokenpace.sweep.findings import analyse_group, compare_groups
 from tokenpace.sweep.steps import gpu_hours_per_1m
 

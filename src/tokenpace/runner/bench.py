@@ -1,4 +1,4 @@
-"""`run_bench`: one benchmark run, from a BenchConfig to a BenchResult saved on disk.
+"""`run_bench`: one benchmark run, from a BenchConfig to a RunResult saved on disk.
 
 Order of work: resolve the target (the built-in server in its own process when no URL is given),
 check it with one preflight call, drive the load, append each record to the JSONL as it completes,
@@ -15,7 +15,6 @@ import itertools
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,15 +26,15 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import NotSaved, RunInterrupted, UsageError
 from tokenpace.metrics import SLO, Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
+from tokenpace.results import RecordSink, RunResult, result_paths, write_result
+from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.interrupts import Interrupts
 from tokenpace.runner.loadcheck import load_report
 from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
-from tokenpace.runner.paths import result_paths
 from tokenpace.runner.preflight import preflight
 from tokenpace.runner.live_stats import LiveStats
 from tokenpace.runner.progress import LiveProgress
-from tokenpace.runner.sink import RecordSink
 from tokenpace.runner.steady import steady_window
 from tokenpace.workload import (PlannedRequest, WorkloadSpec, conversations_for, plan_requests,
                                 workload_from_config, workload_summary)
@@ -45,24 +44,10 @@ DEFAULT_SIM_MODEL, DEFAULT_SIM_GPU = "llama-3.1-8b", "h100-sxm"  # the built-in 
 PREBUILD_MAX = 20_000  # count-bounded runs up to this size get their prompts made ahead
 
 
-@dataclass
-class BenchResult:
-    config: BenchConfig
-    target: dict[str, Any]
-    records: list[RequestRecord]
-    summary: dict[str, Any]
-    load: dict[str, Any]
-    result_path: Path
-    records_path: Path
-    interrupted: bool = False
-    window_ns: Window | None = None  # the steady-state window; None: the default one
-    started_utc: str | None = None
-    preflight: dict[str, Any] | None = None  # the preflight request, reported apart
-    workload_info: dict[str, Any] | None = None  # what the workload was (workload_summary)
-    engine_metrics: dict[str, Any] | None = None  # --scrape-metrics: tokenpace.observe's section
+BenchResult = RunResult  # the name before runs of every kind shared one type (kept for callers)
 
 
-def run_bench(config: BenchConfig) -> BenchResult:
+def run_bench(config: BenchConfig) -> RunResult:
     """Run a benchmark to completion (blocking). Uses uvloop when it is installed. Inside a running
     event loop (Jupyter, an async program) use ``await run_bench_async(config)``."""
     try:
@@ -74,7 +59,7 @@ def run_bench(config: BenchConfig) -> BenchResult:
 
 
 async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | None = None,
-                          progress_console: Console | None = None) -> BenchResult:
+                          progress_console: Console | None = None) -> RunResult:
     """``target``: an already started (url, builtin) to use instead of ``config.url`` (a sweep
     starts the built-in server once for all its steps). ``progress_console``: where the live view
     draws (default: stderr). A signal before any request was sent, or after the load but before
@@ -97,7 +82,7 @@ async def run_bench_async(config: BenchConfig, *, target: tuple[str, bool] | Non
 
 
 async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
-                 interrupts: Interrupts, progress_console: Console | None = None) -> BenchResult:
+                 interrupts: Interrupts, progress_console: Console | None = None) -> RunResult:
     config.validate()
     slo = parse_slo(config.slo) if config.slo else None
     workload = workload_from_config(config)  # bad files and specs fail here, before any traffic
@@ -125,15 +110,19 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
     extend = getattr(loadgen, "extend_load_report", None)  # worker processes or Ray actors
     if extend is not None:
         extend(load, records)
-    result = BenchResult(config=config, target={"url": url, "model": model, "builtin": builtin},
-                         records=records, summary=summary, load=load, result_path=result_path,
-                         records_path=records_path, interrupted=loadgen.interrupted,
-                         window_ns=window, started_utc=started_utc,
-                         preflight=preflight_report, workload_info=workload_summary(workload),
-                         engine_metrics=_engine_metrics(watch, records, loadgen, workload))
-    from tokenpace.reports.result_file import write_result  # reports sit above the runner
-
+    result = RunResult(kind="bench", config=config,
+                       target={"url": url, "model": model, "builtin": builtin},
+                       records=records, summary=summary, load=load, result_path=result_path,
+                       records_path=records_path, interrupted=loadgen.interrupted,
+                       window_ns=window, started_utc=started_utc,
+                       preflight=preflight_report, workload_info=workload_summary(workload),
+                       engine_metrics=_engine_metrics(watch, records, loadgen, workload))
     try:
+        # The columnar file, after the load: making its parts while requests are in flight would
+        # pause the event loop that stamps them. It is for fast reports only: if it cannot be
+        # written it is left out (write_table removes what it wrote) and reports read the JSONL.
+        with contextlib.suppress(NotSaved):
+            write_table(columns_path(records_path), records)
         write_result(result)
     except NotSaved as exc:
         raise NotSaved(f"{exc}; {_records_fate(sink, len(records))}", result=result) from None

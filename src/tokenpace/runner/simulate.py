@@ -45,10 +45,10 @@ import orjson
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
-from tokenpace.metrics import Window, parse_slo, summarize
-from tokenpace.record import RequestRecord
+from tokenpace.metrics import parse_slo, summarize
+from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
+from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
-from tokenpace.runner.paths import result_paths
 from tokenpace.runner.sim_progress import SimProgress
 from tokenpace.runner.steady import steady_window
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
@@ -117,34 +117,17 @@ class SimRunConfig:
                 "engine": self.engine_for_run().to_dict()}
 
 
-@dataclass
-class SimRunResult:
-    config: SimRunConfig
-    target: dict[str, Any]
-    records: list[RequestRecord]
-    summary: dict[str, Any]
-    engine: dict[str, Any]  # the resolved engine, its memory, and what it did
-    result_path: Path
-    records_path: Path
-    timeline_path: Path
-    window_ns: Window | None = None  # the steady-state window; None: the default one
-    wall_s: float = 0.0  # how long the simulation took; printed, never saved (it is not deterministic)
-    sim: SimResult | None = None
-    kind: str = "sim"
-    interrupted: bool = False
-    started_utc: str | None = None  # a simulation has no wall-clock start
-    load: dict[str, Any] | None = None  # no load generator to judge
-    input_length_source: str = ""
+SimRunResult = RunResult  # the name before runs of every kind shared one type (kept for callers)
 
 
-def run_sim(config: SimRunConfig) -> SimRunResult:
+def run_sim(config: SimRunConfig) -> RunResult:
     config.validate()
     c = config.load
     slo = parse_slo(c.slo) if c.slo else None
     workload = workload_from_config(config.workload_config())
     engine = config.engine_for_run(workload.open_loop)
     result_path, records_path = result_paths(c.out, kind="sim")
-    timeline_path = records_path.with_name(records_path.name.replace(".records.jsonl", ".timeline.jsonl"))
+    timeline_path = timeline_path_of(records_path)
 
     max_requests = None
     if workload.conversations is not None:
@@ -191,12 +174,14 @@ def run_sim(config: SimRunConfig) -> SimRunResult:
         from tokenpace.simulator.calibrate.coverage import coverage  # numpy, only when calibrated
 
         engine_doc["calibration"] = coverage(config.calibration, sim.timeline)
-    result = SimRunResult(config=config, target=target_of(sim), records=records, summary=summary,
-                          engine=engine_doc, result_path=result_path,
-                          records_path=records_path, timeline_path=timeline_path, window_ns=window,
-                          wall_s=wall_s, sim=sim,
-                          input_length_source=f"{workload.input_length_source}; the simulator takes "
-                                              "these counts as exact")
+    workload_info = {"input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                     "shared_prefix_tokens": config.shared_prefix_tokens,
+                     "input_length_source": f"{workload.input_length_source}; the simulator takes "
+                                            "these counts as exact"}
+    result = RunResult(kind="sim", config=config, target=target_of(sim), records=records,
+                       summary=summary, engine=engine_doc, result_path=result_path,
+                       records_path=records_path, timeline_path=timeline_path, window_ns=window,
+                       wall_s=wall_s, sim=sim, workload_info=workload_info)
     write_sim_files(result)
     return result
 
@@ -289,13 +274,12 @@ def engine_section(sim: SimResult, timeline_path: Path, result_path: Path) -> di
     }
 
 
-def write_sim_files(result: SimRunResult) -> None:
+def write_sim_files(result: RunResult) -> None:
     """Records and timeline JSONL beside the result JSON (written last, as bench does)."""
-    from tokenpace.reports.result_file import write_result  # reports sit above the runner
-
     # orjson serializes dataclasses itself: the same bytes as RecordSink's to_dict(), much faster
     # for records of thousands of chunks (asdict deep-copies every list).
     _write_jsonl(result.records_path, result.records)
+    write_table(columns_path(result.records_path), result.records)
     _write_jsonl(result.timeline_path, result.sim.timeline if result.sim else [])
     write_result(result)
 

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 
 from tokenpace.metrics.window import Window, completion_ns
 from tokenpace.record import RequestRecord
+from tokenpace.results.window import STEADY_PREFIX  # noqa: F401  every rule below starts so
 
 NS = 1_000_000_000
-STEADY_PREFIX = "Steady-state window"  # every rule below starts so (a saved summary is recognised by it)
 
 CLOSED_RULE = ("Steady-state window (closed loop at concurrency {c}): from when request number {c} was sent "
                "(the target concurrency reached){after} to when the first request of the cooldown would "

@@ -21,7 +21,7 @@ SWEEP_KIND = "sweep"
 
 
 def sweep_document(result: Any) -> dict[str, Any]:
-    from tokenpace.reports.result_file import SCHEMA_VERSION  # the one version of the result family
+    from tokenpace.results import SCHEMA_VERSION  # the one version of the result family
 
     c = result.config
     return {

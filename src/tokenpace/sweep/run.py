@@ -23,7 +23,7 @@ from typing import Any
 from tokenpace.config import BenchConfig
 from tokenpace.errors import RunInterrupted, TokenpaceError
 from tokenpace.metrics import parse_slo
-from tokenpace.runner.paths import result_paths
+from tokenpace.results import result_paths
 from tokenpace.sweep.achieved import AT_SATURATION, flag_group, flag_shortfall
 from tokenpace.sweep.document import write_sweep
 from tokenpace.sweep.findings import analyse_group, compare_groups

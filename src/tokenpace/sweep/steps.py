@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.metrics import SLO_PRESETS, judge_goodput
+from tokenpace.results import RunResult
 from tokenpace.sweep.achieved import load_figures
 
 # The presets a sweep recommends an operating point for (REFERENCE section 2).
@@ -24,21 +25,11 @@ def gpu_hours_per_1m(gpus: int, tokens_s: float | None) -> float | None:
     return None if not tokens_s else gpus / (tokens_s * 3600.0) * 1e6
 
 
-def entry_of_result(result: Any, *, index: int, role: str, group: str, combo: dict[str, str],
+def entry_of_result(result: RunResult, *, index: int, role: str, group: str, combo: dict[str, str],
                     axis: str, value: float, gpus: int, sweep_path: Path) -> dict[str, Any]:
     """The entry of a step that ran (status ok, invalid, failed by its records, or interrupted)."""
     summary = result.summary
-    counts = summary["counts"]
-    load = result.load or {}
-    status, reason = "ok", None
-    if result.interrupted:
-        status, reason = "interrupted", "interrupted: the step did not finish"
-    elif counts["sent"] and counts["ok"] == 0:
-        status, reason = "failed", f"every request failed ({_kinds(counts)})"
-    elif not counts["sent"]:
-        status, reason = "failed", "no request was measured"
-    elif load and not load.get("valid", True):
-        status, reason = "invalid", "load generator was the bottleneck: " + "; ".join(load.get("invalid_reasons") or [])
+    status, reason = result.status.status, result.status.reason  # the one rule (results.status)
     by_preset = {}
     for name in RECOMMEND_PRESETS:
         g = judge_goodput(result.records, SLO_PRESETS[name], window=result.window_ns)
@@ -55,9 +46,9 @@ def entry_of_result(result: Any, *, index: int, role: str, group: str, combo: di
         "target": result.target,
         "summary": summary,
         "load_generator": result.load,
-        "engine_metrics": getattr(result, "engine_metrics", None),  # --scrape-metrics
+        "engine_metrics": result.engine_metrics,  # --scrape-metrics
         # --sim --calibration: whether the step stayed within the decode batches the calibration saw
-        "calibration": (getattr(result, "engine", None) or {}).get("calibration"),
+        "calibration": (result.engine or {}).get("calibration"),
         "goodput_by_preset": by_preset,
         "gpus": gpus,
         "gpu_hours_per_1m_output_tokens": gpu_hours_per_1m(gpus, thr.get("output_tokens_s")),
@@ -76,12 +67,8 @@ def entry_without_run(*, index: int, role: str, group: str, combo: dict[str, str
             "gpu_hours_per_1m_good_output_tokens": None}
 
 
-def _shape(result: Any) -> dict[str, Any]:
-    c = getattr(result.config, "load", result.config)
+def _shape(result: RunResult) -> dict[str, Any]:
+    c = result.load_config
     return {"concurrency": c.concurrency if c.rate is not None else c.effective_concurrency(),
             "rate": c.rate, "requests": c.requests, "duration_s": c.duration_s}
 
-
-def _kinds(counts: dict[str, Any]) -> str:
-    kinds = counts.get("errors_by_kind") or {}
-    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:3]) or "no detail"

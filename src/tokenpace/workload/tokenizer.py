@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenpace.errors import UsageError
-from tokenpace.workload.gguf_vocab import GGUFVocab, is_gguf, read_gguf_vocab
+from tokenpace.errors import NotSaved, UsageError
+from tokenpace.files import write_whole
+from tokenpace.gguf import GGUFVocab, is_gguf, read_gguf_vocab
 from tokenpace.workload.hf_cache import cached_tokenizer_json, looks_like_repo_id
 
 # Pre-tokenizer patterns of llama.cpp's `tokenizer.ggml.pre` values (from the models' tokenizer.json).
@@ -107,12 +108,9 @@ def _gguf_cached(path: Path) -> Tokenizer:
         with contextlib.suppress(Exception):  # a damaged or half-removed entry is rebuilt
             return Tokenizer(_from_json(cached).backend, source.read_text(encoding="utf-8"))
     tokenizer = from_gguf(read_gguf_vocab(path))
-    with contextlib.suppress(OSError):
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
-        source.write_text(tokenizer.source, encoding="utf-8")
-        tokenizer.backend.save(str(tmp))
-        os.replace(tmp, cached)
+    with contextlib.suppress(OSError, NotSaved):  # no cache: converted again next time
+        write_whole(source, tokenizer.source.encode("utf-8"))
+        write_whole(cached, tokenizer.backend.to_str().encode("utf-8"))
     return tokenizer
 
 

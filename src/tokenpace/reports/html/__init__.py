@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tokenpace.files import write_whole
 from tokenpace.reports.html.page import render_run_html
-from tokenpace.reports.run_data import RunData
+from tokenpace.results import RunData
 
 __all__ = ["render_run_html", "write_run_html"]
 
@@ -16,9 +17,4 @@ def write_run_html(data: RunData, path: str | Path) -> Path:
 
 def write_page(html: str, path: str | Path) -> Path:
     """Write a rendered page atomically (never a half-written report)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_whole(path, html.encode("utf-8"), what="the HTML report")

@@ -15,7 +15,7 @@ from tokenpace.reports.html.engine_metrics import engine_metrics_html
 from tokenpace.reports.html.definitions import DEFINITIONS, PEER_COLUMNS, PEER_NAMES
 from tokenpace.reports.html.markup import esc, plot, section, table
 from tokenpace.reports.html.style import CSS
-from tokenpace.reports.run_data import RunData
+from tokenpace.results import RunData
 from tokenpace.reports.series import latency_samples_ms, load_over_time, request_bars
 
 DISTRIBUTION_METRICS = ("ttft", "tpot", "itl", "e2e")

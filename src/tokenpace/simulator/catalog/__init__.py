@@ -113,6 +113,6 @@ def get_model(name: str | ModelSpec, extra: str | Path | None = None) -> ModelSp
 
 def is_gguf_file(path: str | Path) -> bool:
     """A ``.gguf`` name, or an existing file that starts with GGUF's magic bytes."""
-    from tokenpace.workload.gguf_vocab import is_gguf
+    from tokenpace.gguf import is_gguf
 
     return str(path).lower().endswith(".gguf") or (Path(path).is_file() and is_gguf(path))

@@ -41,7 +41,7 @@ def load_gguf(path: str | Path, label: str = "--model") -> tuple[ModelSpec, Prec
 
 @functools.lru_cache(maxsize=8)
 def _load(path: str, _mtime_ns: int, _size: int, label: str) -> tuple[ModelSpec, Precision]:
-    from tokenpace.workload.gguf_vocab import read_gguf_header  # the shared GGUF reader
+    from tokenpace.gguf import read_gguf_header  # the shared GGUF reader
 
     header = read_gguf_header(path, label=label, skip=("tokenizer.",))  # the vocabulary is not needed
     meta = header.metadata

@@ -1,0 +1,180 @@
+"""Summaries at scale: whole-process time and peak memory of summarizing a large run.
+
+A synthetic run (REQUESTS requests, TOKENS output tokens each, one token per chunk; 2% errors
+before the first token, 1% cancelled half-way) is written as a columnar records directory
+(``tokenpace.results.columnar``) beside a result document. Each figure is one fresh process,
+timed from start to exit by the parent, peak RSS from /usr/bin/time; the median of --runs.
+
+- columnar summary: read the columnar file and ``summarize(..., slo="chat")``;
+- report --slo: ``tokenpace report RUN.json --slo chat`` (reads the columnar file);
+- peer, in the same run: at --peer-requests, the per-record path (read the JSONL into
+  ``RequestRecord``s, ``summarize``) against the columnar one on the same records;
+- sim: ``tokenpace sim`` of --sim-requests requests, peak RSS.
+
+Reproduce:  .venv/bin/python benchmarks/summary_scale.py [--requests 1000000] [--tokens 128]
+            [--runs 3] [--peer-requests 100000] [--sim-requests 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from tokenpace.config import BenchConfig
+from tokenpace.metrics import summarize
+from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, RecordTable, Text
+from tokenpace.results import RunResult, write_result
+from tokenpace.results.columnar import ColumnarWriter
+
+MS = 1_000_000
+BLOCK = 65_536
+
+
+def synthetic_block(start: int, n: int, tokens: int, rng: np.random.Generator) -> RecordTable:
+    index = np.arange(start, start + n, dtype=np.int64)
+    sent = index * 2 * MS + rng.integers(0, MS, n)  # 500 req/s offered
+    ttft = (rng.lognormal(np.log(150), 0.4, n) * MS).astype(np.int64)
+    errors = rng.random(n) < 0.02
+    cancelled = ~errors & (rng.random(n) < 0.01)
+    count = np.where(errors, 0, np.where(cancelled, tokens // 2, tokens)).astype(np.int64)
+    gaps = (rng.lognormal(np.log(20), 0.3, int(count.sum())) * MS).astype(np.int64)
+    first = sent + ttft
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(count, out=offsets[1:])
+    starts = np.repeat(offsets[:-1], count)
+    gaps[offsets[:-1][count > 0]] = 0  # the first chunk is at first_token
+    cum = np.cumsum(gaps)  # chunk j of a record: first + the gaps after its first chunk
+    chunk_ns = np.repeat(first, count) + cum - cum[starts]
+    last = np.full(n, NULL, dtype=np.int64)
+    has = count > 0
+    last[has] = chunk_ns[offsets[1:][has] - 1]
+    done = np.where(has, last, sent + 5 * MS)
+    ints = {k: np.full(n, NULL, dtype=np.int64) for k in INT_FIELDS}
+    ints.update(index=index, attempt=np.ones(n, np.int64), scheduled_ns=sent, sent_ns=sent,
+                first_token_ns=np.where(has, first, NULL), first_content_ns=np.where(has, first, NULL),
+                last_token_ns=last, done_ns=done, prompt_tokens=np.full(n, 512, np.int64),
+                output_tokens=np.where(has, count, NULL), output_tokens_client=np.where(has, count, NULL),
+                requested_input_tokens=np.full(n, 512, np.int64), http_status=np.where(errors, 500, 200))
+    bools = {k: np.zeros(n, bool) for k in BOOL_FIELDS}
+    bools["stream"][:] = True
+    status = np.where(errors, 1, np.where(cancelled, 2, 0)).astype(np.int32)
+    texts = {"api": Text(np.zeros(n, np.int32), ["chat"]),
+             "status": Text(status, ["ok", "error", "cancelled"]),
+             "chunk_tokens_source": Text(np.where(has, 0, -1).astype(np.int32), ["chunk_usage"]),
+             "prompt_tokens_source": Text(np.zeros(n, np.int32), ["usage"]),
+             "output_tokens_source": Text(np.where(has, 0, -1).astype(np.int32), ["usage"]),
+             "error_kind": Text(np.where(errors, 0, np.where(cancelled, 1, -1)).astype(np.int32),
+                                ["http_500", "cancelled"]),
+             "error_message": Text(np.where(errors, 0, -1).astype(np.int32), ["internal error"]),
+             "finish_reason": Text(np.where(has & ~cancelled, 0, -1).astype(np.int32), ["length"])}
+    return RecordTable(ints=ints, bools=bools, floats={k: np.full(n, np.nan) for k in FLOAT_FIELDS},
+                       texts=texts, chunk_count=count, chunk_ns=chunk_ns,
+                       chunk_tokens=np.ones(chunk_ns.size, np.int32))
+
+
+def make_run(directory: Path, requests: int, tokens: int, *, jsonl: bool, seed: int = 0) -> Path:
+    """RUN.json, RUN.columns/ and (when ``jsonl``) RUN.records.jsonl of a synthetic run."""
+    rng = np.random.default_rng(seed)
+    result_path = directory / "run.json"
+    records_path = directory / "run.records.jsonl"
+    first = None
+    with ColumnarWriter(directory / "run.columns") as writer, open(records_path, "wb") as fh:
+        for start in range(0, requests, BLOCK):
+            block = synthetic_block(start, min(BLOCK, requests - start), tokens, rng)
+            writer.add_table(block)
+            if jsonl:
+                fh.write(b"".join(orjson.dumps(r) + b"\n" for r in to_dicts(block)))
+            first = first or block
+    config = BenchConfig(requests=requests, slo="chat", out=str(result_path))
+    write_result(RunResult(kind="bench", config=config, target={"url": "synthetic", "model": "synthetic",
+                                                                "builtin": False},
+                           records=[], summary=summarize(first, slo="chat"), result_path=result_path,
+                           records_path=records_path, load={"valid": True},
+                           workload_info={"input_tokens": "512", "output_tokens": str(tokens),
+                                          "input_length_source": "synthetic"}))
+    return result_path
+
+
+def to_dicts(table: RecordTable) -> list[dict]:
+    """The records of a table as JSONL dicts (for the per-record peer)."""
+    offsets = table.chunk_offsets()
+    out = []
+    texts = {k: t.values() for k, t in table.texts.items()}
+    ints = {k: [None if v == NULL else v for v in a.tolist()] for k, a in table.ints.items()}
+    ns = table.chunk_ns.tolist()
+    for i in range(len(table)):
+        row = {k: ints[k][i] for k in ints}
+        row.update({k: texts[k][i] for k in texts})
+        row.update(request_id=f"r{row['index']}", stream=True, warmup=False, retried=False,
+                   chunk_ns=ns[offsets[i]:offsets[i + 1]], chunk_tokens=[1] * int(table.chunk_count[i]))
+        out.append(row)
+    return out
+
+
+def measure(command: list[str], runs: int) -> tuple[float, float]:
+    """Median wall seconds and median peak RSS (MB) of ``command`` in fresh processes."""
+    walls, peaks = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
+        walls.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            sys.exit(f"failed: {' '.join(command)}\n{proc.stderr[-2000:]}")
+        peaks.append(int(proc.stderr.strip().splitlines()[-1]) / 1024)
+    return statistics.median(walls), statistics.median(peaks)
+
+
+def summary_command(run: Path, columnar: bool) -> list[str]:
+    if columnar:
+        code = ("from tokenpace.results.columnar import read_table; from tokenpace.metrics import summarize; "
+                f"summarize(read_table({str(run.with_suffix('.columns'))!r}), slo='chat')")
+    else:
+        code = ("from tokenpace.results import read_records; from tokenpace.metrics import summarize; "
+                f"summarize(read_records({str(run.with_name('run.records.jsonl'))!r}), slo='chat')")
+    return [sys.executable, "-c", code]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--requests", type=int, default=1_000_000)
+    p.add_argument("--tokens", type=int, default=128)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--peer-requests", type=int, default=100_000)
+    p.add_argument("--sim-requests", type=int, default=100_000)
+    args = p.parse_args()
+    print(f"# {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "peer").mkdir()
+        peer = make_run(tmp / "peer", args.peer_requests, args.tokens, jsonl=True)
+        rec = measure(summary_command(peer, columnar=False), args.runs)
+        col = measure(summary_command(peer, columnar=True), args.runs)
+        print(f"peer {args.peer_requests:,} x {args.tokens}: per-record {rec[0]:.2f} s {rec[1]:,.0f} MB; "
+              f"columnar {col[0]:.2f} s {col[1]:,.0f} MB; ratio time {rec[0] / col[0]:.1f}x, "
+              f"memory {rec[1] / col[1]:.1f}x")
+        (tmp / "big").mkdir()
+        big = make_run(tmp / "big", args.requests, args.tokens, jsonl=False)
+        s = measure(summary_command(big, columnar=True), args.runs)
+        print(f"columnar summary {args.requests:,} x {args.tokens}: {s[0]:.2f} s, peak {s[1]:,.0f} MB "
+              f"(target <= 2 s, <= 2048 MB)")
+        r = measure([sys.executable, "-m", "tokenpace", "report", str(big), "--slo", "chat"], args.runs)
+        print(f"report --slo {args.requests:,} x {args.tokens}: {r[0]:.2f} s, peak {r[1]:,.0f} MB (target <= 5 s)")
+    if args.sim_requests:
+        with tempfile.TemporaryDirectory() as tmp:
+            sim = measure([sys.executable, "-m", "tokenpace", "sim", "--requests", str(args.sim_requests),
+                           "--concurrency", "256", "--input-tokens", "512", "--output-tokens", "128",
+                           "--no-progress", "--out", str(Path(tmp) / "sim.json")], 1)
+            print(f"sim {args.sim_requests:,} requests: {sim[0]:.1f} s, peak {sim[1]:,.0f} MB (target < 300 MB)")
+
+
+if __name__ == "__main__":
+    main()

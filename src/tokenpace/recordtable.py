@@ -1,0 +1,166 @@
+"""Many ``RequestRecord``s as typed arrays: one array per field, and the chunks of every record
+flattened into two arrays. What the summary, the reports and the columnar records file work on,
+without one Python object per request or per token.
+
+Encoding, one rule per kind of field:
+
+- integers (timestamps in ns, token counts, ids): int64, ``NULL`` (the smallest int64) for None;
+- booleans: bool; ``retry_after_s``: float64, NaN for None;
+- text from a small set (status, API, count sources, error kind and message, finish reason):
+  int32 codes into a vocabulary, -1 for None;
+- chunks: ``chunk_count`` per record (its ``chunk_ns`` length), then every record's ``chunk_ns``
+  (int64) and ``chunk_tokens`` (int32) one after another, in record order. A record whose
+  ``chunk_tokens`` does not have one entry per chunk gets one token per chunk, as the metrics read
+  it (``metrics.chunks.record_chunks``).
+
+Kept out (they stay in the JSONL journal): ``request_id`` and ``server_timing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+
+from tokenpace.record import RequestRecord
+
+NULL = np.iinfo(np.int64).min
+
+INT_FIELDS = ("index", "attempt", "requested_input_tokens", "requested_output_tokens", "prefix_group",
+              "session", "turn", "scheduled_ns", "sent_ns", "first_token_ns", "first_content_ns",
+              "first_reasoning_ns", "first_tool_call_ns", "last_token_ns", "done_ns", "prompt_tokens",
+              "cached_prompt_tokens", "cache_write_prompt_tokens", "output_tokens", "reasoning_tokens",
+              "output_tokens_client", "http_status")
+BOOL_FIELDS = ("stream", "warmup", "retried")
+FLOAT_FIELDS = ("retry_after_s",)
+TEXT_FIELDS = ("api", "status", "chunk_tokens_source", "prompt_tokens_source", "output_tokens_source",
+               "error_kind", "error_message", "finish_reason", "model")
+
+
+@dataclass
+class Text:
+    """A text column: ``codes`` (int32, -1 for None) into ``vocab``."""
+
+    codes: np.ndarray
+    vocab: list[str]
+
+    def code_of(self, value: str) -> int:
+        """The code of ``value``; -2 (matches nothing) when it does not occur."""
+        try:
+            return self.vocab.index(value)
+        except ValueError:
+            return -2
+
+    def values(self) -> list[str | None]:
+        vocab = self.vocab
+        return [None if c < 0 else vocab[c] for c in self.codes.tolist()]
+
+    def __getitem__(self, key) -> Text:
+        return Text(self.codes[key], self.vocab)
+
+
+@dataclass
+class RecordTable:
+    ints: dict[str, np.ndarray]
+    bools: dict[str, np.ndarray]
+    floats: dict[str, np.ndarray]
+    texts: dict[str, Text]
+    chunk_count: np.ndarray  # int64 per record
+    chunk_ns: np.ndarray  # int64, all records' chunks in order
+    chunk_tokens: np.ndarray  # int32, aligned with chunk_ns
+
+    def __len__(self) -> int:
+        return int(self.chunk_count.size)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        for group in ("ints", "bools", "floats"):
+            columns = self.__dict__.get(group) or {}
+            if name in columns:
+                return columns[name]
+        raise AttributeError(name)
+
+    def has(self, name: str) -> np.ndarray:
+        """Per record: the integer field ``name`` is not None."""
+        return self.ints[name] != NULL
+
+    @property
+    def measured(self) -> np.ndarray:
+        """``RequestRecord.measured``: not warmup, not a retried attempt, and sent."""
+        return ~self.bools["warmup"] & ~self.bools["retried"] & self.has("sent_ns")
+
+    def status_is(self, status: str) -> np.ndarray:
+        text = self.texts["status"]
+        return text.codes == text.code_of(status)
+
+    def chunk_offsets(self) -> np.ndarray:
+        """Where each record's chunks start in ``chunk_ns`` (one more entry: the end)."""
+        offsets = np.zeros(self.chunk_count.size + 1, dtype=np.int64)
+        np.cumsum(self.chunk_count, out=offsets[1:])
+        return offsets
+
+    def take(self, mask: np.ndarray) -> RecordTable:
+        """The records where ``mask`` (one bool per record) is set, in order."""
+        if mask.all():
+            return self
+        chunk_mask = np.repeat(mask, self.chunk_count)
+        return RecordTable(
+            ints={k: v[mask] for k, v in self.ints.items()},
+            bools={k: v[mask] for k, v in self.bools.items()},
+            floats={k: v[mask] for k, v in self.floats.items()},
+            texts={k: v[mask] for k, v in self.texts.items()},
+            chunk_count=self.chunk_count[mask], chunk_ns=self.chunk_ns[chunk_mask],
+            chunk_tokens=self.chunk_tokens[chunk_mask])
+
+    @classmethod
+    def from_records(cls, records: Sequence[RequestRecord]) -> RecordTable:
+        n = len(records)
+        ints = {}
+        for name in INT_FIELDS:
+            values = [getattr(r, name) for r in records]
+            ints[name] = np.fromiter((NULL if v is None else v for v in values), dtype=np.int64, count=n)
+        bools = {name: np.fromiter((bool(getattr(r, name)) for r in records), dtype=bool, count=n)
+                 for name in BOOL_FIELDS}
+        floats = {name: np.fromiter((np.nan if (v := getattr(r, name)) is None else v for r in records),
+                                    dtype=np.float64, count=n) for name in FLOAT_FIELDS}
+        texts = {name: _text(getattr(r, name) for r in records) for name in TEXT_FIELDS}
+        counts = np.fromiter((len(r.chunk_ns) for r in records), dtype=np.int64, count=n)
+        total = int(counts.sum())
+        tokens = (r.chunk_tokens if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * len(r.chunk_ns)
+                  for r in records)
+        return cls(ints=ints, bools=bools, floats=floats, texts=texts, chunk_count=counts,
+                   chunk_ns=np.fromiter(chain.from_iterable(r.chunk_ns for r in records),
+                                        dtype=np.int64, count=total),
+                   chunk_tokens=np.fromiter(chain.from_iterable(tokens), dtype=np.int32, count=total))
+
+    @classmethod
+    def concat(cls, tables: Sequence[RecordTable]) -> RecordTable:
+        if len(tables) == 1:
+            return tables[0]
+        if not tables:
+            return cls.from_records([])
+        first = tables[0]
+        return cls(
+            ints={k: np.concatenate([t.ints[k] for t in tables]) for k in first.ints},
+            bools={k: np.concatenate([t.bools[k] for t in tables]) for k in first.bools},
+            floats={k: np.concatenate([t.floats[k] for t in tables]) for k in first.floats},
+            texts={k: _concat_texts([t.texts[k] for t in tables]) for k in first.texts},
+            chunk_count=np.concatenate([t.chunk_count for t in tables]),
+            chunk_ns=np.concatenate([t.chunk_ns for t in tables]),
+            chunk_tokens=np.concatenate([t.chunk_tokens for t in tables]))
+
+
+def _text(values: Iterable[str | None]) -> Text:
+    vocab: dict[str, int] = {}
+    codes = [-1 if v is None else vocab.setdefault(str(v), len(vocab)) for v in values]
+    return Text(np.array(codes, dtype=np.int32), list(vocab))
+
+
+def _concat_texts(parts: Sequence[Text]) -> Text:
+    vocab: dict[str, int] = {}
+    out = []
+    for part in parts:
+        remap = np.array([vocab.setdefault(v, len(vocab)) for v in part.vocab] + [-1], dtype=np.int32)
+        out.append(remap[part.codes])  # code -1 picks the last entry: -1
+    return Text(np.concatenate(out) if out else np.zeros(0, dtype=np.int32), list(vocab))

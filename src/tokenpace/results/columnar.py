@@ -1,0 +1,206 @@
+"""The columnar records file: a run's records as typed arrays (``tokenpace.recordtable``), what
+reports read fast. The JSONL beside it stays the crash-safe, human-readable journal.
+
+Layout: a directory ``<run>.columns/`` of parts ``part-000000.npz``, ``part-000001.npz``, ... each
+an uncompressed NumPy archive of one batch of records, written whole (a temporary file, then a
+rename) as soon as the batch is full. A run killed mid-way leaves whole parts only; the JSONL holds
+every record, so nothing is lost either way. Why NumPy archives and not Arrow/Parquet: numpy is
+already a core dependency and pyarrow only an optional extra, and the summary works on numpy
+arrays anyway; an uncompressed part reads back at disk speed with no decoding.
+
+Memory while writing: at most one batch (``BATCH_RECORDS`` requests or ``BATCH_CHUNKS`` chunks,
+whichever fills first) is held, as per-field lists; every earlier batch is on disk. So the
+writer's memory does not grow with the run's length.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from tokenpace.errors import NotSaved, UsageError
+from tokenpace.files import write_whole
+from tokenpace.record import RequestRecord
+from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text
+
+FORMAT = 1
+BATCH_RECORDS = 4096
+BATCH_CHUNKS = 131_072  # a part's arrays are made in a few ms
+_PART = "part-{:06d}.npz"
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+MANIFEST = "manifest.json"  # written last, by close(): the parts are the whole run
+
+
+def columns_path(records_path: Path) -> Path:
+    """``<stem>.columns`` beside ``<stem>.records.jsonl``."""
+    return records_path.with_name(records_path.name.replace(".records.jsonl", ".columns"))
+
+
+class ColumnarWriter:
+    """Append records as they finish; full batches go to disk as parts (module docstring).
+
+    Each record's fields are appended to per-field lists as it comes (a few microseconds, like the
+    JSONL line), so that a full batch only has lists to turn into arrays: a short pause, kept
+    short by the batch size, on the event loop that measures the requests."""
+
+    def __init__(self, path: str | Path, *, batch_records: int = BATCH_RECORDS,
+                 batch_chunks: int = BATCH_CHUNKS):
+        self.path = Path(path)
+        if self.path.exists():
+            shutil.rmtree(self.path)  # a rerun with the same --out replaces the old parts
+        self.path.mkdir(parents=True)
+        self.parts = 0
+        self.count = 0  # records written to parts
+        self._batch_records, self._batch_chunks = batch_records, batch_chunks
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ints: dict[str, list] = {k: [] for k in INT_FIELDS}
+        self._bools: dict[str, list] = {k: [] for k in BOOL_FIELDS}
+        self._floats: dict[str, list] = {k: [] for k in FLOAT_FIELDS}
+        self._texts: dict[str, tuple[list, dict]] = {k: ([], {}) for k in TEXT_FIELDS}
+        self._chunk_count: list[int] = []
+        self._chunk_ns: list[int] = []
+        self._chunk_tokens: list[int] = []
+
+    def add(self, record: RequestRecord) -> None:
+        for name, column in self._ints.items():
+            value = getattr(record, name)
+            column.append(NULL if value is None else value)
+        for name, column in self._bools.items():
+            column.append(bool(getattr(record, name)))
+        for name, column in self._floats.items():
+            value = getattr(record, name)
+            column.append(np.nan if value is None else value)
+        for name, (codes, vocab) in self._texts.items():
+            value = getattr(record, name)
+            codes.append(-1 if value is None else vocab.setdefault(str(value), len(vocab)))
+        chunks = record.chunk_ns
+        self._chunk_count.append(len(chunks))
+        self._chunk_ns.extend(chunks)
+        tokens = record.chunk_tokens
+        self._chunk_tokens.extend(tokens if len(tokens) == len(chunks) else [1] * len(chunks))
+        if len(self._chunk_count) >= self._batch_records or len(self._chunk_ns) >= self._batch_chunks:
+            self.flush()
+
+    def add_table(self, table: RecordTable) -> None:
+        """A batch already in columns (a simulator, a generator of synthetic runs)."""
+        self.flush()
+        self._write(table)
+
+    def flush(self) -> None:
+        if self._chunk_count:
+            table = RecordTable(
+                ints={k: np.array(v, dtype=np.int64) for k, v in self._ints.items()},
+                bools={k: np.array(v, dtype=bool) for k, v in self._bools.items()},
+                floats={k: np.array(v, dtype=np.float64) for k, v in self._floats.items()},
+                texts={k: Text(np.array(codes, dtype=np.int32), list(vocab))
+                       for k, (codes, vocab) in self._texts.items()},
+                chunk_count=np.array(self._chunk_count, dtype=np.int64),
+                chunk_ns=np.array(self._chunk_ns, dtype=np.int64),
+                chunk_tokens=np.array(self._chunk_tokens, dtype=np.int32))
+            self._reset()
+            self._write(table)
+
+    def _write(self, table: RecordTable) -> None:
+        arrays = {f"int.{k}": v for k, v in table.ints.items()}
+        arrays |= {f"bool.{k}": v for k, v in table.bools.items()}
+        arrays |= {f"float.{k}": v for k, v in table.floats.items()}
+        for name, text in table.texts.items():
+            arrays[f"text.{name}"] = text.codes
+            arrays[f"vocab.{name}"] = np.array(text.vocab, dtype=np.str_)
+        arrays |= {"chunk_count": table.chunk_count, "chunk_ns": table.chunk_ns,
+                   "chunk_tokens": table.chunk_tokens, "format": np.array(FORMAT)}
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:  # np.load reads it as .npz
+            for name, array in arrays.items():
+                # A fixed member time (np.savez stamps the clock): same records, same bytes.
+                with archive.open(zipfile.ZipInfo(name + ".npy", _EPOCH), "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
+        write_whole(self.path / _PART.format(self.parts), buffer.getvalue(), what="the columnar records")
+        self.parts += 1
+        self.count += len(table)
+
+    def close(self) -> None:
+        """Write what is left, then the manifest: a directory without one is not a whole run."""
+        self.flush()
+        manifest = {"format": FORMAT, "records": self.count, "parts": self.parts}
+        write_whole(self.path / MANIFEST, orjson.dumps(manifest), what="the columnar records")
+
+    def __enter__(self) -> ColumnarWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_table(path: str | Path, records: Iterable[RequestRecord] | RecordTable) -> Path:
+    """The whole columnar file of a finished run; on a failed write (NotSaved) nothing is left."""
+    path = Path(path)
+    try:
+        writer = ColumnarWriter(path)
+        if isinstance(records, RecordTable):
+            writer.add_table(records)
+        else:
+            for record in records:
+                writer.add(record)
+        writer.close()
+    except NotSaved:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return path
+
+
+def is_complete(path: str | Path) -> bool:
+    """A columnar directory whose writer closed it (its manifest is there)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def read_table(path: str | Path) -> RecordTable:
+    """Every part of a columnar records directory, in order, as one table. The result arrays are
+    allocated once at their full size and filled part by part (no second copy of the run)."""
+    path = Path(path)
+    if not is_complete(path):
+        raise UsageError(f"{path} is not a whole columnar records directory (no {MANIFEST}): "
+                         "read the records JSONL beside it")
+    manifest = orjson.loads((path / MANIFEST).read_bytes())
+    if manifest.get("format", 0) > FORMAT:
+        raise UsageError(f"{path} has columnar format {manifest['format']}; this tokenpace reads up "
+                         f"to {FORMAT}: upgrade tokenpace")
+    parts = [path / _PART.format(i) for i in range(int(manifest["parts"]))]
+    counts = []
+    for name in parts:  # one part open at a time: a long run has thousands
+        with np.load(name, allow_pickle=False) as part:
+            counts.append(part["chunk_count"])
+    n = sum(c.size for c in counts)
+    total = int(sum(int(c.sum()) for c in counts))
+    table = RecordTable(
+        ints={k: np.empty(n, np.int64) for k in INT_FIELDS},
+        bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
+        floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS},
+        texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
+        chunk_ns=np.empty(total, np.int64), chunk_tokens=np.empty(total, np.int32))
+    vocab: dict[str, dict[str, int]] = {k: {} for k in TEXT_FIELDS}
+    codes = {k: np.empty(n, np.int32) for k in TEXT_FIELDS}
+    row = chunk = 0
+    for name, count in zip(parts, counts):
+        size, chunks = count.size, int(count.sum())
+        with np.load(name, allow_pickle=False) as part:
+            for group, columns in (("int", table.ints), ("bool", table.bools), ("float", table.floats)):
+                for k, out in columns.items():
+                    out[row:row + size] = part[f"{group}.{k}"]
+            for k in TEXT_FIELDS:
+                words = part[f"vocab.{k}"].tolist()
+                remap = np.array([vocab[k].setdefault(w, len(vocab[k])) for w in words] + [-1], np.int32)
+                codes[k][row:row + size] = remap[part[f"text.{k}"]]
+            table.chunk_ns[chunk:chunk + chunks] = part["chunk_ns"]
+            table.chunk_tokens[chunk:chunk + chunks] = part["chunk_tokens"]
+        row, chunk = row + size, chunk + chunks
+    table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
+    return table

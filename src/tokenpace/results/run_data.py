@@ -1,0 +1,64 @@
+"""A saved run with everything a rich report needs: the document, its records and, for a
+simulation, the engine timeline. ``load_run`` (reload.py) stays the loader of the document; this
+adds the files that sit beside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tokenpace.record import RequestRecord
+from tokenpace.results.records import read_records_counted
+from tokenpace.results.reload import load_run
+
+
+@dataclass
+class RunData:
+    path: Path
+    doc: dict[str, Any]
+    records: list[RequestRecord] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # engine timeline rows (sim)
+    notes: list[str] = field(default_factory=list)  # what could not be read, in plain words
+
+    @property
+    def label(self) -> str:
+        return self.path.name
+
+
+def load_run_data(path: str | Path, *, slo: str | None = None, gpu_hour_usd: float | None = None,
+                  gpus: int | None = None, token_prices: dict | None = None) -> RunData:
+    """The document (re-judged when slo/cost are given), its records and engine timeline.
+
+    A missing records or timeline file is not an error: the report says what it could not show."""
+    path = Path(path)
+    doc = load_run(path, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus, token_prices=token_prices)
+    data = RunData(path=path, doc=doc)
+    records_file = path if path.suffix == ".jsonl" else path.parent / str(doc.get("records_path") or "")
+    if path.suffix == ".jsonl" or (doc.get("records_path") and records_file.is_file()):
+        data.records, _ = read_records_counted(records_file)
+    else:
+        data.notes.append(f"records file {records_file.name} not found: per-request plots are missing")
+    engine = doc.get("engine") or {}
+    if engine.get("timeline_path"):
+        timeline_file = path.parent / engine["timeline_path"]
+        if timeline_file.is_file():
+            data.timeline = read_timeline(timeline_file)
+        else:
+            data.notes.append(f"engine timeline {timeline_file.name} not found")
+    return data
+
+
+def read_timeline(path: Path) -> list[dict[str, Any]]:
+    """Engine timeline rows; a torn last line (killed run) is skipped."""
+    rows = []
+    for line in path.read_bytes().splitlines():
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows

@@ -1,0 +1,77 @@
+"""Result files written by tokenpace 0.1.0 (schema version 1, before ``tokenpace.results`` existed)
+still read: the document, its records and engine timeline load, a report re-judges them, and a
+simulation run now writes the same records and timeline bytes as that version did for the same
+command, and the same document but for the last digits of means and standard deviations (the
+summary now sums samples in the order they come, not sorted)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import orjson
+
+from tokenpace.cli.main import main
+from tokenpace.results import SCHEMA_VERSION, load_document, load_run, load_run_data, read_records
+
+DATA = Path(__file__).parent / "data"
+# The command that wrote data/v1-sim.* with tokenpace 0.1.0 (commit d17e110):
+COMMAND = ["sim", "--concurrency", "4", "--requests", "12", "--input-tokens", "64", "--output-tokens", "16",
+           "--warmup", "2", "--slo", "chat", "--no-progress"]
+
+
+def _copy(tmp_path: Path) -> Path:
+    for f in DATA.glob("v1-sim.*"):
+        shutil.copy(f, tmp_path / f.name)
+    return tmp_path / "v1-sim.json"
+
+
+def test_a_version_1_document_and_its_files_read(tmp_path):
+    path = _copy(tmp_path)
+    doc = load_document(path)
+    assert doc["schema_version"] == 1 <= SCHEMA_VERSION and doc["tool"]["version"] == "0.1.0"
+    data = load_run_data(path)
+    assert data.notes == []
+    assert len(data.records) == 14 and sum(r.warmup for r in data.records) == 2
+    assert len(data.timeline) == len((DATA / "v1-sim.timeline.jsonl").read_bytes().splitlines())
+    assert doc["summary"]["counts"]["sent"] == 12
+
+
+def test_a_version_1_run_re_judged_gives_its_saved_numbers_back(tmp_path):
+    path = _copy(tmp_path)
+    saved = load_document(path)["summary"]
+    again = load_run(path, slo="chat")["summary"]  # computed anew from the records
+    assert same_numbers(again["latency_ms"], saved["latency_ms"])
+    assert again["throughput"] == saved["throughput"]
+    assert again["goodput"] == saved["goodput"]
+    assert again["window"] == saved["window"]
+
+
+def test_the_same_command_writes_the_same_bytes_as_version_1(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the config records --out as given
+    assert main([*COMMAND, "--out", "v1-sim.json"]) == 0
+    capsys.readouterr()
+    for suffix in (".records.jsonl", ".timeline.jsonl"):
+        assert (tmp_path / f"v1-sim{suffix}").read_bytes() == (DATA / f"v1-sim{suffix}").read_bytes(), suffix
+    new, old = (orjson.loads(p.read_bytes()) for p in (tmp_path / "v1-sim.json", DATA / "v1-sim.json"))
+    assert same_numbers(new, old)
+
+
+def same_numbers(a, b, key: str = "") -> bool:
+    """Equal, except that a mean or std may differ in its last digits (summation order)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_numbers(a[k], b[k], k) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_numbers(x, y, key) for x, y in zip(a, b))
+    if key in ("mean", "std") and isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+    return a == b
+
+
+def test_records_read_through_the_old_import_path_are_the_same(tmp_path):
+    from tokenpace.runner.sink import read_records as old_read_records  # compatibility path
+
+    path = _copy(tmp_path).with_name("v1-sim.records.jsonl")
+    assert old_read_records(path) == read_records(path)
+    assert orjson.loads(path.read_bytes().splitlines()[0])["request_id"] == read_records(path)[0].request_id
