@@ -18,7 +18,7 @@ from .helpers import run_cli
 from tokenpace.errors import ExitCode
 
 WORKLOAD = ("--shared-prefix", "groups=1,prefix-tokens=512,per-group=6", "--requests", "6", "--concurrency", "1",
-            "--input-tokens", "24", "--output-tokens", "6", "--no-progress")
+            "--input-tokens", "24", "--output-tokens", "6", "--quiet")
 
 
 @contextmanager
@@ -117,7 +117,7 @@ def test_serve_refuses_an_unknown_api_format_in_one_line():
 def test_anthropic_key_comes_from_its_own_variable(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
     proc = subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--api", "anthropic", "--requests", "2",
-                           "--input-tokens", "8", "--output-tokens", "2", "--no-progress", "--out", "x.json"],
+                           "--input-tokens", "8", "--output-tokens", "2", "--quiet", "--out", "x.json"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert proc.returncode == ExitCode.OK, proc.stderr
     config = json.loads((tmp_path / "x.json").read_text())["config"]

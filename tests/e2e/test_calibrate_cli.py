@@ -105,7 +105,7 @@ def test_calibrate_from_a_streamed_run_over_http(tmp_path):
     try:
         bench = run_cli("bench", "--url", server.url, "--concurrency", "4", "--requests", "24",
                         "--input-tokens", "uniform:min=64,max=512", "--output-tokens", "uniform:min=8,max=32",
-                        "--seed", "4", "--out", "run.json", "--no-progress", cwd=tmp_path)
+                        "--seed", "4", "--out", "run.json", "--quiet", cwd=tmp_path)
     finally:
         server.stop()
     assert bench.returncode in (ExitCode.OK, ExitCode.INVALID_RUN), bench.stderr
@@ -227,7 +227,7 @@ def test_serve_sim_takes_the_calibration(tmp_path):
             except OSError:
                 time.sleep(0.1)
         bench = run_cli("bench", "--url", f"http://127.0.0.1:{port}/v1", *load, "--out", "bench.json",
-                        "--no-progress", cwd=tmp_path)
+                        "--quiet", cwd=tmp_path)
         assert bench.returncode in (ExitCode.OK, ExitCode.INVALID_RUN), bench.stderr
     finally:
         server.terminate()

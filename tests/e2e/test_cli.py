@@ -181,7 +181,7 @@ def test_every_measured_request_failing_exits_4(tmp_path):
 
 
 @pytest.mark.parametrize("args", [
-    ("bench", "--requests", "3", "--output-tokens", "2", "--no-progress"),
+    ("bench", "--requests", "3", "--output-tokens", "2", "--quiet"),
     ("--help",),
     ("workload", "inspect", "--requests", "20"),
 ], ids=["bench", "help", "inspect"])
@@ -205,7 +205,7 @@ def test_an_error_line_into_a_closed_pipe_keeps_its_exit_code():
 def test_piped_output_is_not_wrapped_and_the_header_says_what_was_sent(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe, as in `| tee log`
     proc = subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--requests", "3",
-                           "--output-tokens", "2", "--no-progress", "--api-key-env", "TP_UNSET_16B",
+                           "--output-tokens", "2", "--quiet", "--api-key-env", "TP_UNSET_16B",
                            "--out", str(tmp_path / "run.json")],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == ExitCode.OK, proc.stderr
@@ -247,7 +247,7 @@ def test_the_summary_shows_retries_and_the_first_server_message_of_each_kind(tmp
     with start_server_process(BuiltinServerConfig(faults="http-500=at:2;4,http-503=at:3")) as server:
         proc = run_cli("bench", "--url", server.url, "--requests", "2", "--concurrency", "1",
                        "--retries", "2", "--retry-backoff", "0.05", "--output-tokens", "2",
-                       "--no-progress", "--out", str(tmp_path / "run.json"))
+                       "--quiet", "--out", str(tmp_path / "run.json"))
     assert proc.returncode == ExitCode.OK, proc.stderr
     text = " ".join(proc.stdout.split())  # the lines as read, whatever the width
     assert "sent 2 = ok 1 + error 1 + timeout 0 + cancelled 0 (http_500 ×1)" in text

@@ -19,7 +19,7 @@ def _bench_with_file_limit(tmp_path, limit_bytes, requests, command="bench"):
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    extra = ["--builtin-timing", "parametric", "--no-progress"] if command == "bench" else []
+    extra = ["--builtin-timing", "parametric", "--quiet"] if command == "bench" else []
     return subprocess.run([sys.executable, "-m", "tokenpace", command, "--requests", str(requests),
                            "--output-tokens", "4", *extra, "--out", str(tmp_path / "run.json")],
                           capture_output=True, text=True, timeout=120, preexec_fn=limit,

@@ -96,7 +96,7 @@ def test_signal_after_the_last_request_is_sent_cuts_the_wait_to_the_grace(tmp_pa
     out = tmp_path / "run.json"
     proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", *load, "--requests", "2",
                              "--builtin-timing", "parametric", "--output-tokens", "20000",
-                             "--timeout", "600", "--no-progress", "--out", str(out)],
+                             "--timeout", "600", "--quiet", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_records(tmp_path / "run.records.jsonl", 0)
     time.sleep(2.0)  # both requests sent (20 per second) and streaming
@@ -157,7 +157,7 @@ def _children(pid):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigterm_while_the_builtin_server_starts_exits_130_and_stops_it(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--no-progress",
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--quiet",
                              "--out", str(tmp_path / "run.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -207,7 +207,7 @@ def test_signal_while_the_result_is_computed_or_written_keeps_it_whole(tmp_path,
     out = tmp_path / "run.json"
     proc = subprocess.run([sys.executable, "-c", _SIGNAL_INSIDE, sig, where, "bench",
                            "--requests", "6", "--builtin-timing", "parametric", "--output-tokens", "4",
-                           "--no-progress", "--out", str(out)],
+                           "--quiet", "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == ExitCode.INTERRUPTED, proc.stderr
     assert proc.stderr.strip().splitlines() == [

@@ -44,7 +44,7 @@ def test_bench_against_serve_sim_agrees_with_sim(tmp_path):
 def _bench_serve_sim(tmp_path, workload: tuple[str, ...], out: str) -> dict:
     server = start_server_process(BuiltinServerConfig(model="llama-3.1-8b", sim=SimConfig()))
     try:
-        bench = run_cli("bench", "--url", server.url, *workload, "--out", out, "--no-progress", cwd=tmp_path)
+        bench = run_cli("bench", "--url", server.url, *workload, "--out", out, "--quiet", cwd=tmp_path)
     finally:
         server.stop()
     # 5 (load generator lagged its schedule, p99 > 10 ms) happens on a busy 2-CPU test machine; TTFT

@@ -12,7 +12,7 @@ from tokenpace.errors import ExitCode
 def test_bench_counts_its_rates_over_the_steady_state_window(tmp_path):
     out = tmp_path / "run.json"
     proc = run_cli("bench", "--concurrency", "4", "--requests", "24", "--input-tokens", "32",
-                   "--output-tokens", "16", "--no-progress", "--out", str(out))
+                   "--output-tokens", "16", "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "(steady state; " in proc.stdout
     w = json.loads(out.read_text())["summary"]["window"]

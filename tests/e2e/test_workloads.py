@@ -83,7 +83,7 @@ def test_an_unsorted_trace_is_refused_or_sorted_and_said(tmp_path):
     assert refused.stderr.strip().splitlines() == [
         f"tokenpace: error: --trace: {trace}:3: timestamp 100 ms is earlier than 300 ms on line 2; "
         "the trace must be in time order (--sort-trace sorts it)"]
-    sorted_run = run_cli("bench", "--trace", str(trace), "--sort-trace", "--no-progress",
+    sorted_run = run_cli("bench", "--trace", str(trace), "--sort-trace", "--quiet",
                          "--out", str(tmp_path / "b.json"))
     # The sorted trace is sent on its schedule. On a busy machine the client may keep it late (schedule
     # lag p99 over 10 ms: exit 5, the run marked invalid); that is the load check's business, not the

@@ -68,7 +68,7 @@ def test_bench_cli(llama_url, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "tokenpace", "bench", "--url", llama_url, "--api", "chat",
          "--concurrency", "2", "--requests", str(REQUESTS), "--input-tokens", "32",
-         "--output-tokens", str(OUTPUT_TOKENS), "--timeout", "60", "--no-progress",
+         "--output-tokens", str(OUTPUT_TOKENS), "--timeout", "60", "--quiet",
          "--out", str(out)],
         capture_output=True, text=True, timeout=180, env=dict(os.environ, COLUMNS="120"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -32,7 +32,7 @@ def test_bench_scrapes_the_builtin_server_and_report_shows_the_same(tmp_path):
     out = tmp_path / "run.json"
     proc = run_cli("bench", "--scrape-metrics", "--scrape-interval", "0.25", "--requests", "24",
                    "--concurrency", "4", "--output-tokens", "16", "--builtin-timing", "parametric",
-                   "--no-progress", "--out", str(out))
+                   "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr
     doc = json.loads(out.read_text())
@@ -54,7 +54,7 @@ def test_a_missing_metrics_endpoint_is_one_warning_and_the_run_succeeds(tmp_path
     out = tmp_path / "run.json"
     url = f"http://127.0.0.1:{_closed_port()}/metrics"
     proc = run_cli("bench", "--scrape-metrics", url, "--requests", "4", "--output-tokens", "4",
-                   "--builtin-timing", "parametric", "--no-progress", "--out", str(out))
+                   "--builtin-timing", "parametric", "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and f"cannot connect to {url}" in warnings[0]

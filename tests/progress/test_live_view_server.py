@@ -68,7 +68,9 @@ def test_piped_runs_print_plain_lines_json_objects_or_nothing(tmp_path):
     last = plain.stderr.strip().splitlines()[-1]
     assert "done 12/12 · sent 12/12 · in flight 0" in last and "TTFT p50/p99" in last
 
-    assert _bench(tmp_path, "--no-progress").stderr == ""  # its meaning before the live view: none
+    no_view = _bench(tmp_path, "--no-progress")  # no live view: the plain lines, as when piped
+    assert "\x1b" not in no_view.stderr
+    assert "done 12/12 · sent 12/12 · in flight 0" in no_view.stderr.strip().splitlines()[-1]
 
     js = _bench(tmp_path, "--progress", "json")
     objects = [json.loads(line) for line in js.stderr.splitlines() if line.startswith("{")]

@@ -59,7 +59,7 @@ def assert_renders(seen, page, expected_plots):
 def test_measured_run_report_in_chromium(chromium, tmp_path):
     run, html = tmp_path / "run.json", tmp_path / "run.html"
     code = main(["bench", "--requests", "64", "--concurrency", "16", "--output-tokens", "32",
-                 "--slo", "chat", "--gpu-hour-usd", "3", "--out", str(run), "--no-progress"])
+                 "--slo", "chat", "--gpu-hour-usd", "3", "--out", str(run), "--quiet"])
     assert code == 0
     assert main(["report", str(run), "--html", str(html)]) == 0
     seen, page = open_report(chromium, html, "report-bench")
@@ -75,7 +75,7 @@ def test_simulation_report_in_chromium(chromium, tmp_path):
     run, html = tmp_path / "sim.json", tmp_path / "sim.html"
     assert main(["sim", "--requests", "300", "--concurrency", "32", "--prefix-caching",
                  "--shared-prefix-tokens", "512", "--slo", "chat", "--gpu-hour-usd", "3",
-                 "--out", str(run), "--no-progress"]) == 0
+                 "--out", str(run), "--quiet"]) == 0
     assert main(["report", str(run), "--html", str(html)]) == 0
     seen, page = open_report(chromium, html, "report-sim")
     assert_renders(seen, page, RUN_PLOTS + ["engine-timeline"])
@@ -98,7 +98,7 @@ def test_anthropic_run_report_in_chromium(chromium, tmp_path):
     assert main(["bench", "--api", "anthropic", "--requests", "48", "--concurrency", "8", "--output-tokens", "16",
                  "--shared-prefix", "groups=2,prefix-tokens=512,per-group=24", "--cache-breakpoint", "system",
                  "--input-usd-per-mtok", "3", "--output-usd-per-mtok", "15", "--slo", "chat",
-                 "--gpu-hour-usd", "3", "--out", str(run), "--no-progress"]) == 0
+                 "--gpu-hour-usd", "3", "--out", str(run), "--quiet"]) == 0
     assert main(["report", str(run), "--html", str(html)]) == 0
     seen, page = open_report(chromium, html, "report-anthropic")
     assert_renders(seen, page, RUN_PLOTS)

@@ -114,7 +114,7 @@ def test_p99_needs_enough_samples(tmp_path):
 def test_simulation_compares_with_a_measurement(constructed_runs, tmp_path):
     sim = tmp_path / "sim.json"
     made = cli("sim", "--requests", "200", "--concurrency", "8", "--input-tokens", "64",
-               "--output-tokens", "20", "--slo", "chat", "--gpu-hour-usd", "3", "--out", sim, "--no-progress")
+               "--output-tokens", "20", "--slo", "chat", "--gpu-hour-usd", "3", "--out", sim, "--quiet")
     assert made.returncode == 0, made.stderr
     result = cli("compare", constructed_runs["base"], sim, "--fail-if", "goodput.fraction < -0.5")
     assert result.returncode == 0, result.stdout + result.stderr

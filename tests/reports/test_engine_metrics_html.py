@@ -40,7 +40,7 @@ def scraped_run(tmp_path_factory):
         code = main(["bench", "--url", server.url, "--requests", "48", "--concurrency", "16",
                      "--output-tokens", "32", "--shared-prefix", "groups=2,prefix-tokens=1024,per-group=24",
                      "--scrape-metrics", "--scrape-interval", "0.2", "--slo", "chat", "--gpu-hour-usd", "3",
-                     "--out", str(run), "--no-progress"])
+                     "--out", str(run), "--quiet"])
     finally:
         server.stop()
     assert code == 0

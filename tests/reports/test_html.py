@@ -82,7 +82,7 @@ def test_simulation_report_has_engine_timeline(tmp_path):
     out = tmp_path / "sim.json"
     assert main(["sim", "--requests", "120", "--concurrency", "16", "--prefix-caching",
                  "--shared-prefix-tokens", "256", "--input-tokens", "256", "--output-tokens", "32",
-                 "--out", str(out), "--no-progress"]) == 0
+                 "--out", str(out), "--quiet"]) == 0
     html = render_run_html(load_run_data(out))
     assert plots_in(html) == RUN_PLOTS + ["engine-timeline"]
     assert "Prefix-cache hit rate" in html and "KV-cache usage" in html

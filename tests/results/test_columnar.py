@@ -97,7 +97,7 @@ def test_a_report_re_judges_from_the_columnar_file_and_without_it_from_the_jsonl
 
     monkeypatch.chdir(tmp_path)
     assert main(["sim", "--concurrency", "8", "--requests", "120", "--warmup", "5", "--output-tokens", "24",
-                 "--out", "s.json", "--no-progress"]) == 0
+                 "--out", "s.json", "--quiet"]) == 0
     capsys.readouterr()
     assert is_complete(tmp_path / "s.columns")
     from_columns = load_run(Path("s.json"), slo="chat")["summary"]

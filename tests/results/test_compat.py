@@ -18,7 +18,7 @@ from tokenpace.results import SCHEMA_VERSION, load_document, load_run, load_run_
 DATA = Path(__file__).parent / "data"
 # The command that wrote data/v1-sim.* with tokenpace 0.1.0 (commit d17e110):
 COMMAND = ["sim", "--concurrency", "4", "--requests", "12", "--input-tokens", "64", "--output-tokens", "16",
-           "--warmup", "2", "--slo", "chat", "--no-progress"]
+           "--warmup", "2", "--slo", "chat", "--quiet"]
 
 
 def _copy(tmp_path: Path) -> Path:

@@ -22,7 +22,7 @@ def test_cli_sweep_against_the_builtin_server(tmp_path):
     out = tmp_path / "sweep.json"
     proc = run_cli("sweep", "--concurrency", "1,4,16", "--requests-per-step", "32", "--input-tokens", "64",
                    "--output-tokens", "16", "--slo", "chat", "--gpu-hour-usd", "2", "--out", str(out),
-                   "--no-progress", timeout_s=180)
+                   "--quiet", timeout_s=180)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert [s["status"] for s in doc["steps"]] == ["ok"] * 3
@@ -73,7 +73,7 @@ def test_sigint_keeps_completed_steps_and_exits_130(tmp_path):
     out = tmp_path / "sweep.json"
     proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "sweep", "--concurrency", "1,2,4,8",
                              "--duration-per-step", "20", "--output-tokens", "64", "--grace", "1",
-                             "--no-progress", "--out", str(out)],
+                             "--quiet", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90
@@ -100,7 +100,7 @@ def test_sigint_keeps_completed_steps_and_exits_130(tmp_path):
 def test_scrape_metrics_gives_every_step_the_engines_own_view(tmp_path):
     out = tmp_path / "m.json"
     proc = run_cli("sweep", "--concurrency", "1,32", "--requests-per-step", "48", "--output-tokens", "32",
-                   "--scrape-metrics", "--scrape-interval", "0.2", "--out", str(out), "--no-progress",
+                   "--scrape-metrics", "--scrape-interval", "0.2", "--out", str(out), "--quiet",
                    timeout_s=180)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())

@@ -23,7 +23,7 @@ def run_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
     (("--max-clock-offset", "0"), "--max-clock-offset must be a number of milliseconds > 0"),
 ])
 def test_bad_scale_out_flags_are_refused_before_any_traffic(args, message):
-    proc = run_cli("bench", "--requests", "2", "--no-progress", *args, timeout_s=60)
+    proc = run_cli("bench", "--requests", "2", "--quiet", *args, timeout_s=60)
     assert proc.returncode == ExitCode.USAGE
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr

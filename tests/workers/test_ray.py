@@ -88,7 +88,7 @@ def test_an_unreachable_cluster_is_one_line_and_exit_code_8(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--ray", f"127.0.0.1:{port}",
-                           "--requests", "4", "--no-progress", "--out", str(tmp_path / "run.json")],
+                           "--requests", "4", "--quiet", "--out", str(tmp_path / "run.json")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == ExitCode.CLUSTER
     assert proc.stderr.strip().splitlines()[-1].startswith(

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 def _bench(url, out, *args, timeout_s=180):
     env = dict(os.environ, COLUMNS="120")
-    return subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--url", url, "--no-progress",
+    return subprocess.run([sys.executable, "-m", "tokenpace", "bench", "--url", url, "--quiet",
                            "--out", str(out), *args], capture_output=True, text=True,
                           timeout=timeout_s, env=env)
 
@@ -90,7 +90,7 @@ def _worker_pids(parent_pid):
 
 
 def _start(url, out, *args):
-    return subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--url", url, "--no-progress",
+    return subprocess.Popen([sys.executable, "-m", "tokenpace", "bench", "--url", url, "--quiet",
                              "--out", str(out), "--input-tokens", "16", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, COLUMNS="120"))

@@ -144,8 +144,8 @@ def add_output(p: argparse.ArgumentParser, *, kind: str) -> None:
     g.add_argument("--progress", dest="progress_mode", choices=PROGRESS_MODES, default="auto",
                    help="progress while the run goes: auto (default: live on a terminal, plain when "
                         "piped), live, plain (a line every 5 s), json (one object per line), off")
-    g.add_argument("--no-progress", dest="progress_mode", action="store_const", const="off",
-                   help="no progress output (as --progress off)")
+    g.add_argument("--no-progress", dest="progress_mode", action="store_const", const="plain",
+                   help="no live view: a plain line every 5 s, as when piped (as --progress plain)")
     g.add_argument("-q", "--quiet", dest="progress_mode", action="store_const", const="off",
                    help="no progress output (as --progress off); the summary still prints")
 
