@@ -6,7 +6,7 @@ import pytest
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
-from tokenpace.runner.workers import Partition, auto_workers, shares
+from tokenpace.runner.partition import Partition, auto_workers, shares
 
 
 @pytest.mark.parametrize(("total", "n", "expected"), [(5, 2, [3, 2]), (8, 3, [3, 3, 2]), (4, 4, [1, 1, 1, 1])])
