@@ -112,3 +112,21 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     proc = cli("plan", "--model", "llama-3.1-8b", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_dataset_traffic_keeps_each_prompt_with_its_own_reply(tmp_path):
+    from tokenpace.plan.search import dataset_traffic
+
+    data = tmp_path / "traffic.jsonl"
+    data.write_text("".join(json.dumps({"prompt": "word " * (100 if i % 2 else 900),
+                                        "output_tokens": 50 if i % 2 else 400}) + "\n" for i in range(40)))
+    traffic = dataset_traffic(5.0, str(data))
+    assert (traffic.input_tokens.mean, traffic.output_tokens.mean) == (500.0, 225.0)
+    ins, outs = traffic.lengths(1000)
+    assert set(zip(ins.tolist(), outs.tolist())) == {(100, 50), (900, 400)}  # drawn as pairs
+    out = tmp_path / "plan.json"
+    proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "5", "--dataset", str(data), "--gpus", "h100-sxm",
+               "--quant", "fp8", "--tp", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    t = json.loads(out.read_text())["traffic"]
+    assert (t["dataset"], t["dataset_requests"], t["mean_input_tokens"]) == (str(data), 40, 500.0)

@@ -17,6 +17,7 @@ examples:
   tokenpace plan --model llama-3.1-8b --rate 50 --slo ttft=300ms,tpot=40ms --quant bf16,fp8 \\
       --spec-decode acceptance=0.7,draft-tokens=4 --growth 1.5
   tokenpace plan --model llama-3.1-8b --rate 5 --slo chat --gpus h100-sxm --calibration cal.json
+  tokenpace plan --model llama-3.1-8b --rate 10 --dataset traffic.jsonl --slo ttft=300ms,tpot=40ms
   tokenpace plan fit --model llama-3.1-8b --gpu l40s --quant int4 --context 8192   # memory only
 
 Each candidate (GPU x TP x precision x engine preset x knobs) is checked for memory first, then
@@ -49,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--burstiness", type=float, default=1.0, help="gamma arrivals' shape (1: Poisson)")
     g.add_argument("--input-tokens", default="1024", metavar="SPEC", help="length spec, as bench (default %(default)s)")
     g.add_argument("--output-tokens", default="256", metavar="SPEC", help="length spec, as bench (default %(default)s)")
+    g.add_argument("--dataset", metavar="PATH", help="the traffic's lengths from a dataset (the formats bench "
+                   "reads): each entry's prompt and output length, drawn together; replaces --input-tokens")
+    g.add_argument("--tokenizer", metavar="PATH", help="with --dataset: exact prompt lengths (else words)")
     g.add_argument("--slo", default="chat", metavar="SPEC", help="as bench's --slo (default %(default)s)")
     g.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("engine knobs to search")
@@ -151,9 +155,15 @@ def _plan(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= {low}, not {value}")
     if args.growth is not None and not args.growth > 0:
         raise UsageError(f"--growth must be > 0, not {args.growth}")
-    traffic = Traffic(args.rate, parse_length(args.input_tokens, flag="--input-tokens"),
-                      parse_length(args.output_tokens, flag="--output-tokens"), args.arrival,
-                      args.burstiness, args.seed)
+    if args.dataset:
+        from tokenpace.plan.search import dataset_traffic
+
+        traffic = dataset_traffic(args.rate, args.dataset, tokenizer=args.tokenizer, output_tokens=args.output_tokens,
+                                  arrival=args.arrival, burstiness=args.burstiness, seed=args.seed)
+    else:
+        traffic = Traffic(args.rate, parse_length(args.input_tokens, flag="--input-tokens"),
+                          parse_length(args.output_tokens, flag="--output-tokens"), args.arrival,
+                          args.burstiness, args.seed)
     chunked: list[bool | None] = ([None] if args.chunked_prefill == "preset"
                                   else [_on_off(x) for x in _list(args.chunked_prefill, "--chunked-prefill")])
     seqs: list[int | None] = [None] if args.max_num_seqs is None else _list(args.max_num_seqs, "--max-num-seqs", int)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenpace.errors import UsageError
 from tokenpace.metrics.latency import e2e, tpot, ttft
 from tokenpace.metrics.slo import SLO
 from tokenpace.plan.candidates import Bounds, Candidate, bounds
@@ -48,8 +49,14 @@ class Traffic:
     arrival: str = "poisson"
     burstiness: float = 1.0
     seed: int = 0
+    # From a dataset: each request's (input, output) tokens, drawn together so that long prompts keep
+    # their own replies; input_tokens and output_tokens then hold the same values, for their means.
+    pairs: tuple[tuple[int, int], ...] | None = None
+    dataset: str | None = None
 
     def lengths(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.pairs is not None:
+            return _pairs(self.pairs, self.seed, n)
         return _lengths(self.input_tokens, self.output_tokens, self.seed, n)
 
     def requests(self, rate: float, n: int) -> list[SimRequest]:
@@ -61,6 +68,7 @@ class Traffic:
         return {"rate_rps": self.rate, "arrival": self.arrival, "burstiness": self.burstiness,
                 "input_tokens": self.input_tokens.text, "output_tokens": self.output_tokens.text,
                 "mean_input_tokens": self.input_tokens.mean, "mean_output_tokens": self.output_tokens.mean,
+                "dataset": self.dataset, "dataset_requests": None if self.pairs is None else len(self.pairs),
                 "seed": self.seed}
 
 
@@ -68,6 +76,29 @@ class Traffic:
 def _lengths(ins: LengthSpec, outs: LengthSpec, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     return ins.sample(rng, n), outs.sample(rng, n)
+
+
+@lru_cache(maxsize=8)
+def _pairs(pairs: tuple[tuple[int, int], ...], seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.asarray(pairs, dtype=np.int64)[np.random.default_rng(seed).integers(0, len(pairs), size=n)]
+    return rows[:, 0].copy(), rows[:, 1].copy()
+
+
+def dataset_traffic(rate: float, path: str, *, tokenizer: str | None = None, output_tokens: str = "256",
+                    arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0) -> Traffic:
+    """The traffic shape of a dataset file (the formats bench reads): each entry's prompt length
+    (exact with ``tokenizer``, else words) and output length (the file's, else ``output_tokens``)."""
+    from tokenpace.config import BenchConfig
+    from tokenpace.workload import plan_requests, workload_from_config
+
+    spec = workload_from_config(BenchConfig(dataset=path, tokenizer=tokenizer, output_tokens=output_tokens,
+                                            seed=seed, progress=False))
+    pairs = tuple((p.input_tokens, p.output_tokens) for p in plan_requests(spec, text=False))
+    if not pairs:
+        raise UsageError(f"--dataset: {path}: no request in it")
+    ins, outs = (LengthSpec("empirical", (), f"{path} ({what})", tuple(v)) for what, v in
+                 (("prompts", (a for a, _ in pairs)), ("outputs", (b for _, b in pairs))))
+    return Traffic(rate, ins, outs, arrival, burstiness, seed, pairs=pairs, dataset=path)
 
 
 @dataclass(frozen=True)
