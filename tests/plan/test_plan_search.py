@@ -130,3 +130,20 @@ def test_a_dataset_traffic_keeps_each_prompt_with_its_own_reply(tmp_path):
     assert proc.returncode == 0, proc.stderr
     t = json.loads(out.read_text())["traffic"]
     assert (t["dataset"], t["dataset_requests"], t["mean_input_tokens"]) == (str(data), 40, 500.0)
+
+
+def test_a_what_if_compares_a_candidate_with_its_twin_in_the_plans_own_figures(tmp_path):
+    out = tmp_path / "plan.json"
+    proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "20", "--gpus", "l40s", "--quant", "fp8", "--tp", "1",
+               "--spec-decode", "acceptance=0.7,draft-tokens=4", "--input-tokens", "1000", "--output-tokens", "300",
+               "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    rows = {r["candidate"]["spec_decode"] is not None: r for r in doc["ranked"]}
+    assert set(rows) == {False, True}, "both the plain and the speculative candidate meet the SLO here"
+    line = next(w for w in doc["what_ifs"] if w.startswith("speculative decoding on 1 x L40S TP1 FP8 (vllm)"))
+    plain, spec = rows[False], rows[True]
+    assert f"{plain['replicas']} -> {spec['replicas']} replicas" in line
+    verdict = ("pays" if spec["cost"]["usd_per_hour"] < plain["cost"]["usd_per_hour"] else
+               "costs more" if spec["cost"]["usd_per_hour"] > plain["cost"]["usd_per_hour"] else "costs the same")
+    assert f": {verdict}:" in line

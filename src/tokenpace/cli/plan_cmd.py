@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quant", default="bf16,fp8", metavar="LIST",
                    help="weight precisions (default %(default)s; FP8 only where the GPU has FP8; the KV "
                         "cache follows the engine default: FP8 with FP8 weights)")
+    p.add_argument("--kv-dtype", default=None, metavar="LIST",
+                   help="KV cache precisions to try, e.g. bf16,fp8 (default: the engine's, FP8 with FP8 weights)")
     p.add_argument("--tp", default="1,2,4,8", metavar="LIST", help="tensor-parallel degrees (default %(default)s)")
     p.add_argument("--engines", "--engine", dest="engines", default="vllm", metavar="LIST",
                    help="engine presets: vllm, sglang, trtllm (default %(default)s)")
@@ -112,8 +114,9 @@ def _fit(args: argparse.Namespace) -> int:
         for quant in _list(args.quant, "--quant"):
             for tp in _list(args.tp, "--tp", int):
                 for engine in _list(args.engines, "--engine"):
-                    rows.append(_checked(lambda: memory_fit(args.model, gpu, quant, tp=tp, engine=engine,
-                                                            context_tokens=context)))
+                    for kv in [None] if args.kv_dtype is None else _list(args.kv_dtype, "--kv-dtype"):
+                        rows.append(_checked(lambda: memory_fit(args.model, gpu, quant, kv_dtype=kv, tp=tp,
+                                                                engine=engine, context_tokens=context)))
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
         return 0
@@ -179,7 +182,8 @@ def _plan(args: argparse.Namespace) -> int:
         gpus=_list(args.gpus, "--gpus"), tps=_list(args.tp, "--tp", int), weights=_list(args.quant, "--quant"),
         engines=_list(args.engines, "--engines"), chunked=chunked, max_num_seqs=seqs,
         prefix_caching=args.prefix_caching, specs=[None] + ([_spec(args.spec_decode)] if args.spec_decode else []),
-        calibration=calibration, max_batched_tokens=tokens))
+        calibration=calibration, max_batched_tokens=tokens,
+        kv_dtypes=[None] if args.kv_dtype is None else _list(args.kv_dtype, "--kv-dtype")))
     if not candidates:
         raise UsageError("no candidate: none of --gpus can run any of --quant")
     config = PlanConfig(args.model, traffic, parse_slo(args.slo), candidates, load_prices(args.prices),

@@ -4,6 +4,7 @@ reproduce it, what-ifs (growth), and which predictor priced it with its validate
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from datetime import datetime, timezone
@@ -43,6 +44,7 @@ def answer(config: Any, evaluations: list[Evaluation]) -> dict[str, Any]:
     if met:
         w = met[0]
         doc["winner"] = {**_row(w, t, 1), "sentence": sentence(w, config), "flags": flags(w, config.model)}
+    doc["what_ifs"] = what_ifs(evaluations, t)
     if config.growth:
         doc["growth"] = {"factor": config.growth, "rate_rps": t.rate * config.growth,
                          "finalists": [_growth(e, t, config.growth) for e in met[:config.top] if e.max_rps]}
@@ -124,3 +126,47 @@ def _growth(e: Evaluation, t: Any, factor: float) -> dict[str, Any]:
     return {"label": e.candidate.label(), "replicas_now": e.replicas,
             "needs_another_replica_above_rps": e.replicas * e.max_rps,
             "replicas_at_growth": max(1, math.ceil(t.rate * factor / e.max_rps - 1e-9))}
+
+
+WHAT_IFS = (("spec", None, "speculative decoding"), ("weights", "bf16", "FP8 weights"),
+            ("kv_dtype", "bf16", "an FP8 KV cache"))
+MAX_WHAT_IFS = 5  # sentences per what-if, cheapest deployments first
+
+
+def what_ifs(evaluations: list[Evaluation], t: Any) -> list[str]:
+    """Each what-if in words: a candidate against its twin that differs only in that respect (with
+    speculative decoding against without, FP8 weights against BF16, FP8 KV against the default):
+    replicas, cost and tail latency at the traffic, or which of the two cannot meet the SLO."""
+    by_candidate = {e.candidate: e for e in evaluations}
+    out: list[str] = []
+    for field, base_value, name in WHAT_IFS:
+        pairs = []
+        for e in evaluations:
+            value = getattr(e.candidate, field)
+            if value is None or value == base_value:
+                continue
+            twin = by_candidate.get(dataclasses.replace(e.candidate, **{field: base_value}))
+            if twin is not None and (e.meets or twin.meets):
+                pairs.append((twin, e))
+        pairs.sort(key=lambda p: min(x.cost(t)["usd_per_hour"] if x.meets and x.cost(t) else math.inf for x in p))
+        for base, alt in pairs[:MAX_WHAT_IFS]:
+            out.append(_what_if(name, base, alt, t))
+    return out
+
+
+def _what_if(name: str, base: Evaluation, alt: Evaluation, t: Any) -> str:
+    where = base.candidate.label()
+    if not alt.meets:
+        return f"{name} on {where}: hurts; without it the SLO is met, with it not ({alt.binding or 'pruned'})"
+    if not base.meets:
+        return f"{name} on {where}: needed; with it the SLO is met ({alt.replicas} replicas), without it not"
+    b, a = base.cost(t), alt.cost(t)
+    verdict = ("pays" if a["usd_per_hour"] < b["usd_per_hour"] else
+               "costs more" if a["usd_per_hour"] > b["usd_per_hour"] else "costs the same")
+    return (f"{name} on {where}: {verdict}: {base.replicas} -> {alt.replicas} replicas, "
+            f"${b['usd_per_hour']:,.2f} -> ${a['usd_per_hour']:,.2f}/h, TTFT p99 {base.at_rate.ttft_p99_ms:,.0f} -> "
+            f"{alt.at_rate.ttft_p99_ms:,.0f} ms, TPOT p99 {_ms(base.at_rate.tpot_p99_ms)} -> {_ms(alt.at_rate.tpot_p99_ms)}")
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f} ms"

@@ -34,9 +34,11 @@ class Candidate:
     spec: SpecDecodeConfig | None = None
     roofline: RooflineParams | None = None  # a calibration's, for its GPU; None: the catalog's
     max_batched_tokens: int | None = None  # None: the preset's
+    kv_dtype: str | None = None  # None: the engine default (FP8 with FP8 weights, else BF16)
 
     def label(self) -> str:
-        parts = [f"{self.tp} x {get_gpu(self.gpu).name}", f"TP{self.tp}", self.weights.upper(), self.engine]
+        weights = self.weights.upper() + ("" if self.kv_dtype is None else f" KV {self.kv_dtype.upper()}")
+        parts = [f"{self.tp} x {get_gpu(self.gpu).name}", f"TP{self.tp}", weights, self.engine]
         if self.chunked_prefill is not None:
             parts.append("chunked prefill" if self.chunked_prefill else "prefill-first")
         if self.max_num_seqs is not None:
@@ -49,7 +51,7 @@ class Candidate:
 
     def sim_config(self, model: str, **load: Any) -> SimConfig:
         """This candidate as the simulator's config, with ``load`` (SimConfig's load fields)."""
-        base = SimConfig(model=model, gpu=self.gpu, weights=self.weights, tp=self.tp,
+        base = SimConfig(model=model, gpu=self.gpu, weights=self.weights, kv_cache_dtype=self.kv_dtype, tp=self.tp,
                          roofline=self.roofline or RooflineParams(), timeline=False, **load)
         given = {"step_overhead_s"} if self.roofline is not None else set()
         config = with_engine(base, self.engine, given=given)
@@ -66,7 +68,8 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "tp": self.tp, "weights": self.weights, "engine": self.engine,
                 "chunked_prefill": self.chunked_prefill, "max_num_seqs": self.max_num_seqs,
-                "max_batched_tokens": self.max_batched_tokens, "prefix_caching": self.prefix_caching,
+                "max_batched_tokens": self.max_batched_tokens, "kv_dtype": self.kv_dtype,
+                "prefix_caching": self.prefix_caching,
                 "spec_decode": None if self.spec is None else self.spec.to_dict(),
                 "calibrated": self.roofline is not None, "label": self.label()}
 
@@ -75,16 +78,21 @@ def enumerate_candidates(*, gpus: list[str], tps: list[int], weights: list[str],
                          chunked: list[bool | None], max_num_seqs: list[int | None],
                          prefix_caching: bool, specs: list[SpecDecodeConfig | None],
                          calibration: Any = None,
-                         max_batched_tokens: list[int | None] | None = None) -> list[Candidate]:
+                         max_batched_tokens: list[int | None] | None = None,
+                         kv_dtypes: list[str | None] | None = None) -> list[Candidate]:
     """Every combination, less those a GPU cannot run (FP8 weights without FP8 tensor cores)."""
     out = []
-    for gpu, tp, w, engine, ch, seqs, spec, tokens in product(gpus, tps, weights, engines, chunked, max_num_seqs,
-                                                              specs, max_batched_tokens or [None]):
+    for gpu, tp, w, engine, ch, seqs, spec, tokens, kv in product(gpus, tps, weights, engines, chunked, max_num_seqs,
+                                                                  specs, max_batched_tokens or [None],
+                                                                  kv_dtypes or [None]):
         g = get_gpu(gpu)
-        if get_precision(w).compute == "fp8" and not g.fp8_tflops:
+        fp8 = get_precision(w).compute == "fp8" or (kv is not None and get_precision(kv).id == "fp8")
+        if fp8 and not g.fp8_tflops:
             continue
+        kv = None if kv is None else get_precision(kv).id
         roofline = calibration.roofline if calibration is not None and calibration.hardware.id == g.id else None
-        out.append(Candidate(g.id, tp, get_precision(w).id, engine, ch, seqs, prefix_caching, spec, roofline, tokens))
+        out.append(Candidate(g.id, tp, get_precision(w).id, engine, ch, seqs, prefix_caching, spec, roofline, tokens,
+                             kv))
     return out
 
 

@@ -185,8 +185,8 @@ def prepare(candidate: Candidate, model: str, traffic: Traffic, slo: SLO, price:
     """Memory fit and bounds, no simulation; ``binding`` set when either rules the candidate out."""
     ins, outs = traffic.lengths(MAX_PROBE)
     longest = int(np.percentile(ins + outs, 99))
-    fit = memory_fit(model, candidate.gpu, candidate.weights, tp=candidate.tp, engine=candidate.engine,
-                     context_tokens=longest, max_num_seqs=candidate.max_num_seqs)
+    fit = memory_fit(model, candidate.gpu, candidate.weights, kv_dtype=candidate.kv_dtype, tp=candidate.tp,
+                     engine=candidate.engine, context_tokens=longest, max_num_seqs=candidate.max_num_seqs)
     ev = Evaluation(candidate, price, fit.to_dict())
     if not fit.fits:
         ev.binding = "memory"

@@ -50,6 +50,8 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print("Not chosen: " + ", ".join(f"{n} by {k}" for k, n in why.most_common()) +
                       " (memory: does not fit; ttft/tpot/e2e: misses that limit even at the lightest load; "
                       "pruned: its best case costs more than the finalists)")
+    for line in doc.get("what_ifs") or []:
+        console.print(f"what-if: {line}")
     for g in (doc.get("growth") or {}).get("finalists", [])[:5]:
         console.print(f"growth x{doc['growth']['factor']:g}: {g['label']}: another replica above "
                       f"{g['needs_another_replica_above_rps']:.1f} req/s; {g['replicas_at_growth']} "
