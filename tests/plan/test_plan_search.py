@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -147,3 +148,25 @@ def test_a_what_if_compares_a_candidate_with_its_twin_in_the_plans_own_figures(t
     verdict = ("pays" if spec["cost"]["usd_per_hour"] < plain["cost"]["usd_per_hour"] else
                "costs more" if spec["cost"]["usd_per_hour"] > plain["cost"]["usd_per_hour"] else "costs the same")
     assert f": {verdict}:" in line
+
+
+def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_left_out(tmp_path):
+    from tokenpace.simulator.kernels import tables_available
+
+    if not tables_available():
+        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
+        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
+            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
+        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
+    out = tmp_path / "plan.json"
+    proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "10", "--gpus", "h100-sxm,l4", "--quant", "bf16",
+               "--tp", "1", "--predictor", "kernels", "--input-tokens", "1000", "--output-tokens", "300",
+               "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["predictor"]["name"] == "kernels" and "5d" in doc["predictor"]["error_band"]["source"]
+    assert [r["candidate"]["gpu"] for r in doc["ranked"]] == ["h100-sxm"]
+    assert all(r["candidate"]["predictor"] == "kernels" for r in doc["ranked"])
+    (l4,) = doc["rejected"]
+    assert l4["binding"] == "predictor" and "no measured kernel tables" in l4["pruned"]
+    assert "no measured tables" in proc.stdout

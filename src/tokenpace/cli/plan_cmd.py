@@ -68,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also try speculative decoding: acceptance=A[,draft-tokens=G][,draft-cost=C]")
     g = p.add_argument_group("prices, predictor, output")
     g.add_argument("--prices", metavar="FILE", help="a price table (JSON) replacing the example's prices by GPU")
+    g.add_argument("--predictor", choices=["roofline", "kernels"], default="roofline",
+                   help="step costs: the roofline (default) or measured kernel tables (the kernels extra; GPUs "
+                        "without tables are left out, said)")
     g.add_argument("--calibration", metavar="FILE", help="a calibration (tokenpace calibrate): its fitted "
                    "efficiencies replace the catalog's for its GPU")
     g.add_argument("--growth", type=float, metavar="X", help="what-if: traffic grows by this factor")
@@ -183,11 +186,18 @@ def _plan(args: argparse.Namespace) -> int:
         engines=_list(args.engines, "--engines"), chunked=chunked, max_num_seqs=seqs,
         prefix_caching=args.prefix_caching, specs=[None] + ([_spec(args.spec_decode)] if args.spec_decode else []),
         calibration=calibration, max_batched_tokens=tokens,
-        kv_dtypes=[None] if args.kv_dtype is None else _list(args.kv_dtype, "--kv-dtype")))
+        kv_dtypes=[None] if args.kv_dtype is None else _list(args.kv_dtype, "--kv-dtype"),
+        predictor=args.predictor))
+    if args.predictor == "kernels":
+        from tokenpace.simulator.kernels import tables_available
+
+        if not tables_available():
+            raise UsageError("--predictor kernels needs the measured tables: pip install 'tokenpace[kernels]'")
     if not candidates:
         raise UsageError("no candidate: none of --gpus can run any of --quant")
     config = PlanConfig(args.model, traffic, parse_slo(args.slo), candidates, load_prices(args.prices),
-                        top=args.top, jobs=args.jobs, growth=args.growth, calibration=args.calibration)
+                        top=args.top, jobs=args.jobs, growth=args.growth, calibration=args.calibration,
+                        predictor=args.predictor)
     doc = run_plan(config)
     data = json.dumps(doc, indent=2).encode()
     if args.out:

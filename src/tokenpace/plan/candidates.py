@@ -35,6 +35,7 @@ class Candidate:
     roofline: RooflineParams | None = None  # a calibration's, for its GPU; None: the catalog's
     max_batched_tokens: int | None = None  # None: the preset's
     kv_dtype: str | None = None  # None: the engine default (FP8 with FP8 weights, else BF16)
+    predictor: str = "roofline"  # or "kernels": aiconfigurator-core's measured tables (simulator/kernels)
 
     def label(self) -> str:
         weights = self.weights.upper() + ("" if self.kv_dtype is None else f" KV {self.kv_dtype.upper()}")
@@ -52,7 +53,8 @@ class Candidate:
     def sim_config(self, model: str, **load: Any) -> SimConfig:
         """This candidate as the simulator's config, with ``load`` (SimConfig's load fields)."""
         base = SimConfig(model=model, gpu=self.gpu, weights=self.weights, kv_cache_dtype=self.kv_dtype, tp=self.tp,
-                         roofline=self.roofline or RooflineParams(), timeline=False, **load)
+                         roofline=self.roofline or RooflineParams(), predictor=self.predictor, timeline=False,
+                         **load)
         given = {"step_overhead_s"} if self.roofline is not None else set()
         config = with_engine(base, self.engine, given=given)
         changes: dict[str, Any] = {"prefix_caching": self.prefix_caching, "spec_decode": self.spec}
@@ -71,7 +73,7 @@ class Candidate:
                 "max_batched_tokens": self.max_batched_tokens, "kv_dtype": self.kv_dtype,
                 "prefix_caching": self.prefix_caching,
                 "spec_decode": None if self.spec is None else self.spec.to_dict(),
-                "calibrated": self.roofline is not None, "label": self.label()}
+                "calibrated": self.roofline is not None, "predictor": self.predictor, "label": self.label()}
 
 
 def enumerate_candidates(*, gpus: list[str], tps: list[int], weights: list[str], engines: list[str],
@@ -79,7 +81,7 @@ def enumerate_candidates(*, gpus: list[str], tps: list[int], weights: list[str],
                          prefix_caching: bool, specs: list[SpecDecodeConfig | None],
                          calibration: Any = None,
                          max_batched_tokens: list[int | None] | None = None,
-                         kv_dtypes: list[str | None] | None = None) -> list[Candidate]:
+                         kv_dtypes: list[str | None] | None = None, predictor: str = "roofline") -> list[Candidate]:
     """Every combination, less those a GPU cannot run (FP8 weights without FP8 tensor cores)."""
     out = []
     for gpu, tp, w, engine, ch, seqs, spec, tokens, kv in product(gpus, tps, weights, engines, chunked, max_num_seqs,
@@ -92,7 +94,7 @@ def enumerate_candidates(*, gpus: list[str], tps: list[int], weights: list[str],
         kv = None if kv is None else get_precision(kv).id
         roofline = calibration.roofline if calibration is not None and calibration.hardware.id == g.id else None
         out.append(Candidate(g.id, tp, get_precision(w).id, engine, ch, seqs, prefix_caching, spec, roofline, tokens,
-                             kv))
+                             kv, predictor))
     return out
 
 

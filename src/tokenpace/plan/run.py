@@ -32,6 +32,7 @@ class PlanConfig:
     jobs: int = 0  # worker processes; 0: one per CPU
     growth: float | None = None  # a traffic growth factor to plan for as a what-if
     calibration: str | None = None  # the calibration file, for the record
+    predictor: str = "roofline"  # the step-cost model the candidates use
     extra: dict[str, Any] = field(default_factory=dict)
 
 

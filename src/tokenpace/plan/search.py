@@ -193,7 +193,11 @@ def prepare(candidate: Candidate, model: str, traffic: Traffic, slo: SLO, price:
         return ev
     config = candidate.sim_config(model)
     kv_sequences = fit.kv_tokens // max(1, int(traffic.input_tokens.mean))
-    ev.bounds = bounds(config, traffic.input_tokens.mean, traffic.output_tokens.mean, kv_sequences)
+    try:
+        ev.bounds = bounds(config, traffic.input_tokens.mean, traffic.output_tokens.mean, kv_sequences)
+    except UsageError as exc:  # the kernel predictor has no measured table for this GPU or model
+        ev.binding, ev.pruned = "predictor", str(exc)
+        return ev
     limits = slo.limits_ms()
     if "ttft" in limits and ev.bounds.ttft_floor_ms > limits["ttft"]:
         ev.binding = "ttft"

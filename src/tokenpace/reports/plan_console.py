@@ -45,11 +45,13 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print(table)
         console.print("* on the Pareto frontier of cost against p99 TTFT; capacity and headroom are "
                       f"measured for the {doc['finalists']} cheapest")
-    why = Counter(("pruned" if r["pruned"] else r["binding"] or "no price") for r in doc["rejected"])
+    why = Counter(("no measured tables" if r["binding"] == "predictor" else "pruned" if r["pruned"]
+                   else r["binding"] or "no price") for r in doc["rejected"])
     if why:
         console.print("Not chosen: " + ", ".join(f"{n} by {k}" for k, n in why.most_common()) +
                       " (memory: does not fit; ttft/tpot/e2e: misses that limit even at the lightest load; "
-                      "pruned: its best case costs more than the finalists)")
+                      "pruned: its best case costs more than the finalists; no measured tables: --predictor kernels has "
+                      "none for that GPU)")
     for line in doc.get("what_ifs") or []:
         console.print(f"what-if: {line}")
     for g in (doc.get("growth") or {}).get("finalists", [])[:5]:

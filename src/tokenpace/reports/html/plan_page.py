@@ -53,7 +53,8 @@ def render_plan_html(doc: dict[str, Any]) -> str:
                      "—" if r["headroom"] is None else f"{r['headroom']:+.0%}",
                      num(r["at_rate"]["ttft_p99_ms"], 0), num(r["at_rate"]["tpot_p99_ms"], 1), r["binding"] or "—")
                     for r in doc["ranked"]])
-    why = Counter(("pruned (costs more than the finalists at best)" if r["pruned"] else
+    why = Counter(("no measured kernel tables for its GPU" if r["binding"] == "predictor" else
+                   "pruned (costs more than the finalists at best)" if r["pruned"] else
                    {"memory": "does not fit in memory"}.get(r["binding"], f"misses {r['binding']} even nearly idle"))
                   for r in doc["rejected"])
     rejected = table(("why not", "candidates"), why.most_common()) if why else "<p>None: every candidate meets the SLO.</p>"
