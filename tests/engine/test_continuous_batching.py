@@ -72,10 +72,11 @@ def test_concurrency_sweep_waits_for_a_slot_only_past_the_slot_count(llama_url, 
             assert wait[c]["p90"] > 0.5 * e2e_min[c], (c, wait[c], e2e_min[c])
             assert steps[c]["engine_metrics"]["peaks"]["waiting"]["max"] > 0, c
             assert steps[c]["engine_metrics"]["diagnosis"][0]["rule"] == "queue_built_up", c
-    # TTFT jumps past the slots. The p90, not the p50: at 16, half of the 16 requests wait for a
-    # slot, and a p50 sits between the two halves. A deferred request's TTFT is a whole request
-    # plus its own prefill, about 3x the p90 at 8 here.
-    assert ttft_p90[16] > 1.5 * ttft_p90[SLOTS], (ttft_p90[16], ttft_p90[SLOTS])
+    # TTFT jumps past the slots, read within the step (two steps of a CPU engine are two timings a
+    # busy machine moves apart: 16 against 8 came out 1.43x once under load, where it is ~3x idle).
+    # At 16, half of the requests wait for a slot: the slowest tenth start after the fastest
+    # request of the step has ended whole. The p90, not the p50: a p50 sits between the two halves.
+    assert ttft_p90[16] > e2e_min[16], (ttft_p90[16], e2e_min[16])
     # The sweep's own reading of the curve: throughput stops growing where the slots run out, or
     # sooner: on a CPU engine it also stops where the CPU runs out, which depends on what else the
     # machine runs (a busy one put the knee at 4 in one of 3 runs). Never past the slots.
