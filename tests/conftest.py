@@ -18,3 +18,16 @@ def _private_tokenpace_cache(tmp_path_factory):
         os.environ.pop("TOKENPACE_TOKENIZER_CACHE", None)
     else:
         os.environ["TOKENPACE_TOKENIZER_CACHE"] = old
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    """A fast built-in server (2 ms decode steps) in its own process, for the tests that drive a
+    client through it: the instrumented SDK, the proxy."""
+    from tokenpace.servers import BuiltinServerConfig, start_server_process
+
+    server = start_server_process(BuiltinServerConfig(decode_base_s=0.002, prefill_base_s=0.001))
+    try:
+        yield server.url
+    finally:
+        server.stop()

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
-from tokenpace.errors import NotSaved
+from tokenpace.errors import NotSaved, UsageError
 
 
 def write_whole(path: str | Path, data: bytes, *, what: str = "") -> Path:
@@ -25,3 +26,15 @@ def write_whole(path: str | Path, data: bytes, *, what: str = "") -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def open_run_file(path: str | Path) -> BinaryIO:
+    """A result or records file opened for reading; a one-line UsageError when it cannot be."""
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory: give a result .json or a records .jsonl") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None

@@ -11,15 +11,6 @@ openai = pytest.importorskip("openai")
 
 
 @pytest.fixture(scope="module")
-def server_url():
-    server = start_server_process(BuiltinServerConfig(decode_base_s=0.002, prefill_base_s=0.001))
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def fault_url():
     # Requests 1, 2, 3: reset after 2 tokens, 429, a 0.3 s stall before the first token.
     server = start_server_process(BuiltinServerConfig(

@@ -10,7 +10,6 @@ from contextlib import contextmanager
 import pytest
 
 from tokenpace.proxy import ProxyConfig, running_proxy
-from tokenpace.servers import BuiltinServerConfig, start_server_process
 
 
 @contextmanager
@@ -36,15 +35,6 @@ def proxy_thread(config: ProxyConfig):
         loop.call_soon_threadsafe(stop.set)
         thread.join(10)
         loop.close()
-
-
-@pytest.fixture(scope="module")
-def server_url():
-    server = start_server_process(BuiltinServerConfig(decode_base_s=0.002, prefill_base_s=0.001))
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture

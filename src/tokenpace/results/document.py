@@ -15,7 +15,7 @@ import orjson
 
 from tokenpace._version import __version__
 from tokenpace.errors import UsageError
-from tokenpace.files import write_whole
+from tokenpace.files import open_run_file, write_whole
 
 if TYPE_CHECKING:
     from tokenpace.results.run import RunResult
@@ -59,14 +59,13 @@ def write_result(result: RunResult) -> Path:
 
 def load_document(path: str | Path) -> dict[str, Any]:
     """Read a result JSON file, checking its schema version."""
+    with open_run_file(path) as fh:
+        try:
+            data = fh.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        doc = orjson.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory: give a result .json or a records .jsonl") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise UsageError(f"{path} is not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or "schema_version" not in doc:

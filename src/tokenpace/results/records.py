@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 
 from tokenpace.errors import UsageError
+from tokenpace.files import open_run_file
 from tokenpace.record import RequestRecord
 
 
@@ -73,15 +74,7 @@ def read_records(path: str | Path) -> list[RequestRecord]:
 def read_records_counted(path: str | Path) -> tuple[list[RequestRecord], int]:
     """Records from a JSONL, and how many lines could not be read."""
     records, skipped = [], 0
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory: give a result .json or a records .jsonl") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with fh:
+    with open_run_file(path) as fh:
         for line in fh:
             if not line.strip():
                 continue
