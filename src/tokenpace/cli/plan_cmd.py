@@ -18,6 +18,8 @@ examples:
       --spec-decode acceptance=0.7,draft-tokens=4 --growth 1.5
   tokenpace plan --model llama-3.1-8b --rate 5 --slo chat --gpus h100-sxm --calibration cal.json
   tokenpace plan --model llama-3.1-8b --rate 10 --dataset traffic.jsonl --slo ttft=300ms,tpot=40ms
+  tokenpace plan --model llama-3.1-8b --rate 20 --shared-prefix groups=4,prefix-tokens=3000 --input-tokens 200
+  tokenpace plan --model llama-3.1-8b --rate 20 --trace reuse.trace.jsonl   # from `workload reuse --emit-trace`
   tokenpace plan fit --model llama-3.1-8b --gpu l40s --quant int4 --context 8192   # memory only
 
 Each candidate (GPU x TP x precision x engine preset x knobs) is checked for memory first, then
@@ -54,6 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--output-tokens", default="256", metavar="SPEC", help="length spec, as bench (default %(default)s)")
     g.add_argument("--dataset", metavar="PATH", help="the traffic's lengths from a dataset (the formats bench "
                    "reads): each entry's prompt and output length, drawn together; replaces --input-tokens")
+    g.add_argument("--trace", metavar="PATH", help="the traffic's lengths and shared prefixes from a trace "
+                   "(bench --trace's format, e.g. from `workload reuse --emit-trace`); its timestamps are not "
+                   "used: --rate and --arrival set the pace")
+    g.add_argument("--shared-prefix", metavar="SPEC", help="groups=G,prefix-tokens=P: every request starts with "
+                   "one of G shared prefixes of P tokens (--input-tokens: the rest of the prompt)")
     g.add_argument("--tokenizer", metavar="PATH", help="with --dataset: exact prompt lengths (else words)")
     g.add_argument("--slo", default="chat", metavar="SPEC", help="as bench's --slo (default %(default)s)")
     g.add_argument("--seed", type=int, default=0)
@@ -63,7 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-num-seqs", default=None, metavar="LIST", help="batch limits to try (default: the preset's)")
     g.add_argument("--max-batched-tokens", default=None, metavar="LIST",
                    help="tokens per step to try (default: the preset's)")
-    g.add_argument("--prefix-caching", action="store_true", help="simulate with prefix caching on")
+    g.add_argument("--prefix-caching", nargs="?", const="on", default="auto", metavar="LIST",
+                   help="on, off, or on,off (default auto: on,off when the traffic shares prefixes "
+                        "(--shared-prefix, a --trace with block ids), else off)")
     g.add_argument("--spec-decode", metavar="SPEC",
                    help="also try speculative decoding: acceptance=A[,draft-tokens=G][,draft-cost=C]")
     g = p.add_argument_group("prices, predictor, output")
@@ -148,9 +157,7 @@ def _plan(args: argparse.Namespace) -> int:
     from tokenpace.plan.candidates import enumerate_candidates
     from tokenpace.plan.prices import load_prices
     from tokenpace.plan.run import PlanConfig, run_plan
-    from tokenpace.plan.search import Traffic
     from tokenpace.reports.plan_console import render_plan
-    from tokenpace.workload.lengths import parse_length
 
     from tokenpace.cli.streams import stdout_console
 
@@ -161,15 +168,7 @@ def _plan(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= {low}, not {value}")
     if args.growth is not None and not args.growth > 0:
         raise UsageError(f"--growth must be > 0, not {args.growth}")
-    if args.dataset:
-        from tokenpace.plan.search import dataset_traffic
-
-        traffic = dataset_traffic(args.rate, args.dataset, tokenizer=args.tokenizer, output_tokens=args.output_tokens,
-                                  arrival=args.arrival, burstiness=args.burstiness, seed=args.seed)
-    else:
-        traffic = Traffic(args.rate, parse_length(args.input_tokens, flag="--input-tokens"),
-                          parse_length(args.output_tokens, flag="--output-tokens"), args.arrival,
-                          args.burstiness, args.seed)
+    traffic = _traffic(args)
     chunked: list[bool | None] = ([None] if args.chunked_prefill == "preset"
                                   else [_on_off(x) for x in _list(args.chunked_prefill, "--chunked-prefill")])
     seqs: list[int | None] = [None] if args.max_num_seqs is None else _list(args.max_num_seqs, "--max-num-seqs", int)
@@ -184,7 +183,7 @@ def _plan(args: argparse.Namespace) -> int:
     candidates = _checked(lambda: enumerate_candidates(
         gpus=_list(args.gpus, "--gpus"), tps=_list(args.tp, "--tp", int), weights=_list(args.quant, "--quant"),
         engines=_list(args.engines, "--engines"), chunked=chunked, max_num_seqs=seqs,
-        prefix_caching=args.prefix_caching, specs=[None] + ([_spec(args.spec_decode)] if args.spec_decode else []),
+        prefix_caching=_prefix_caching(args.prefix_caching, traffic), specs=[None] + ([_spec(args.spec_decode)] if args.spec_decode else []),
         calibration=calibration, max_batched_tokens=tokens,
         kv_dtypes=[None] if args.kv_dtype is None else _list(args.kv_dtype, "--kv-dtype"),
         predictor=args.predictor))
@@ -215,13 +214,43 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _on_off(text: str) -> bool:
+def _traffic(args: argparse.Namespace) -> Any:
+    from tokenpace.plan.search import Traffic, dataset_traffic
+    from tokenpace.workload.lengths import parse_length
+    from tokenpace.workload.shared_prefix import parse_shared_prefix
+
+    given = [flag for flag, value in (("--dataset", args.dataset), ("--trace", args.trace),
+                                      ("--shared-prefix", args.shared_prefix)) if value]
+    if len(given) > 1:
+        raise UsageError(f"{' and '.join(given)}: give one traffic source")
+    if args.dataset or args.trace:
+        return dataset_traffic(args.rate, args.dataset or args.trace, tokenizer=args.tokenizer,
+                               output_tokens=args.output_tokens, arrival=args.arrival, burstiness=args.burstiness,
+                               seed=args.seed, trace=bool(args.trace))
+    shared = None
+    if args.shared_prefix:
+        shared = parse_shared_prefix(args.shared_prefix)
+        if shared.order != "interleaved" or shared.per_group is not None:
+            raise UsageError("--shared-prefix: a plan's traffic is a steady rate: give groups=G,prefix-tokens=P "
+                             "only (requests cycle through the groups)")
+    return Traffic(args.rate, parse_length(args.input_tokens, flag="--input-tokens"),
+                   parse_length(args.output_tokens, flag="--output-tokens"), args.arrival,
+                   args.burstiness, args.seed, shared_prefix=shared)
+
+
+def _prefix_caching(text: str, traffic: Any) -> list[bool]:
+    if text == "auto":
+        return [True, False] if traffic.shares_prefixes else [False]
+    return [_on_off(x, "--prefix-caching") for x in _list(text, "--prefix-caching")]
+
+
+def _on_off(text: str, flag: str = "--chunked-prefill") -> bool:
     from tokenpace.sweep.client_vary import on_off
 
     try:
         return on_off(text)
     except ValueError:
-        raise UsageError(f"--chunked-prefill: on or off, not {text!r}") from None
+        raise UsageError(f"{flag}: on or off, not {text!r}") from None
 
 
 def _spec(text: str) -> Any:

@@ -43,7 +43,7 @@ def answer(config: Any, evaluations: list[Evaluation]) -> dict[str, Any]:
     }
     if met:
         w = met[0]
-        doc["winner"] = {**_row(w, t, 1), "sentence": sentence(w, config), "flags": flags(w, config.model)}
+        doc["winner"] = {**_row(w, t, 1), "sentence": sentence(w, config), "flags": flags(w, config.model, t.shares_prefixes)}
     doc["what_ifs"] = what_ifs(evaluations, t)
     if config.growth:
         doc["growth"] = {"factor": config.growth, "rate_rps": t.rate * config.growth,
@@ -97,8 +97,10 @@ def sentence(e: Evaluation, config: Any) -> str:
     return text + f" ({p.attainment:.0%} of requests within the SLO; one replica holds {e.max_rps:.2f} req/s)."
 
 
-def flags(e: Evaluation, model: str) -> dict[str, str]:
-    """Engine command lines that reproduce the candidate (the model path is the user's)."""
+def flags(e: Evaluation, model: str, shares_prefixes: bool = False) -> dict[str, str]:
+    """Engine command lines that reproduce the candidate (the model path is the user's). Prefix
+    caching is named only when the traffic shares prefixes (else it changes nothing, and the
+    engine's default stays)."""
     c = e.candidate
     config = c.sim_config(model)
     vllm = [f"vllm serve MODEL --tensor-parallel-size {c.tp}",
@@ -110,8 +112,9 @@ def flags(e: Evaluation, model: str) -> dict[str, str]:
         vllm.append(f"# an {c.weights.upper()} checkpoint (AWQ/GPTQ)")
     if config.policy != "chunked-prefill":
         vllm.append("--no-enable-chunked-prefill")
-    if c.prefix_caching:
-        vllm.append("--enable-prefix-caching")
+    # vLLM V1 and SGLang cache prefixes by default; TensorRT-LLM's KV block reuse is on by default too.
+    if shares_prefixes:
+        vllm.append("--enable-prefix-caching" if c.prefix_caching else "--no-enable-prefix-caching")
     if c.spec is not None:
         vllm.append(f"--speculative-config '{{\"num_speculative_tokens\": {c.spec.num_draft_tokens}, \"model\": DRAFT}}'")
     trt = [f"trtllm-serve MODEL --tp_size {c.tp}", f"--max_batch_size {config.max_num_seqs}",
@@ -121,6 +124,9 @@ def flags(e: Evaluation, model: str) -> dict[str, str]:
               f"--max-running-requests {config.max_num_seqs}", f"--chunked-prefill-size {config.max_batched_tokens}"]
     if c.weights == "fp8":
         sglang.append("--quantization fp8 --kv-cache-dtype fp8_e4m3")
+    if shares_prefixes and not c.prefix_caching:
+        sglang.append("--disable-radix-cache")
+        trt.append("# kv_cache_config: {enable_block_reuse: false} in --extra_llm_api_options")
     return {"vllm": " ".join(vllm), "trtllm": " ".join(trt), "sglang": " ".join(sglang),
             "replicas": f"{e.replicas} such server{'s' if e.replicas != 1 else ''} behind a load balancer"}
 
@@ -132,7 +138,7 @@ def _growth(e: Evaluation, t: Any, factor: float) -> dict[str, Any]:
 
 
 WHAT_IFS = (("spec", None, "speculative decoding"), ("weights", "bf16", "FP8 weights"),
-            ("kv_dtype", "bf16", "an FP8 KV cache"))
+            ("kv_dtype", "bf16", "an FP8 KV cache"), ("prefix_caching", False, "prefix caching"))
 MAX_WHAT_IFS = 5  # sentences per what-if, cheapest deployments first
 
 

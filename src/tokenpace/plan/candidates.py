@@ -46,6 +46,8 @@ class Candidate:
             parts.append(f"max {self.max_num_seqs} seqs")
         if self.max_batched_tokens is not None:
             parts.append(f"{self.max_batched_tokens} tokens/step")
+        if self.prefix_caching:
+            parts.append("prefix caching")
         if self.spec is not None:
             parts.append(f"spec decode (γ={self.spec.num_draft_tokens}, α={self.spec.acceptance_rate:g})")
         return " ".join(parts[:3]) + " (" + ", ".join(parts[3:]) + ")"
@@ -78,22 +80,23 @@ class Candidate:
 
 def enumerate_candidates(*, gpus: list[str], tps: list[int], weights: list[str], engines: list[str],
                          chunked: list[bool | None], max_num_seqs: list[int | None],
-                         prefix_caching: bool, specs: list[SpecDecodeConfig | None],
+                         prefix_caching: list[bool] | bool, specs: list[SpecDecodeConfig | None],
                          calibration: Any = None,
                          max_batched_tokens: list[int | None] | None = None,
                          kv_dtypes: list[str | None] | None = None, predictor: str = "roofline") -> list[Candidate]:
     """Every combination, less those a GPU cannot run (FP8 weights without FP8 tensor cores)."""
     out = []
-    for gpu, tp, w, engine, ch, seqs, spec, tokens, kv in product(gpus, tps, weights, engines, chunked, max_num_seqs,
-                                                                  specs, max_batched_tokens or [None],
-                                                                  kv_dtypes or [None]):
+    caching = [prefix_caching] if isinstance(prefix_caching, bool) else prefix_caching
+    for gpu, tp, w, engine, ch, seqs, spec, tokens, kv, cached in product(
+            gpus, tps, weights, engines, chunked, max_num_seqs, specs, max_batched_tokens or [None],
+            kv_dtypes or [None], caching):
         g = get_gpu(gpu)
         fp8 = get_precision(w).compute == "fp8" or (kv is not None and get_precision(kv).id == "fp8")
         if fp8 and not g.fp8_tflops:
             continue
         kv = None if kv is None else get_precision(kv).id
         roofline = calibration.roofline if calibration is not None and calibration.hardware.id == g.id else None
-        out.append(Candidate(g.id, tp, get_precision(w).id, engine, ch, seqs, prefix_caching, spec, roofline, tokens,
+        out.append(Candidate(g.id, tp, get_precision(w).id, engine, ch, seqs, cached, spec, roofline, tokens,
                              kv, predictor))
     return out
 
@@ -102,7 +105,7 @@ def enumerate_candidates(*, gpus: list[str], tps: list[int], weights: list[str],
 class Bounds:
     """What an idle engine can do at best, from the step-time model alone (no queue)."""
 
-    ttft_floor_ms: float  # the mean prompt's prefill, alone
+    ttft_floor_ms: float  # the mean prompt's prefill (its uncached part with prefix caching), alone
     tpot_floor_ms: float  # one decode step with one sequence at the mean context
     max_rps: float  # a full batch of decodes at the mean context, prefill free: no engine does better
     batch: int  # that batch: max_num_seqs, or fewer when the KV cache holds fewer contexts
@@ -111,9 +114,13 @@ class Bounds:
         return dataclasses.asdict(self)
 
 
-def bounds(config: SimConfig, mean_input: float, mean_output: float, kv_sequences: int) -> Bounds:
+def bounds(config: SimConfig, mean_input: float, mean_output: float, kv_sequences: int,
+           prefill_tokens: float | None = None) -> Bounds:
+    """``prefill_tokens``: the prompt tokens an idle engine computes (fewer than ``mean_input`` when a
+    prefix cache serves the rest); the TPOT floor still reads the whole context."""
     predictor = build_predictor(config)
-    prompt, chunk = int(round(mean_input)), config.max_batched_tokens
+    prompt = int(round(mean_input if prefill_tokens is None else prefill_tokens))
+    chunk = config.max_batched_tokens
     ttft_s, done = 0.0, 0
     while done < prompt:
         n = min(chunk, prompt - done)

@@ -17,6 +17,7 @@ bisection on the rate between the highest seen to meet and the lowest seen to mi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,7 +33,10 @@ from tokenpace.plan.fit import memory_fit
 from tokenpace.simulator.request import SimRequest
 from tokenpace.simulator.simulate import simulate
 from tokenpace.workload.arrivals import arrival_offsets
+from tokenpace.workload.datasets import TRACE_BLOCK_TOKENS
 from tokenpace.workload.lengths import LengthSpec
+from tokenpace.workload.plan import trace_block_hashes
+from tokenpace.workload.shared_prefix import SharedPrefixSpec
 
 PROBE_SECONDS = 60.0
 MIN_PROBE, MAX_PROBE = 200, 1200
@@ -44,7 +48,7 @@ CAPACITY_BISECTIONS = 4  # a finalist's capacity to within 1/16 of its bracket
 @dataclass(frozen=True)
 class Traffic:
     rate: float  # requests/s, all replicas together
-    input_tokens: LengthSpec
+    input_tokens: LengthSpec  # with shared_prefix: the part after the group's prefix
     output_tokens: LengthSpec
     arrival: str = "poisson"
     burstiness: float = 1.0
@@ -53,22 +57,65 @@ class Traffic:
     # their own replies; input_tokens and output_tokens then hold the same values, for their means.
     pairs: tuple[tuple[int, int], ...] | None = None
     dataset: str | None = None
+    # Shared prefixes, two ways: every request starts with one of ``groups`` prefixes of
+    # ``prefix_tokens`` (request i has group i mod groups, as bench's interleaved order), or a trace's
+    # 512-token block ids, one tuple per pair (``workload reuse --emit-trace`` writes such a trace).
+    shared_prefix: SharedPrefixSpec | None = None
+    hash_ids: tuple[tuple[int, ...], ...] | None = None
+
+    @property
+    def prefix_tokens(self) -> int:
+        return 0 if self.shared_prefix is None else self.shared_prefix.prefix_tokens
+
+    @property
+    def mean_input(self) -> float:
+        """Mean prompt tokens, prefix included."""
+        return self.input_tokens.mean + self.prefix_tokens
+
+    @property
+    def shares_prefixes(self) -> bool:
+        return self.shared_prefix is not None or any(self.hash_ids or ())
+
+    def mean_uncached_input(self) -> float:
+        """The mean prompt tokens that even an unbounded prefix cache must compute (a floor: with a
+        shared prefix, the part after it; in a trace, the tokens past its hashed full blocks)."""
+        if self.shared_prefix is not None:
+            return self.input_tokens.mean
+        if self.pairs is not None and self.hash_ids is not None:
+            return float(np.mean([max(1, i - TRACE_BLOCK_TOKENS * min(len(h), i // TRACE_BLOCK_TOKENS))
+                                  for (i, _), h in zip(self.pairs, self.hash_ids)]))
+        return self.mean_input
 
     def lengths(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Prompt (prefix included) and output tokens of the first ``n`` requests."""
         if self.pairs is not None:
-            return _pairs(self.pairs, self.seed, n)
-        return _lengths(self.input_tokens, self.output_tokens, self.seed, n)
+            rows = np.asarray(self.pairs, dtype=np.int64)[_draws(len(self.pairs), self.seed, n)]
+            return rows[:, 0].copy(), rows[:, 1].copy()
+        ins, outs = _lengths(self.input_tokens, self.output_tokens, self.seed, n)
+        return ins + self.prefix_tokens, outs
 
-    def requests(self, rate: float, n: int) -> list[SimRequest]:
+    def requests(self, rate: float, n: int, block_tokens: int = 16) -> list[SimRequest]:
         ins, outs = self.lengths(n)
         times = arrival_offsets(rate, self.arrival, np.random.default_rng(self.seed + 1), burstiness=self.burstiness)
+        if self.shared_prefix is not None:
+            groups, p = self.shared_prefix.groups, self.prefix_tokens
+            return [SimRequest(int(i), int(o), arrival_s=t, prefix_group=k % groups, prefix_tokens=p)
+                    for k, (i, o, t) in enumerate(zip(ins, outs, times))]
+        if self.hash_ids is not None and self.pairs is not None:
+            rows = _draws(len(self.pairs), self.seed, n)
+            return [SimRequest(int(i), int(o), arrival_s=t,
+                               prompt_block_hashes=trace_block_hashes(self.hash_ids[r], int(i), block_tokens))
+                    for r, i, o, t in zip(rows, ins, outs, times)]
         return [SimRequest(int(i), int(o), arrival_s=t) for i, o, t in zip(ins, outs, times)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"rate_rps": self.rate, "arrival": self.arrival, "burstiness": self.burstiness,
                 "input_tokens": self.input_tokens.text, "output_tokens": self.output_tokens.text,
-                "mean_input_tokens": self.input_tokens.mean, "mean_output_tokens": self.output_tokens.mean,
+                "mean_input_tokens": self.mean_input, "mean_output_tokens": self.output_tokens.mean,
                 "dataset": self.dataset, "dataset_requests": None if self.pairs is None else len(self.pairs),
+                "shared_prefix": None if self.shared_prefix is None else dataclasses.asdict(self.shared_prefix),
+                "trace_block_ids": self.hash_ids is not None,
+                "mean_uncached_input_tokens": self.mean_uncached_input() if self.shares_prefixes else None,
                 "seed": self.seed}
 
 
@@ -79,26 +126,33 @@ def _lengths(ins: LengthSpec, outs: LengthSpec, seed: int, n: int) -> tuple[np.n
 
 
 @lru_cache(maxsize=8)
-def _pairs(pairs: tuple[tuple[int, int], ...], seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = np.asarray(pairs, dtype=np.int64)[np.random.default_rng(seed).integers(0, len(pairs), size=n)]
-    return rows[:, 0].copy(), rows[:, 1].copy()
+def _draws(size: int, seed: int, n: int) -> np.ndarray:
+    """Which dataset entries the first ``n`` requests are (seeded, with replacement)."""
+    return np.random.default_rng(seed).integers(0, size, size=n)
 
 
 def dataset_traffic(rate: float, path: str, *, tokenizer: str | None = None, output_tokens: str = "256",
-                    arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0) -> Traffic:
+                    arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0,
+                    trace: bool = False) -> Traffic:
     """The traffic shape of a dataset file (the formats bench reads): each entry's prompt length
-    (exact with ``tokenizer``, else words) and output length (the file's, else ``output_tokens``)."""
+    (exact with ``tokenizer``, else words) and output length (the file's, else ``output_tokens``).
+    ``trace``: a trace file (bench --trace): its lengths and block ids; its timestamps are not used
+    (the plan's rate and arrival process replace them)."""
     from tokenpace.config import BenchConfig
     from tokenpace.workload import plan_requests, workload_from_config
 
-    spec = workload_from_config(BenchConfig(dataset=path, tokenizer=tokenizer, output_tokens=output_tokens,
+    source = {"trace": path} if trace else {"dataset": path}
+    flag = "--trace" if trace else "--dataset"
+    spec = workload_from_config(BenchConfig(**source, tokenizer=tokenizer, output_tokens=output_tokens,
                                             seed=seed, progress=False))
-    pairs = tuple((p.input_tokens, p.output_tokens) for p in plan_requests(spec, text=False))
+    planned = list(plan_requests(spec, text=False))
+    pairs = tuple((p.input_tokens, p.output_tokens) for p in planned)
     if not pairs:
-        raise UsageError(f"--dataset: {path}: no request in it")
+        raise UsageError(f"{flag}: {path}: no request in it")
+    hash_ids = tuple(tuple(p.block_hashes or ()) for p in planned) if trace else None
     ins, outs = (LengthSpec("empirical", (), f"{path} ({what})", tuple(v)) for what, v in
                  (("prompts", (a for a, _ in pairs)), ("outputs", (b for _, b in pairs))))
-    return Traffic(rate, ins, outs, arrival, burstiness, seed, pairs=pairs, dataset=path)
+    return Traffic(rate, ins, outs, arrival, burstiness, seed, pairs=pairs, dataset=path, hash_ids=hash_ids)
 
 
 @dataclass(frozen=True)
@@ -119,7 +173,7 @@ def probe(candidate: Candidate, model: str, traffic: Traffic, slo: SLO, rate: fl
     """Serve ``rate`` req/s of the traffic on one replica; judge the requests after the warm-up."""
     n = int(min(MAX_PROBE, max(MIN_PROBE, rate * PROBE_SECONDS)))
     config = candidate.sim_config(model, seed=traffic.seed)
-    records = simulate(config, traffic.requests(rate, n)).records
+    records = simulate(config, traffic.requests(rate, n, config.block_size)).records
     judged = records[int(len(records) * WARMUP):]
     values = {name: np.array([np.nan if (v := f(r)) is None else v for r in judged], dtype=np.float64)
               for name, f in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e))}
@@ -192,9 +246,12 @@ def prepare(candidate: Candidate, model: str, traffic: Traffic, slo: SLO, price:
         ev.binding = "memory"
         return ev
     config = candidate.sim_config(model)
-    kv_sequences = fit.kv_tokens // max(1, int(traffic.input_tokens.mean))
+    # With prefix caching, the floors assume every shareable block is a hit (bounds stay optimistic).
+    computed = traffic.mean_uncached_input() if candidate.prefix_caching else traffic.mean_input
+    kv_sequences = fit.kv_tokens // max(1, int(computed))
     try:
-        ev.bounds = bounds(config, traffic.input_tokens.mean, traffic.output_tokens.mean, kv_sequences)
+        ev.bounds = bounds(config, traffic.mean_input, traffic.output_tokens.mean, kv_sequences,
+                           prefill_tokens=computed)
     except UsageError as exc:  # the kernel predictor has no measured table for this GPU or model
         ev.binding, ev.pruned = "predictor", str(exc)
         return ev

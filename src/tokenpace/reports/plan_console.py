@@ -9,12 +9,24 @@ from rich.console import Console
 from rich.table import Table
 
 
+def input_words(t: dict[str, Any]) -> str:
+    """The traffic's prompt lengths in words, with what it shares."""
+    sp = t.get("shared_prefix")
+    if sp:
+        return (f"{sp['prefix_tokens']:,} shared ({sp['groups']} prefix groups) + {t['input_tokens']} "
+                f"(mean {t['mean_input_tokens']:,.0f})")
+    if t.get("trace_block_ids") and t.get("mean_uncached_input_tokens") is not None:
+        return (f"{t['input_tokens']} (mean {t['mean_input_tokens']:,.0f}, of which at least "
+                f"{t['mean_uncached_input_tokens']:,.0f} not in shared blocks)")
+    return str(t["input_tokens"])
+
+
 def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     t, slo = doc["traffic"], doc["slo"]
     limits = ", ".join(f"{k} <= {v:g} ms" for k, v in slo["limits_ms"].items())
     console.print(f"[bold]tokenpace plan[/]: {doc['model']} at {t['rate_rps']:g} req/s ({t['arrival']}), input "
-                  f"{t['input_tokens']}, output {t['output_tokens']}; SLO {slo['name'] or ''} ({limits}, "
+                  f"{input_words(t)}, output {t['output_tokens']}; SLO {slo['name'] or ''} ({limits}, "
                   f"{slo['attainment']:.0%} of requests)")
     pred = doc["predictor"]
     band = pred["error_band"].get("median_abs_error")

@@ -225,14 +225,19 @@ def conversations_for(spec: WorkloadSpec) -> list[Conversation]:
 
 def engine_block_hashes(planned: PlannedRequest, block_tokens: int) -> tuple[int, ...] | None:
     """A trace request's block ids at an engine's KV block size (the simulator's
-    `prompt_block_hashes`): one id per full engine block inside the trace's 512-token blocks.
-    Trace ids already stand for their whole prefix, so (id, position in block) names a block."""
-    if not planned.block_hashes:
+    `prompt_block_hashes`): one id per full engine block inside the trace's 512-token blocks."""
+    return trace_block_hashes(planned.block_hashes, planned.input_tokens, block_tokens)
+
+
+def trace_block_hashes(hash_ids: tuple[int, ...] | list[int] | None, input_tokens: int,
+                       block_tokens: int) -> tuple[int, ...] | None:
+    """Trace ids (one per 512-token block) as ids of ``block_tokens``-token engine blocks. Trace ids
+    already stand for their whole prefix, so (id, position in block) names a block."""
+    if not hash_ids:
         return None
     per_trace_block = max(TRACE_BLOCK_TOKENS // block_tokens, 1)
-    full = min(planned.input_tokens // block_tokens, len(planned.block_hashes) * per_trace_block)
-    return tuple(hash((planned.block_hashes[i // per_trace_block], i % per_trace_block))
-                 for i in range(full))
+    full = min(input_tokens // block_tokens, len(hash_ids) * per_trace_block)
+    return tuple(hash((hash_ids[i // per_trace_block], i % per_trace_block)) for i in range(full))
 
 
-__all__ = ["conversations_for", "engine_block_hashes", "PlannedRequest", "Prompt", "WorkloadSpec", "plan_requests", "synthetic_prompt"]
+__all__ = ["conversations_for", "engine_block_hashes", "trace_block_hashes", "PlannedRequest", "Prompt", "WorkloadSpec", "plan_requests", "synthetic_prompt"]

@@ -12,6 +12,7 @@ from tokenpace.reports.html.markup import esc, num, plot, section, table
 from tokenpace.reports.html.style import CSS
 from tokenpace.reports.html.svg import COLORS, figure, to_svg
 from tokenpace.reports.html.sweep_plots import PALETTE
+from tokenpace.reports.plan_console import input_words
 
 FINALIST_CURVES = 6
 
@@ -23,7 +24,7 @@ def render_plan_html(doc: dict[str, Any]) -> str:
     pred = doc["predictor"]
     asked = table(("", ""), [
         ("model", doc["model"]), ("traffic", f"{t['rate_rps']:g} req/s, {t['arrival']} arrivals"),
-        ("input tokens", t["input_tokens"]), ("output tokens", t["output_tokens"]),
+        ("input tokens", input_words(t)), ("output tokens", t["output_tokens"]),
         ("SLO", f"{slo['name'] or ''} ({limits}, {slo['attainment']:.0%} of requests)"),
         ("candidates", doc["candidates"]), ("predictor", f"{pred['name']}: {pred.get('detail', pred.get('applies_to', ''))}"),
         ("validated error", _band(pred["error_band"])),
