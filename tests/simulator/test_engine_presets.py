@@ -62,38 +62,39 @@ def test_flags_given_win_over_the_preset():
 
 
 def test_vllm_kv_capacity_by_hand():
-    # Llama-3.1-8B BF16 on one H100 (CUDA reports 79.11 GiB = 84,943,715,696 B), utilization 0.9,
-    # 8,192 batched tokens, 1,024 sequences:
-    #   usable        84,943,715,696 × 0.9            = 76,449,344,126.4 B
+    # Llama-3.1-8B BF16 on one H100 (CUDA reports 79.19 GiB = 85,029,615,042 B), utilization 0.9,
+    # 8,192 batched tokens, 1,024 sequences (vLLM's profile run; memory.vllm_activation_peak_bytes):
+    #   usable        85,029,615,042 × 0.9             = 76,526,653,537.8 B
     #   weights       8,029,995,008 params × 2 B       = 16,059,990,016 B
-    #   activations   8,192 × (3 × 14,336 + 6 × 4,096) × 2 B = 1,107,296,256 B
-    #                 (> sampler: 1,024 × 128,256 × 8 B = 1,050,673,152 B)
-    #   non-torch     0.15 GiB                         = 161,061,273.6 B
-    #   KV            59,120,996,580.8 B / 131,072 B per token = 451,057 tokens (55.06 GiB)
+    #   activations   sampler 1,024 × 128,256 × 14 B + hidden and residual 8,192 × 2 × 4,096 × 2 B
+    #                 = 1,838,678,016 + 134,217,728     = 1,972,895,744 B
+    #                 (> forward: 8,192 × (3 × 14,336 + 4 × 4,096) × 2 B = 973,078,528 B)
+    #   non-torch     0.25 GiB                         = 268,435,456 B
+    #   KV            58,225,332,321.8 B / 131,072 B per token = 444,224 tokens (54.23 GiB)
     cap = engine_kv_capacity(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), BF16, BF16, memory_model="vllm",
                              fraction=0.9, max_batched_tokens=8192, max_num_seqs=1024)
-    assert cap.tokens == 451057
+    assert cap.tokens == 444224
 
 
 def test_trtllm_kv_is_a_fraction_of_the_free_memory():
     # Llama-3.1-8B FP8 with an FP8 KV cache, H100, fraction 0.9, 2,048 max tokens, 2,048 sequences.
     # Weights: 6,979,321,856 block params × 1 B + 1,050,673,152 embedding/LM-head params × 2 B
-    # = 9,080,668,160 B. Free = 84,943,715,696 − 9,080,668,160 − activations max(2,048 × 67,584 × 2
-    # = 276,824,064, 2,048 × 128,256 × 8 = 2,101,346,304) − 161,061,273.6 = 73,600,639,958.4 B;
-    # × 0.9 = 66,240,575,962.6 B / 65,536 B per token = 1,010,750 tokens.
+    # = 9,080,668,160 B. Free = 85,029,615,042 − 9,080,668,160 − activations max(2,048 × 67,584 × 2
+    # = 276,824,064, 2,048 × 128,256 × 8 = 2,101,346,304) − 161,061,273.6 = 73,686,539,304.4 B;
+    # × 0.9 = 66,317,885,374.0 B / 65,536 B per token = 1,011,930 tokens.
     fp8 = get_precision("fp8")
     cap = engine_kv_capacity(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), fp8, fp8, memory_model="trtllm",
                              fraction=0.9, max_batched_tokens=2048, max_num_seqs=2048)
-    assert cap.tokens == 1010750
+    assert cap.tokens == 1011930
 
 
 def test_trtllm_bench_batch_heuristic_by_hand():
-    # 8B FP8/FP8 KV on an H100, ISL 128, OSL 4096: (84,943,715,696 − 8,029,995,008 B) × 0.9 /
-    # (65,536 B × 4,224 tokens) = 250.06 requests -> batch rounded up to 32s: 256; tokens
-    # 250.06 × (1 + 128/4096) = 257.9 -> at least 2,048.
+    # 8B FP8/FP8 KV on an H100, ISL 128, OSL 4096: (85,029,615,042 − 8,029,995,008 B) × 0.9 /
+    # (65,536 B × 4,224 tokens) = 250.34 requests -> batch rounded up to 32s: 256; tokens
+    # 250.34 × (1 + 128/4096) = 258.2 -> at least 2,048.
     c = with_engine(SimConfig(weights="fp8", gpu="h100-sxm", concurrency=4), "trtllm")
     assert trtllm_bench_limits(c, 128, 4096) == (256, 2048)
-    # ISL 5000, OSL 500: 69,222,348,619 B / (65,536 × 5,500) = 192.05 -> rounded up to 32s: 224; 192.05 × 11 = 2,112.5
+    # ISL 5000, OSL 500: 69,299,658,031 B / (65,536 × 5,500) = 192.26 -> rounded up to 32s: 224; 192.26 × 11 = 2,114.9
     # tokens -> 2,304 (multiple of 256).
     assert trtllm_bench_limits(c, 5000, 500) == (224, 2304)
     res = simulate(c, [SimRequest(128, 4096) for _ in range(4)])  # the workload sets them
