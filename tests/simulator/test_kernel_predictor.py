@@ -188,3 +188,23 @@ def test_prefill_attention_past_the_longest_measured_prompt_keeps_growing_with_t
     # Twice the context behind the chunk is about twice its (query, key) pairs: a linear extension
     # of the table's last segment would give ~1.4x here, the causal pairs ~2.06x.
     assert double / at_edge > 1.8
+
+
+def test_the_allreduce_is_looked_up_by_elements_not_bytes(h100_vllm):
+    # The all-reduce table's message_size counts bfloat16 values (aiconfigurator's collector
+    # all-reduces a [size / 4096, 4096] tensor). A 2,048-token step of Llama-3.1-70B at TP4 moves
+    # 2,048 × 8,192 = 16,777,216 values per all-reduce, two per layer over 80 layers: the step pays
+    # 160 × the measured latency at that size, read here straight from the file.
+    from tokenpace.simulator.kernels.predictor import KernelPredictor
+
+    p = KernelPredictor(get_model("llama-3.1-70b"), get_gpu("h100-sxm"), get_precision("fp8"),
+                        get_precision("fp8"), 4, engine="trtllm")
+    comm = p.tables.dir / "comm" / "trtllm"
+    version = p.allreduce_source.split()[1]
+    raw = _raw(p.tables, f"comm/trtllm/{version}/custom_allreduce_perf.parquet")
+    assert comm.is_dir()
+    row = raw[(raw.num_gpus == 4) & (raw.allreduce_dtype.astype(str) == "bfloat16")
+              & (raw.message_size == 2048 * 8192)]
+    assert len(row) == 1
+    assert p.allreduce_s(2048) == pytest.approx(160 * float(row.latency.iloc[0]) * 1e-3, rel=1e-9)
+    assert p.allreduce_s(1) < p.allreduce_s(2048) < p.allreduce_s(4096)

@@ -12,7 +12,9 @@ Per step, for all layers on one GPU:
   prompt's causal (query, key) pairs, (n·c + n(n+1)/2) / ((n+c)(n+c+1)/2), exact for c = 0; past
   the longest prompt measured (16,384 tokens in most tables), that prompt's latency scaled by the
   ratio of causal pairs, as attention's work grows with them (not extended linearly);
-- under TP, two all-reduces per layer of tokens × hidden × 2 bytes from the all-reduce table;
+- under TP, two all-reduces per layer of tokens × hidden values from the all-reduce table (its
+  ``message_size`` counts 16-bit elements, not bytes: aiconfigurator's collector all-reduces a
+  [size / 4096, 4096] bfloat16 tensor, and its own queries pass tokens × hidden);
 - what the tables do not measure (norms, rotary, the activation, FP8 input quantization) and the
   host overheads, as the roofline prices them (``RooflinePredictor``; its efficiency catalog).
 
@@ -79,7 +81,7 @@ class KernelPredictor:
             self._ar_size, self._ar_s = size.tolist(), (lat * MS * 2 * layers).tolist()
         else:
             self._ar_size, self._ar_s, self.allreduce_source = [], [], None
-        self._ar_bytes_tok = h * 2
+        self._ar_elems_tok = h  # the table's message_size is in elements
         self._elementwise_s_tok = self.roofline.elementwise_s_per_token()
 
     def step_s(self, batch: StepBatch) -> float:
@@ -103,9 +105,15 @@ class KernelPredictor:
             return t
         t += interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, logits)
         if self._ar_s:
-            t += interp(self._ar_size, self._ar_s, tokens * self._ar_bytes_tok)
+            t += self.allreduce_s(tokens)
         t += tokens * (self._elementwise_s_tok + p.token_overhead_s) + (nd + len(batch.prefill)) * p.seq_overhead_s
         return t
+
+    def allreduce_s(self, tokens: int) -> float:
+        """Seconds a step of ``tokens`` tokens spends in all-reduces (all layers; 0 without TP)."""
+        if not self._ar_s:
+            return 0.0
+        return interp(self._ar_size, self._ar_s, tokens * self._ar_elems_tok)
 
     def describe(self) -> dict[str, Any]:
         t = self.tables
