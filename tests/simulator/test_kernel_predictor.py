@@ -208,3 +208,21 @@ def test_the_allreduce_is_looked_up_by_elements_not_bytes(h100_vllm):
     assert len(row) == 1
     assert p.allreduce_s(2048) == pytest.approx(160 * float(row.latency.iloc[0]) * 1e-3, rel=1e-9)
     assert p.allreduce_s(1) < p.allreduce_s(2048) < p.allreduce_s(4096)
+
+
+def test_the_kernel_predictor_adds_only_the_elementwise_passes_the_tables_leave_out(h100_vllm):
+    # Llama-3.1-8B with FP8 GEMMs, bytes per token and layer (16-bit activations):
+    #   two residual-add + RMSNorms 2 × 4 × 4,096 × 2 = 65,536; SiLU-and-mul 3 × 14,336 × 2 = 86,016;
+    #   rotary on Q and K 2 × (32 + 8) × 128 × 2 = 20,480; FP8 quantization of an input of n values
+    #   3n: the roofline quantizes QKV, O, gate/up and down inputs 3 × (4,096 × 3 + 14,336) = 79,872,
+    #   the kernel predictor only QKV and gate/up (3 × 8,192 = 24,576; aiconfigurator's op list),
+    #   and with TensorRT-LLM's tables leaves rotary to its attention op.
+    from tokenpace.simulator.kernels.predictor import KernelPredictor
+    from tokenpace.simulator.roofline import RooflinePredictor
+
+    parts = (get_model("llama-3.1-8b"), get_gpu("h100-sxm"), get_precision("fp8"), get_precision("fp8"))
+    full = RooflinePredictor(*parts).elementwise_s_per_token()
+    vllm = KernelPredictor(*parts, engine="vllm")._elementwise_s_tok
+    trt = KernelPredictor(*parts, engine="trtllm")._elementwise_s_tok
+    assert vllm / full == pytest.approx((65536 + 86016 + 20480 + 24576) / (65536 + 86016 + 20480 + 79872))
+    assert trt / full == pytest.approx((65536 + 86016 + 24576) / (65536 + 86016 + 20480 + 79872))

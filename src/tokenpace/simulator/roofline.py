@@ -145,8 +145,11 @@ class RooflinePredictor:
         # The LM head (the embedding matrix when tied).
         self._lm_mem = model.vocab_size * model.hidden_size / tp * weights.embedding_bytes_per_value / bw
         self._lm_cmp_tok = 2 * model.vocab_size * model.hidden_size / tp / bf16
-        self._elementwise_mem_tok = layers * _elementwise_bytes(model, tp, heads, kv_heads,
-                                                                self.gemm_precision == "fp8") / bw
+        fp8_in = self.gemm_precision == "fp8"
+        self._elementwise_mem_tok = layers * _elementwise_bytes(model, tp, heads, kv_heads, fp8_in) / bw
+        self._elementwise_fused_mem_tok = {
+            rope: layers * _elementwise_bytes(model, tp, heads, kv_heads, fp8_in, kernel_fusions=True,
+                                              rotary_in_attention=rope) / bw for rope in (False, True)}
         ring = 2 * (tp - 1) / tp
         comm = gemm
         self._ar_s_tok = (ring * model.hidden_size * 2 / (gpu.link_bytes_s_per_direction * comm.allreduce_bus_bandwidth)
@@ -154,10 +157,12 @@ class RooflinePredictor:
         self._ar_count = 2 * model.num_layers if tp > 1 else 0
         self._ar_latency = comm.allreduce_base_latency_s + 2 * (tp - 1) * comm.allreduce_hop_latency_s
 
-    def elementwise_s_per_token(self) -> float:
+    def elementwise_s_per_token(self, kernel_fusions: bool = False, rotary_in_attention: bool = False) -> float:
         """Seconds one token's memory-bound elementwise passes take (all layers, at the catalog's
-        elementwise bandwidth efficiency, or ``mbu``): what a kernel-table predictor adds for them."""
-        return self._elementwise_mem_tok / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
+        elementwise bandwidth efficiency, or ``mbu``). ``kernel_fusions``: only the passes a
+        kernel-table predictor adds (see ``_elementwise_bytes``)."""
+        mem = self._elementwise_fused_mem_tok[rotary_in_attention] if kernel_fusions else self._elementwise_mem_tok
+        return mem / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
 
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
@@ -216,16 +221,27 @@ class RooflinePredictor:
                 "efficiency": eff}
 
 
-def _elementwise_bytes(model: ModelSpec, tp: int, heads: float, kv_heads: float, fp8_activations: bool) -> float:
+def _elementwise_bytes(model: ModelSpec, tp: int, heads: float, kv_heads: float, fp8_activations: bool,
+                       *, kernel_fusions: bool = False, rotary_in_attention: bool = False) -> float:
     """Bytes one token moves through one layer's memory-bound elementwise passes (16-bit activations):
     two fused residual-add + RMSNorms (read x and the residual, write both: replicated across TP),
     rotary on Q and K (read and write), the MLP activation (SiLU-and-mul reads gate and up, writes
     one; else read and write one), and with FP8 GEMMs each GEMM input quantized (read 2 bytes, write
-    1) for QKV, O, the MLP's first and second matrices."""
+    1) for QKV, O, the MLP's first and second matrices.
+
+    ``kernel_fusions``: the passes left beside measured kernels, as aiconfigurator-core's own
+    Llama op list counts them (``sdk/models/llama.py``, whose tables the kernel predictor reads):
+    the O and down projections take FP8 input straight from the attention and activation kernels
+    (its GEMMs with ``low_precision_input``), so only the QKV and gate/up inputs are quantized by a
+    pass of their own. ``rotary_in_attention``: rotary is inside the measured attention op
+    (TensorRT-LLM's attention op applies RoPE in its QKV preprocessing kernel; vLLM and SGLang
+    apply it before attention, so their tables leave it out)."""
     h, hd = model.hidden_size, model.head_dim
     inter = model.intermediate_size / tp * model.experts_per_token
     norms = 2 * 4 * h * 2
-    rotary = 2 * (heads + kv_heads) * hd * 2
     activation = (3 if model.gated_mlp else 2) * inter * 2
+    rotary = 0.0 if rotary_in_attention else 2 * (heads + kv_heads) * hd * 2
+    if kernel_fusions:
+        return norms + rotary + activation + (3 * (h + h) if fp8_activations else 0.0)
     quant = 3 * (h + heads * hd + h + inter) if fp8_activations else 0.0
     return norms + rotary + activation + quant

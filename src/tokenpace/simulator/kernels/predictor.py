@@ -15,8 +15,11 @@ Per step, for all layers on one GPU:
 - under TP, two all-reduces per layer of tokens × hidden values from the all-reduce table (its
   ``message_size`` counts 16-bit elements, not bytes: aiconfigurator's collector all-reduces a
   [size / 4096, 4096] bfloat16 tensor, and its own queries pass tokens × hidden);
-- what the tables do not measure (norms, rotary, the activation, FP8 input quantization) and the
-  host overheads, as the roofline prices them (``RooflinePredictor``; its efficiency catalog).
+- what the tables do not measure, as the roofline prices them (``RooflinePredictor``; its
+  efficiency catalog): the norms, the activation, rotary (except with TensorRT-LLM's tables, whose
+  attention op applies it), the FP8 quantization of the QKV and gate/up inputs (aiconfigurator's
+  own op list: the O and down projections take FP8 input from the kernel before them), and the
+  host overheads.
 
 The tables are those of the engine preset (``--engine``; vLLM's without one) at the newest version
 the package ships, for the GPU. Dense models only. For a fixed decode batch the step time is
@@ -82,7 +85,8 @@ class KernelPredictor:
         else:
             self._ar_size, self._ar_s, self.allreduce_source = [], [], None
         self._ar_elems_tok = h  # the table's message_size is in elements
-        self._elementwise_s_tok = self.roofline.elementwise_s_per_token()
+        self._elementwise_s_tok = self.roofline.elementwise_s_per_token(
+            kernel_fusions=True, rotary_in_attention=backend == "trtllm")
 
     def step_s(self, batch: StepBatch) -> float:
         g = batch.decode_tokens_per_seq
