@@ -16,6 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from tokenpace.simulator.cohort import DecodeCohort
 from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
@@ -42,7 +43,7 @@ class Step:
 class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
-                 timeline: list[TimelineRow] | None = None) -> None:
+                 timeline: list[TimelineRow] | None = None, cohort: bool = False) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -53,6 +54,10 @@ class Engine:
         self.decode_tokens = 1 + (spec.num_draft_tokens if spec else 0)
         self.max_seq_tokens = self.kv.num_blocks * self.kv.block_size
         self.steps = 0  # engine steps run so far (the index of the next one)
+        # Plain decodes advanced as one cohort (cohort.py): not for a driver that reads every
+        # sequence's tokens after each step, nor with speculative decoding or a prefix cache.
+        if cohort and spec is None and not self.kv.prefix_caching and scheduler.supports_cohort:
+            scheduler.cohort = DecodeCohort(self.kv.block_size)
         self.busy = False
         self._schedule_pending = False
 
@@ -83,6 +88,9 @@ class Engine:
             self.busy = False
             return None
         self.busy = True
+        if batch.cohort is not None and self.jump and not batch.prefill and batch.repeat_limit > 1:
+            self.scheduler.dissolve_cohort(self.steps)  # a jump reads every sequence's own state
+            batch.cohort = None
         if self.spec is not None:
             for seq in batch.decode:
                 if seq.plan is None:
@@ -125,6 +133,9 @@ class Engine:
         ends = step.ends_ns
         k, end = len(ends), ends[-1]
         done: list[Sequence] = []
+        co = self.scheduler.cohort
+        if co is not None:
+            co.ends += ends
         for seq, n in step.batch.prefill:
             if seq.state == CANCELLED:
                 continue
@@ -139,7 +150,10 @@ class Engine:
                     seq.chunk_tokens.append(1)
                 if seq.generated >= seq.output_len:
                     done.append(seq)
-        if self.spec is None and k == 1:  # the common case at high concurrency: one plain decode step
+        if step.batch.cohort is not None:  # its members advance by the clock; only finishers matter
+            done += step.batch.cohort.finishing(self.steps)
+            decodes = ()
+        elif self.spec is None and k == 1:  # the common case at high concurrency: one plain decode step
             publish = self.kv.prefix_caching  # (publishing is a no-op without a prefix cache)
             for seq in step.batch.decode:
                 if seq.state == CANCELLED:
@@ -183,7 +197,9 @@ class Engine:
 
     def _step_batch(self, batch: Batch, ahead: int) -> StepBatch:
         """The StepBatch of this batch's decode step ``ahead`` steps from now."""
-        if ahead == 0:
+        if batch.cohort is not None:
+            ctx = batch.cohort.contexts(self.steps + ahead)
+        elif ahead == 0:
             ctx = tuple(map(_NUM_COMPUTED, batch.decode))
         elif self.spec is None:
             ctx = tuple([c + ahead for c in map(_NUM_COMPUTED, batch.decode)])

@@ -37,10 +37,11 @@ def build_predictor(config: SimConfig) -> StepPredictor:
 
 
 def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | None = None,
-                 timeline: list[TimelineRow] | None = None) -> tuple[Engine, KVCapacity]:
+                 timeline: list[TimelineRow] | None = None, cohort: bool = False) -> tuple[Engine, KVCapacity]:
     """The engine ``config`` describes (KV cache sized from memory, scheduler, step pricing), and
     how its GPU memory is spent. ``jump``: jump over identical decode steps (default: the config's;
-    a real-time driver steps one by one)."""
+    a real-time driver steps one by one). ``cohort``: advance plain decodes as one cohort, their
+    fields written back only when they leave it (not for a driver that reads them after each step)."""
     model, gpu = get_model(config.model), get_gpu(config.gpu)
     weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)
     if config.memory_model == "nominal":
@@ -66,7 +67,7 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
     )
     scheduler = make_scheduler(config.policy, limits, kv)
     engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
-                    jump=config.jump_decode_steps if jump is None else jump, timeline=timeline)
+                    jump=config.jump_decode_steps if jump is None else jump, timeline=timeline, cohort=cohort)
     return engine, capacity
 
 
@@ -94,7 +95,7 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
                                           sum(r.output_tokens for r in requests) / len(requests))
     predictor = predictor or build_predictor(config)
     timeline: list[TimelineRow] | None = [] if config.timeline else None
-    engine, capacity = build_engine(config, predictor, timeline=timeline)
+    engine, capacity = build_engine(config, predictor, timeline=timeline, cohort=True)
     scheduler, kv, num_blocks = engine.scheduler, engine.kv, engine.kv.num_blocks
     model, gpu = get_model(config.model), get_gpu(config.gpu)
     weights, kv_dtype = get_precision(config.weights), get_precision(config.kv_cache_dtype)

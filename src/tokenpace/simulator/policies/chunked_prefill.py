@@ -12,15 +12,127 @@ run otherwise).
 
 from __future__ import annotations
 
+from tokenpace.simulator.cohort import DecodeCohort
 from tokenpace.simulator.policies.base import UNBOUNDED, Batch, Scheduler
-from tokenpace.simulator.sequence import RUNNING
+from tokenpace.simulator.sequence import RUNNING, Sequence
 
 
 class ChunkedPrefill(Scheduler):
     name = "chunked-prefill"
     summary = "decodes first, prompt chunks fill the token budget left (Sarathi-Serve, vLLM V1)"
+    supports_cohort = True
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.outside: list[Sequence] = []  # with a cohort: the running sequences not in it, in order
 
     def schedule(self, step: int) -> Batch:
+        co = self.cohort
+        if co is not None:
+            batch = self._schedule_cohort(co, step)
+            if batch is not None:
+                return batch
+            self.dissolve_cohort(step)  # this step needs every sequence's own state
+        return self._schedule_each(step)
+
+    def _schedule_cohort(self, co: DecodeCohort, step: int) -> Batch | None:
+        """The step, when every decode gets its token and its block without preempting: the
+        cohort's members by their events, the others one by one. None (nothing changed but the
+        cohort's block heap, which the caller then dissolves) when that does not hold."""
+        outside, kv = self.outside, self.kv
+        room = kv.block_size
+        fresh, prompts = [], []
+        for seq in outside:  # sequences that just became decodes join the cohort
+            if seq.generated and seq.prompt_len + seq.generated - seq.num_computed == 1:
+                fresh.append(seq)
+            else:
+                prompts.append(seq)
+        budget = self.limits.max_batched_tokens
+        n_decode = len(co.members) + len(fresh)
+        due = co.blocks_due(step)
+        if n_decode > budget:
+            return None
+        need = len(due)
+        for seq in fresh:
+            if seq.num_computed + 1 > seq.num_blocks * room:
+                need += 1
+        if need > kv.num_free:
+            return None  # some decode would preempt: the order of the one-by-one pass decides who
+        for seq in due:
+            kv.grow(seq, step - (seq.co_from - seq.num_computed) + 1)
+        co.grew(due)
+        for seq in fresh:
+            kv.grow(seq, seq.num_computed + 1)
+            seq.sched_step = step
+            co.join(seq, step)
+        if fresh:
+            self.outside = outside = prompts
+        batch = Batch(decode=co.members, cohort=co)
+        budget -= n_decode
+        before = self.preemptions
+        all_ran = True
+        for seq in prompts:  # then prompts already under way
+            if seq.state != RUNNING:
+                continue
+            if budget <= 0:
+                all_ran = False
+                break
+            n = min(seq.to_compute, budget)
+            if self.reserve(seq, seq.num_computed + n, step):
+                batch.prefill.append((seq, n))
+                budget -= n
+        if self.preemptions == before:
+            self._admit(batch, budget, step)
+        if not batch.prefill and all_ran and self.preemptions == before:
+            batch.repeat_limit = UNBOUNDED
+        return batch
+
+    def dissolve_cohort(self, step: int) -> None:
+        """Write every cohort member's own state back (as of ``step``): the engine is about to read
+        it. They become ordinary running sequences."""
+        if self.cohort is not None:
+            self.cohort.dissolve(step)
+            self.outside = list(self.running)
+
+    def _admit(self, batch: Batch, budget: int, step: int) -> int:
+        chunk = self.limits.chunked_prompts
+        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
+            head = self.waiting[0]
+            whole = not chunk and head.to_compute <= self.limits.max_batched_tokens
+            n = self.try_admit(head, budget, step, whole=whole)
+            if n == 0:
+                break
+            batch.prefill.append((self.running[-1], n))
+            if self.cohort is not None:
+                self.outside.append(self.running[-1])
+            budget -= n
+        return budget
+
+    def finish(self, seq: Sequence) -> None:
+        self._leave(seq)
+        super().finish(seq)
+
+    def cancel(self, seq: Sequence) -> None:
+        if seq.state == RUNNING:
+            self._leave(seq)
+        super().cancel(seq)
+
+    def preempt(self, seq: Sequence) -> None:
+        self._leave(seq)
+        super().preempt(seq)
+
+    def _leave(self, seq: Sequence) -> None:
+        """``seq`` leaves the running queue: out of the cohort (its fields written back to the
+        steps finished so far) or out of the others."""
+        co = self.cohort
+        if co is None:
+            return
+        if seq.co_from >= 0:
+            co.leave(seq, co.clock)
+        else:
+            self.outside.remove(seq)
+
+    def _schedule_each(self, step: int) -> Batch:
         batch = Batch()
         before = self.preemptions
         budget = self.limits.max_batched_tokens
@@ -61,14 +173,7 @@ class ChunkedPrefill(Scheduler):
                 batch.prefill.append((seq, n))
                 budget -= n
         if self.preemptions == before:
-            while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
-                head = self.waiting[0]
-                whole = not chunk and head.to_compute <= self.limits.max_batched_tokens
-                n = self.try_admit(head, budget, step, whole=whole)
-                if n == 0:
-                    break
-                batch.prefill.append((self.running[-1], n))
-                budget -= n
+            self._admit(batch, budget, step)
         if not batch.prefill and all_ran and self.preemptions == before:
             # Nothing waiting could be admitted, and nothing that blocks it eases until a sequence
             # finishes: the same decode step repeats.

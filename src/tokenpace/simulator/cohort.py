@@ -1,0 +1,123 @@
+"""The decode cohort: sequences in plain decode, advanced together instead of one by one.
+
+Under chunked prefill every running sequence that is decoding gets exactly one token in every step
+(unless the token budget runs out), so between the events that change its course (it needs a new KV
+block, it produces its last token, it is preempted or cancelled) a decoding sequence only counts:
+one more computed token, one more generated token and one more chunk, whose time is the step's end.
+A cohort member keeps the step at which its fields were last brought up to date (``co_from``); its
+state at any later step follows from the shared clock, the end time of every engine step
+(``ends``), and its chunk times are a slice of that list. Two heaps hold the events: the step at
+which each member needs its next KV block, and the step that produces its last token. A step then
+costs work in the number of such events, not in the number of running sequences.
+
+Fields are written back (``sync``) when a member leaves (finishes, is preempted or cancelled) and
+when the cohort is dissolved (the scheduler needs every sequence's own state: a step that cannot
+give every decode its token and block, or a jump over identical steps). Only plain decoding with
+one token per step and no prefix cache uses a cohort (``Engine(cohort=True)``); the results are
+the same, byte for byte, as stepping each sequence.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from heapq import heappop, heappush
+
+from tokenpace.simulator.sequence import Sequence
+
+
+class DecodeCohort:
+    __slots__ = ("block_size", "members", "keys", "bases", "ends", "_blocks", "_finish")
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.members: list[Sequence] = []  # in running order (admission number)
+        self.keys: list[int] = []  # their admission numbers, for bisect
+        self.bases: list[int] = []  # a member's computed tokens before step s are s - base
+        self.ends: list[int] = []  # end time of engine step i (every step, in or out of a cohort)
+        self._blocks: list[tuple[int, int, Sequence]] = []  # (step needing a new block, admit_no, seq)
+        self._finish: list[tuple[int, int, Sequence]] = []  # (step producing the last token, admit_no, seq)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    @property
+    def clock(self) -> int:
+        """Steps finished so far (the index of the next step)."""
+        return len(self.ends)
+
+    def contexts(self, step: int) -> tuple[int, ...]:
+        """Every member's tokens in the KV cache before ``step``, in running order."""
+        return tuple([step - b for b in self.bases])
+
+    # -- membership ------------------------------------------------------------------------------
+
+    def join(self, seq: Sequence, step: int) -> None:
+        """``seq`` decodes from ``step`` on; its fields are up to date before ``step``."""
+        seq.co_from = step
+        base = step - seq.num_computed
+        i = bisect_left(self.keys, seq.admit_no)
+        self.members.insert(i, seq)
+        self.keys.insert(i, seq.admit_no)
+        self.bases.insert(i, base)
+        heappush(self._blocks, (base + seq.num_blocks * self.block_size, seq.admit_no, seq))
+        heappush(self._finish, (step + seq.output_len - seq.generated - 1, seq.admit_no, seq))
+
+    def sync(self, seq: Sequence, step: int) -> None:
+        """Write back the ``step - co_from`` decode steps ``seq`` took since it was last brought up
+        to date."""
+        d = step - seq.co_from
+        if d > 0:
+            seq.num_computed += d
+            seq.generated += d
+            seq.decode_steps += d
+            seq.chunk_ns += self.ends[seq.co_from:step]
+            seq.co_from = step
+
+    def leave(self, seq: Sequence, step: int) -> None:
+        """``seq`` leaves after the steps before ``step`` (its heap entries go stale)."""
+        self.sync(seq, step)
+        i = bisect_left(self.keys, seq.admit_no)
+        del self.members[i], self.keys[i], self.bases[i]
+        seq.co_from = -1
+
+    def dissolve(self, step: int) -> list[Sequence]:
+        """Every member's fields written back as of ``step``; the cohort is empty. Returns them."""
+        out = self.members
+        for seq in out:
+            self.sync(seq, step)
+            seq.co_from = -1
+        self.members, self.keys, self.bases = [], [], []
+        self._blocks.clear()
+        self._finish.clear()
+        return out
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def _valid(self, seq: Sequence, admit_no: int) -> bool:
+        return seq.co_from >= 0 and seq.admit_no == admit_no
+
+    def blocks_due(self, step: int) -> list[Sequence]:
+        """Members whose decode in ``step`` needs a new KV block, in running order, taken off the
+        heap: the caller gives each its block and calls ``grew``, or dissolves the cohort."""
+        heap, bs, due = self._blocks, self.block_size, []
+        while heap and heap[0][0] <= step:
+            at, no, seq = heappop(heap)
+            if self._valid(seq, no) and seq.co_from - seq.num_computed + seq.num_blocks * bs == at:
+                assert at == step, "a cohort member ran past its KV blocks"
+                due.append(seq)
+        return due
+
+    def grew(self, seqs: list[Sequence]) -> None:
+        """``seqs`` (from ``blocks_due``) got their block: the next one is due a block later."""
+        heap, bs = self._blocks, self.block_size
+        for seq in seqs:
+            heappush(heap, (seq.co_from - seq.num_computed + seq.num_blocks * bs, seq.admit_no, seq))
+
+    def finishing(self, step: int) -> list[Sequence]:
+        """Members whose last token is produced by ``step``, in running order."""
+        heap, out = self._finish, []
+        while heap and heap[0][0] <= step:
+            at, no, seq = heappop(heap)
+            if self._valid(seq, no) and seq.co_from + seq.output_len - seq.generated - 1 == at:
+                out.append(seq)
+        return out
