@@ -26,16 +26,17 @@ from tokenpace.simulator.sequence import Sequence
 
 
 class DecodeCohort:
-    __slots__ = ("block_size", "members", "keys", "bases", "ends", "_blocks", "_finish")
+    __slots__ = ("block_size", "members", "keys", "offsets", "ends", "_blocks", "_finish", "_short")
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
         self.members: list[Sequence] = []  # in running order (admission number)
         self.keys: list[int] = []  # their admission numbers, for bisect
-        self.bases: list[int] = []  # a member's computed tokens before step s are s - base
+        self.offsets: list[int] = []  # a member's computed tokens before step s are s + offset
         self.ends: list[int] = []  # end time of engine step i (every step, in or out of a cohort)
         self._blocks: list[tuple[int, int, Sequence]] = []  # (step needing a new block, admit_no, seq)
         self._finish: list[tuple[int, int, Sequence]] = []  # (step producing the last token, admit_no, seq)
+        self._short: list[Sequence] = []  # members needing blocks during a jump (jump_length -> allocate)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -47,19 +48,19 @@ class DecodeCohort:
 
     def contexts(self, step: int) -> tuple[int, ...]:
         """Every member's tokens in the KV cache before ``step``, in running order."""
-        return tuple([step - b for b in self.bases])
+        return tuple(map(step.__add__, self.offsets))
 
     # -- membership ------------------------------------------------------------------------------
 
     def join(self, seq: Sequence, step: int) -> None:
         """``seq`` decodes from ``step`` on; its fields are up to date before ``step``."""
         seq.co_from = step
-        base = step - seq.num_computed
+        offset = seq.num_computed - step
         i = bisect_left(self.keys, seq.admit_no)
         self.members.insert(i, seq)
         self.keys.insert(i, seq.admit_no)
-        self.bases.insert(i, base)
-        heappush(self._blocks, (base + seq.num_blocks * self.block_size, seq.admit_no, seq))
+        self.offsets.insert(i, offset)
+        heappush(self._blocks, (seq.num_blocks * self.block_size - offset, seq.admit_no, seq))
         heappush(self._finish, (step + seq.output_len - seq.generated - 1, seq.admit_no, seq))
 
     def sync(self, seq: Sequence, step: int) -> None:
@@ -77,7 +78,7 @@ class DecodeCohort:
         """``seq`` leaves after the steps before ``step`` (its heap entries go stale)."""
         self.sync(seq, step)
         i = bisect_left(self.keys, seq.admit_no)
-        del self.members[i], self.keys[i], self.bases[i]
+        del self.members[i], self.keys[i], self.offsets[i]
         seq.co_from = -1
 
     def dissolve(self, step: int) -> list[Sequence]:
@@ -86,7 +87,7 @@ class DecodeCohort:
         for seq in out:
             self.sync(seq, step)
             seq.co_from = -1
-        self.members, self.keys, self.bases = [], [], []
+        self.members, self.keys, self.offsets = [], [], []
         self._blocks.clear()
         self._finish.clear()
         return out
@@ -113,11 +114,58 @@ class DecodeCohort:
         for seq in seqs:
             heappush(heap, (seq.co_from - seq.num_computed + seq.num_blocks * bs, seq.admit_no, seq))
 
+    def jump_length(self, step: int, limit: int, free: int) -> int:
+        """How many identical decode steps from ``step`` on the cohort can run as one (at most
+        ``limit``): up to its first finish, and as far as ``free`` blocks carry the members that
+        need new ones (the engine's ``_jump_length``, from the heaps). ``allocate`` must follow."""
+        fin = self._finish
+        while fin and not self._valid_finish(*fin[0]):
+            heappop(fin)
+        k = min(limit, fin[0][0] - step + 1) if fin else limit
+        if k <= 1:
+            return 1
+        heap, bs, short, rooms = self._blocks, self.block_size, self._short, []
+        # The members whose blocks run out within k steps, soonest first. Each needs a block of its
+        # own, so once more of them than ``free`` are out, no jump reaches the last one's step.
+        while heap and heap[0][0] < step + k:
+            at, no, seq = heappop(heap)
+            if self._valid(seq, no) and seq.co_from - seq.num_computed + seq.num_blocks * bs == at:
+                short.append(seq)
+                rooms.append(at - step)  # tokens it can still hold (>= 1: this step's)
+                if len(short) > free:
+                    k = at - step
+                    break
+
+        def extra_blocks(steps: int) -> int:  # step i needs room for i + 1 more tokens
+            return sum(-(-(steps - r) // bs) for r in rooms if r < steps)
+
+        if extra_blocks(k) <= free:
+            return k
+        lo, hi = 1, k
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if extra_blocks(mid) <= free:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def allocate(self, kv, step: int, k: int) -> None:  # type: ignore[no-untyped-def]
+        """Give the members ``jump_length`` found short the blocks for ``k`` steps from ``step``."""
+        for seq in self._short:
+            ok = kv.grow(seq, step - seq.co_from + seq.num_computed + k)
+            assert ok, "jump length exceeded the free KV blocks"
+        self.grew(self._short)
+        self._short = []
+
+    def _valid_finish(self, at: int, no: int, seq: Sequence) -> bool:
+        return self._valid(seq, no) and seq.co_from + seq.output_len - seq.generated - 1 == at
+
     def finishing(self, step: int) -> list[Sequence]:
         """Members whose last token is produced by ``step``, in running order."""
         heap, out = self._finish, []
         while heap and heap[0][0] <= step:
-            at, no, seq = heappop(heap)
-            if self._valid(seq, no) and seq.co_from + seq.output_len - seq.generated - 1 == at:
-                out.append(seq)
+            entry = heappop(heap)
+            if self._valid_finish(*entry):
+                out.append(entry[2])
         return out

@@ -88,9 +88,6 @@ class Engine:
             self.busy = False
             return None
         self.busy = True
-        if batch.cohort is not None and self.jump and not batch.prefill and batch.repeat_limit > 1:
-            self.scheduler.dissolve_cohort(self.steps)  # a jump reads every sequence's own state
-            batch.cohort = None
         if self.spec is not None:
             for seq in batch.decode:
                 if seq.plan is None:
@@ -99,15 +96,22 @@ class Engine:
                         seq.chunk_tokens = [1] * len(seq.chunk_ns)
         first = self._step_batch(batch, 0)
         d0 = self._price(first)
-        k = self._jump_length(batch) if self.jump and not batch.prefill and batch.repeat_limit > 1 else 1
+        co = batch.cohort  # set: the decodes advance as one cohort (cohort.py)
+        jumps = self.jump and not batch.prefill and batch.repeat_limit > 1
+        k = 1
+        if jumps:
+            k = (co.jump_length(self.steps, batch.repeat_limit, self.kv.num_free) if co is not None
+                 else self._jump_length(batch))
         if k == 1:
             ends = [t_ns + max(1, round(d0 * 1e9))]
         else:
             ends, k = self._run_ends(batch, t_ns, d0, k, horizon_ns)
             g = self.decode_tokens
-            for seq in batch.decode:
+            for seq in batch.decode if co is None else ():
                 ok = self.kv.grow(seq, seq.num_computed + seq.tokens_after(k - 1) + g)
                 assert ok, "jump length exceeded the free KV blocks"
+        if jumps and co is not None:
+            co.allocate(self.kv, self.steps, k)
         if self.timeline is not None:
             self.timeline.append(TimelineRow(
                 t_ns=t_ns, steps=k, step_ms=d0 * 1e3, span_ms=(ends[-1] - t_ns) / 1e6,
@@ -151,7 +155,7 @@ class Engine:
                 if seq.generated >= seq.output_len:
                     done.append(seq)
         if step.batch.cohort is not None:  # its members advance by the clock; only finishers matter
-            done += step.batch.cohort.finishing(self.steps)
+            done += step.batch.cohort.finishing(self.steps + k - 1)
             decodes = ()
         elif self.spec is None and k == 1:  # the common case at high concurrency: one plain decode step
             publish = self.kv.prefix_caching  # (publishing is a no-op without a prefix cache)

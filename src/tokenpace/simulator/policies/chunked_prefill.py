@@ -12,9 +12,13 @@ run otherwise).
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from tokenpace.simulator.cohort import DecodeCohort
 from tokenpace.simulator.policies.base import UNBOUNDED, Batch, Scheduler
 from tokenpace.simulator.sequence import RUNNING, Sequence
+
+_ADMIT_NO = attrgetter("admit_no")
 
 
 class ChunkedPrefill(Scheduler):
@@ -36,9 +40,10 @@ class ChunkedPrefill(Scheduler):
         return self._schedule_each(step)
 
     def _schedule_cohort(self, co: DecodeCohort, step: int) -> Batch | None:
-        """The step, when every decode gets its token and its block without preempting: the
-        cohort's members by their events, the others one by one. None (nothing changed but the
-        cohort's block heap, which the caller then dissolves) when that does not hold."""
+        """The step with the cohort: its members by their events (a new KV block, preemption), the
+        other running sequences one by one, in the order and with the preemptions of
+        ``_schedule_each``. None (nothing changed but the cohort's block heap, which the caller then
+        dissolves) when the token budget cannot hold every decode."""
         outside, kv = self.outside, self.kv
         room = kv.block_size
         fresh, prompts = [], []
@@ -47,29 +52,36 @@ class ChunkedPrefill(Scheduler):
                 fresh.append(seq)
             else:
                 prompts.append(seq)
-        budget = self.limits.max_batched_tokens
-        n_decode = len(co.members) + len(fresh)
         due = co.blocks_due(step)
-        if n_decode > budget:
+        if len(co.members) + len(fresh) > self.limits.max_batched_tokens:
             return None
-        need = len(due)
-        for seq in fresh:
-            if seq.num_computed + 1 > seq.num_blocks * room:
-                need += 1
-        if need > kv.num_free:
-            return None  # some decode would preempt: the order of the one-by-one pass decides who
-        for seq in due:
-            kv.grow(seq, step - (seq.co_from - seq.num_computed) + 1)
-        co.grew(due)
-        for seq in fresh:
-            kv.grow(seq, seq.num_computed + 1)
-            seq.sched_step = step
-            co.join(seq, step)
-        if fresh:
-            self.outside = outside = prompts
-        batch = Batch(decode=co.members, cohort=co)
-        budget -= n_decode
+        needy = [s for s in fresh if s.num_computed + 1 > s.num_blocks * room]
+        needy = sorted(due + needy, key=_ADMIT_NO) if needy and due else due or needy
         before = self.preemptions
+        # The decodes that need a block, in running order. Every decode before one of them has been
+        # scheduled (it is no victim); every sequence after it has not.
+        grew = []
+        for seq in needy:
+            if seq.state != RUNNING:
+                continue  # preempted for an earlier one
+            slots = seq.num_computed + 1 if seq.co_from < 0 else step - seq.co_from + seq.num_computed + 1
+            while not kv.grow(seq, slots):
+                victim = self._decode_victim(seq, prompts)
+                self.preempt(victim)
+                if victim is seq:
+                    break
+            else:
+                if seq.co_from >= 0:
+                    grew.append(seq)
+        co.grew(grew)
+        for seq in fresh:
+            if seq.state == RUNNING:
+                seq.sched_step = step
+                co.join(seq, step)
+        if fresh:
+            self.outside = [s for s in self.outside if s.co_from < 0]
+        batch = Batch(decode=co.members, cohort=co)
+        budget = self.limits.max_batched_tokens - len(co.members)
         all_ran = True
         for seq in prompts:  # then prompts already under way
             if seq.state != RUNNING:
@@ -86,6 +98,17 @@ class ChunkedPrefill(Scheduler):
         if not batch.prefill and all_ran and self.preemptions == before:
             batch.repeat_limit = UNBOUNDED
         return batch
+
+    def _decode_victim(self, seq: Sequence, prompts: list[Sequence]) -> Sequence:
+        """``_victim`` during the cohort's decode pass: the last running sequence when it comes
+        after ``seq`` (not yet scheduled); else the last prompt under way before it; else ``seq``."""
+        last = self.running[-1]
+        if last is not seq:
+            return last
+        for cand in reversed(prompts):
+            if cand.state == RUNNING and cand is not seq:
+                return cand
+        return seq
 
     def dissolve_cohort(self, step: int) -> None:
         """Write every cohort member's own state back (as of ``step``): the engine is about to read
