@@ -20,7 +20,7 @@ the same, byte for byte, as stepping each sequence.
 from __future__ import annotations
 
 from bisect import bisect_left
-from heapq import heappop, heappush
+from heapq import heappop, heappush, heapreplace
 
 from tokenpace.simulator.sequence import Sequence
 
@@ -97,19 +97,28 @@ class DecodeCohort:
     def _valid(self, seq: Sequence, admit_no: int) -> bool:
         return seq.co_from >= 0 and seq.admit_no == admit_no
 
-    def blocks_due(self, step: int) -> list[Sequence]:
-        """Members whose decode in ``step`` needs a new KV block, in running order, taken off the
-        heap: the caller gives each its block and calls ``grew``, or dissolves the cohort."""
-        heap, bs, due = self._blocks, self.block_size, []
+    def take_blocks(self, step: int, kv, keep: int = 0) -> list[Sequence]:  # type: ignore[no-untyped-def]
+        """Give the members whose decode in ``step`` needs a new KV block their block, in running
+        order, while more than ``keep`` blocks are free. Returns the ones left without (taken off
+        the heap, in running order): the caller gives them blocks or preempts, then ``grew``."""
+        heap, bs, rest = self._blocks, self.block_size, []
         while heap and heap[0][0] <= step:
-            at, no, seq = heappop(heap)
-            if self._valid(seq, no) and seq.co_from - seq.num_computed + seq.num_blocks * bs == at:
-                assert at == step, "a cohort member ran past its KV blocks"
-                due.append(seq)
-        return due
+            at, no, seq = heap[0]
+            if not (seq.co_from >= 0 and seq.admit_no == no
+                    and seq.co_from - seq.num_computed + seq.num_blocks * bs == at):
+                heappop(heap)  # stale: it left, or its blocks changed
+            elif rest or kv.num_free <= keep:
+                heappop(heap)
+                rest.append(seq)
+            else:
+                kv.num_free -= 1  # one block: a decode step grows a sequence by one token
+                seq.num_blocks += 1
+                heapreplace(heap, (at + bs, no, seq))
+        assert not heap or heap[0][0] > step, "a cohort member ran past its KV blocks"
+        return rest
 
     def grew(self, seqs: list[Sequence]) -> None:
-        """``seqs`` (from ``blocks_due``) got their block: the next one is due a block later."""
+        """``seqs`` (from ``take_blocks``) got their block: the next one is due a block later."""
         heap, bs = self._blocks, self.block_size
         for seq in seqs:
             heappush(heap, (seq.co_from - seq.num_computed + seq.num_blocks * bs, seq.admit_no, seq))

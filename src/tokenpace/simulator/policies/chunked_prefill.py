@@ -52,10 +52,13 @@ class ChunkedPrefill(Scheduler):
                 fresh.append(seq)
             else:
                 prompts.append(seq)
-        due = co.blocks_due(step)
         if len(co.members) + len(fresh) > self.limits.max_batched_tokens:
             return None
         needy = [s for s in fresh if s.num_computed + 1 > s.num_blocks * room]
+        # Members first, while the blocks last with enough kept for the new decodes: they get the
+        # blocks the running-order pass would give them before its first preemption. The rest go
+        # through that pass.
+        due = co.take_blocks(step, kv, keep=len(needy))
         needy = sorted(due + needy, key=_ADMIT_NO) if needy and due else due or needy
         before = self.preemptions
         # The decodes that need a block, in running order. Every decode before one of them has been
