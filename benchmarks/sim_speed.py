@@ -15,6 +15,12 @@ with the other load than the wall time does.
     .venv/bin/python benchmarks/sim_speed.py                                  # this tree, median of 5
     .venv/bin/python benchmarks/sim_speed.py --src OLD/src --src src --repeat 5
     .venv/bin/python benchmarks/sim_speed.py --only core --requests 5000 --repeat 1
+    .venv/bin/python benchmarks/sim_speed.py --only startup --repeat 9
+
+Start-up (``--only startup``, and printed before the workloads): the interpreter alone, ``import
+tokenpace``, and the modules the ``sim`` command imports before it simulates anything, each in a
+fresh process: the part of the whole command's time that does not depend on the run, to set
+against the 10,000x target's budget (simulated seconds / 10,000).
 """
 
 from __future__ import annotations
@@ -82,6 +88,27 @@ def command_run(src: Path, flags: list[str], n: int, out_dir: Path) -> dict:
     return {"wall": wall, "cpu": cpu, "sim_s": _sim_duration(doc)}
 
 
+STARTUP = {
+    "python -c pass": "pass",
+    "import tokenpace": "import tokenpace",
+    "the sim command's imports": "import tokenpace.cli.main, tokenpace.cli.sim_cmd, tokenpace.runner.simulate",
+}
+
+
+def startup_runs(src: Path, repeat: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each ``STARTUP`` step in a fresh process."""
+    out = {}
+    for label, code in STARTUP.items():
+        walls, cpus = [], []
+        for _ in range(repeat):
+            t0, c0 = time.perf_counter(), _children_cpu()
+            subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(src)})
+            walls.append(time.perf_counter() - t0)
+            cpus.append(_children_cpu() - c0)
+        out[label] = (statistics.median(walls), statistics.median(cpus))
+    return out
+
+
 def _children_cpu() -> float:
     """User + system CPU seconds of the child processes that have ended."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -99,13 +126,20 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, metavar="N", help="runs per tree and workload (median)")
     ap.add_argument("--src", type=Path, action="append", metavar="DIR",
                     help="a tree's src/ directory to run (repeat to compare, interleaved; default: this tree)")
-    ap.add_argument("--only", choices=("core", "command"), help="one of the two measurements")
+    ap.add_argument("--only", choices=("core", "command", "startup"), help="one of the measurements")
     ap.add_argument("--workloads", default="c64,c1024,varied", help="comma-separated: c64, c1024, varied")
     args = ap.parse_args()
     srcs = [p.resolve() for p in (args.src or [ROOT / "src"])]
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.1f} at the start")
     print("Command: .venv/bin/python benchmarks/sim_speed.py " + " ".join(sys.argv[1:]) + "\n")
+    for s in srcs:
+        print(f"Start-up, {s} (median of {args.repeat}, fresh processes):")
+        for label, (wall, cpu) in startup_runs(s, args.repeat).items():
+            print(f"  {label}: wall {wall * 1e3:.0f} ms, CPU {cpu * 1e3:.0f} ms")
+    print("  (10,000x real time for the c64 workload's ~1,358 simulated seconds is 136 ms for the whole command)\n")
+    if args.only == "startup":
+        return
     names = [w for w in args.workloads.split(",") if w]
     kinds = [k for k in ("core", "command") if args.only in (None, k)]
     with tempfile.TemporaryDirectory() as tmp:
