@@ -42,8 +42,8 @@ class ChunkedPrefill(Scheduler):
     def _schedule_cohort(self, co: DecodeCohort, step: int) -> Batch | None:
         """The step with the cohort: its members by their events (a new KV block, preemption), the
         other running sequences one by one, in the order and with the preemptions of
-        ``_schedule_each``. None (nothing changed but the cohort's block heap, which the caller then
-        dissolves) when the token budget cannot hold every decode."""
+        ``_schedule_each``. None (nothing changed) when the token budget cannot hold every decode:
+        then the one-by-one pass decides which run."""
         outside, kv = self.outside, self.kv
         room = kv.block_size
         fresh, prompts = [], []
