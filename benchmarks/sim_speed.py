@@ -16,11 +16,17 @@ with the other load than the wall time does.
     .venv/bin/python benchmarks/sim_speed.py --src OLD/src --src src --repeat 5
     .venv/bin/python benchmarks/sim_speed.py --only core --requests 5000 --repeat 1
     .venv/bin/python benchmarks/sim_speed.py --only startup --repeat 9
+    .venv/bin/python benchmarks/sim_speed.py --only phases --workloads c64,c1024 --repeat 3
 
 Start-up (``--only startup``, and printed before the workloads): the interpreter alone, ``import
 tokenpace``, and the modules the ``sim`` command imports before it simulates anything, each in a
 fresh process: the part of the whole command's time that does not depend on the run, to set
 against the 10,000x target's budget (simulated seconds / 10,000).
+
+Phases (``--only phases``): the whole command run in one fresh process with CPU timers around its
+parts (imports; ``simulate()``; the records as columns; the summary; the records and timeline
+JSONL; the columnar file; everything else: planning the requests, the client's limits, the
+console), medians over the runs.
 """
 
 from __future__ import annotations
@@ -59,6 +65,38 @@ res = simulate(cfg, reqs)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"wall": wall, "cpu": cpu, "sim_s": res.duration_s, "steps": res.stats["engine_steps"],
                   "events": res.stats["events"], "preemptions": res.stats["preemptions"]}))
+"""
+
+# The whole `tokenpace sim` command in this process, with CPU timers around its parts: prints one JSON line.
+PHASES = r"""
+import json, sys, time
+c0 = time.process_time()
+import tokenpace.cli.main, tokenpace.cli.sim_cmd, tokenpace.runner.simulate as rs
+imports = time.process_time() - c0
+T = {}
+def timed(mod, name, label):
+    f = getattr(mod, name)
+    def run(*a, **k):
+        t = time.process_time()
+        try:
+            return f(*a, **k)
+        finally:
+            T[label] = T.get(label, 0.0) + time.process_time() - t
+    setattr(mod, name, run)
+timed(rs, "simulate", "simulate()")
+if hasattr(rs, "RecordTable"):
+    timed(rs.RecordTable, "from_records", "records as columns")
+timed(rs, "summarize", "summary")
+timed(rs, "_write_jsonl", "records + timeline JSONL")
+timed(rs, "write_table", "columnar file")
+c1 = time.process_time()
+try:
+    tokenpace.cli.main.main(sys.argv[1:])
+except SystemExit:
+    pass
+total = time.process_time() - c1
+T["everything else"] = total - sum(T.values())
+print(json.dumps({"imports": imports, **T, "whole": imports + total}))
 """
 
 WORKLOADS = {
@@ -109,6 +147,26 @@ def startup_runs(src: Path, repeat: int) -> dict[str, tuple[float, float]]:
     return out
 
 
+def phases_run(src: Path, flags: list[str], n: int, out_dir: Path) -> dict:
+    argv = [sys.executable, "-c", PHASES, "sim", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--requests", str(n),
+            *flags, "--input-tokens", "1024", "--output-tokens", "256", "--no-progress", "--out", str(out_dir / "run.json")]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(src)})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_phases(srcs: list[Path], names: list[str], n: int, repeat: int, out_dir: Path) -> None:
+    for name in names:
+        label, flags = WORKLOADS[name]
+        if flags is None:
+            continue
+        print(f"{label} — where the whole command's CPU time goes (median of {repeat}), {n:,} requests")
+        for s in srcs:
+            runs = [phases_run(s, flags, n, out_dir) for _ in range(repeat)]
+            med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in runs[0]}
+            print(f"  {s}: " + "; ".join(f"{k} {v:.2f} s" for k, v in med.items()))
+        print()
+
+
 def _children_cpu() -> float:
     """User + system CPU seconds of the child processes that have ended."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -126,7 +184,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, metavar="N", help="runs per tree and workload (median)")
     ap.add_argument("--src", type=Path, action="append", metavar="DIR",
                     help="a tree's src/ directory to run (repeat to compare, interleaved; default: this tree)")
-    ap.add_argument("--only", choices=("core", "command", "startup"), help="one of the measurements")
+    ap.add_argument("--only", choices=("core", "command", "startup", "phases"), help="one of the measurements")
     ap.add_argument("--workloads", default="c64,c1024,varied", help="comma-separated: c64, c1024, varied")
     args = ap.parse_args()
     srcs = [p.resolve() for p in (args.src or [ROOT / "src"])]
@@ -141,6 +199,10 @@ def main() -> None:
     if args.only == "startup":
         return
     names = [w for w in args.workloads.split(",") if w]
+    if args.only == "phases":
+        with tempfile.TemporaryDirectory() as tmp:
+            print_phases(srcs, names, args.requests, args.repeat, Path(tmp))
+        return
     kinds = [k for k in ("core", "command") if args.only in (None, k)]
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
