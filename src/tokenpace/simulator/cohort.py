@@ -11,10 +11,13 @@ which each member needs its next KV block, and the step that produces its last t
 costs work in the number of such events, not in the number of running sequences.
 
 Fields are written back (``sync``) when a member leaves (finishes, is preempted or cancelled) and
-when the cohort is dissolved (the scheduler needs every sequence's own state: a step that cannot
-give every decode its token and block, or a jump over identical steps). Only plain decoding with
-one token per step and no prefix cache uses a cohort (``Engine(cohort=True)``); the results are
-the same, byte for byte, as stepping each sequence.
+when the cohort is dissolved (a step whose token budget cannot hold every decode: the one-by-one
+pass decides which run). A full cache is handled inside the cohort: the scheduler gives the due
+blocks in running order and preempts with the one-by-one pass's victims (``ChunkedPrefill``); a
+jump over identical steps is measured from the heaps (``jump_length``, ``allocate``). Only plain
+decoding with one token per step and no prefix cache uses a cohort (``Engine(cohort=True)``,
+which ``simulate`` sets; the real-time server reads every sequence after each step and does not);
+the results are the same, byte for byte, as stepping each sequence.
 """
 
 from __future__ import annotations
