@@ -15,6 +15,18 @@ with the other load than the wall time does.
     .venv/bin/python benchmarks/sim_speed.py                                  # this tree, median of 5
     .venv/bin/python benchmarks/sim_speed.py --src OLD/src --src src --repeat 5
     .venv/bin/python benchmarks/sim_speed.py --only core --requests 5000 --repeat 1
+    .venv/bin/python benchmarks/sim_speed.py --only startup --repeat 9
+    .venv/bin/python benchmarks/sim_speed.py --only phases --workloads c64,c1024 --repeat 3
+
+Start-up (``--only startup``, and printed before the workloads): the interpreter alone, ``import
+tokenpace``, and the modules the ``sim`` command imports before it simulates anything, each in a
+fresh process: the part of the whole command's time that does not depend on the run, to set
+against the 10,000x target's budget (simulated seconds / 10,000).
+
+Phases (``--only phases``): the whole command run in one fresh process with CPU timers around its
+parts (imports; ``simulate()``; the records as columns; the summary; the records and timeline
+JSONL; the columnar file; everything else: planning the requests, the client's limits, the
+console), medians over the runs.
 """
 
 from __future__ import annotations
@@ -55,6 +67,38 @@ print(json.dumps({"wall": wall, "cpu": cpu, "sim_s": res.duration_s, "steps": re
                   "events": res.stats["events"], "preemptions": res.stats["preemptions"]}))
 """
 
+# The whole `tokenpace sim` command in this process, with CPU timers around its parts: prints one JSON line.
+PHASES = r"""
+import json, sys, time
+c0 = time.process_time()
+import tokenpace.cli.main, tokenpace.cli.sim_cmd, tokenpace.runner.simulate as rs
+imports = time.process_time() - c0
+T = {}
+def timed(mod, name, label):
+    f = getattr(mod, name)
+    def run(*a, **k):
+        t = time.process_time()
+        try:
+            return f(*a, **k)
+        finally:
+            T[label] = T.get(label, 0.0) + time.process_time() - t
+    setattr(mod, name, run)
+timed(rs, "simulate", "simulate()")
+if hasattr(rs, "RecordTable"):
+    timed(rs.RecordTable, "from_records", "records as columns")
+timed(rs, "summarize", "summary")
+timed(rs, "_write_jsonl", "records + timeline JSONL")
+timed(rs, "write_table", "columnar file")
+c1 = time.process_time()
+try:
+    tokenpace.cli.main.main(sys.argv[1:])
+except SystemExit:
+    pass
+total = time.process_time() - c1
+T["everything else"] = total - sum(T.values())
+print(json.dumps({"imports": imports, **T, "whole": imports + total}))
+"""
+
 WORKLOADS = {
     "c64": ("Target: Llama-3.1-8B/H100, 64 concurrent, 1024 in / 256 out", ["--concurrency", "64"]),
     "c1024": ("1,024 running: --max-num-seqs 1024 --concurrency 1024, 1024 in / 256 out",
@@ -82,6 +126,47 @@ def command_run(src: Path, flags: list[str], n: int, out_dir: Path) -> dict:
     return {"wall": wall, "cpu": cpu, "sim_s": _sim_duration(doc)}
 
 
+STARTUP = {
+    "python -c pass": "pass",
+    "import tokenpace": "import tokenpace",
+    "the sim command's imports": "import tokenpace.cli.main, tokenpace.cli.sim_cmd, tokenpace.runner.simulate",
+}
+
+
+def startup_runs(src: Path, repeat: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each ``STARTUP`` step in a fresh process."""
+    out = {}
+    for label, code in STARTUP.items():
+        walls, cpus = [], []
+        for _ in range(repeat):
+            t0, c0 = time.perf_counter(), _children_cpu()
+            subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(src)})
+            walls.append(time.perf_counter() - t0)
+            cpus.append(_children_cpu() - c0)
+        out[label] = (statistics.median(walls), statistics.median(cpus))
+    return out
+
+
+def phases_run(src: Path, flags: list[str], n: int, out_dir: Path) -> dict:
+    argv = [sys.executable, "-c", PHASES, "sim", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--requests", str(n),
+            *flags, "--input-tokens", "1024", "--output-tokens", "256", "--no-progress", "--out", str(out_dir / "run.json")]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(src)})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_phases(srcs: list[Path], names: list[str], n: int, repeat: int, out_dir: Path) -> None:
+    for name in names:
+        label, flags = WORKLOADS[name]
+        if flags is None:
+            continue
+        print(f"{label} — where the whole command's CPU time goes (median of {repeat}), {n:,} requests")
+        for s in srcs:
+            runs = [phases_run(s, flags, n, out_dir) for _ in range(repeat)]
+            med = {k: statistics.median(r.get(k, 0.0) for r in runs) for k in runs[0]}
+            print(f"  {s}: " + "; ".join(f"{k} {v:.2f} s" for k, v in med.items()))
+        print()
+
+
 def _children_cpu() -> float:
     """User + system CPU seconds of the child processes that have ended."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -99,14 +184,25 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, metavar="N", help="runs per tree and workload (median)")
     ap.add_argument("--src", type=Path, action="append", metavar="DIR",
                     help="a tree's src/ directory to run (repeat to compare, interleaved; default: this tree)")
-    ap.add_argument("--only", choices=("core", "command"), help="one of the two measurements")
+    ap.add_argument("--only", choices=("core", "command", "startup", "phases"), help="one of the measurements")
     ap.add_argument("--workloads", default="c64,c1024,varied", help="comma-separated: c64, c1024, varied")
     args = ap.parse_args()
     srcs = [p.resolve() for p in (args.src or [ROOT / "src"])]
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.1f} at the start")
     print("Command: .venv/bin/python benchmarks/sim_speed.py " + " ".join(sys.argv[1:]) + "\n")
+    for s in srcs:
+        print(f"Start-up, {s} (median of {args.repeat}, fresh processes):")
+        for label, (wall, cpu) in startup_runs(s, args.repeat).items():
+            print(f"  {label}: wall {wall * 1e3:.0f} ms, CPU {cpu * 1e3:.0f} ms")
+    print("  (10,000x real time for the c64 workload's ~1,358 simulated seconds is 136 ms for the whole command)\n")
+    if args.only == "startup":
+        return
     names = [w for w in args.workloads.split(",") if w]
+    if args.only == "phases":
+        with tempfile.TemporaryDirectory() as tmp:
+            print_phases(srcs, names, args.requests, args.repeat, Path(tmp))
+        return
     kinds = [k for k in ("core", "command") if args.only in (None, k)]
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:

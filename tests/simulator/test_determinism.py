@@ -65,3 +65,41 @@ def test_result_json_round_trips_into_records():
     data = json.loads(dump(res))
     again = [RequestRecord.from_dict(d) for d in data["records"]]
     assert again == res.records
+
+
+def _closed(n: int, prompt: int = 1024, output: int = 256) -> list[SimRequest]:
+    return [SimRequest(prompt, output) for _ in range(n)]
+
+
+# Chunked prefill advances its plain decodes as one cohort (simulator/cohort.py). Configurations
+# where the cohort must schedule preemptions (a cache too small for the running decodes), jump while
+# some members are short of blocks, give way to the one-by-one pass (a token budget smaller than
+# the decodes), and lose members to client timeouts in the middle of a jump.
+COHORT_CASES = {
+    "open-tight-cache": (SimConfig(num_gpu_blocks=300, max_num_seqs=512), lambda: workload(n=150)),
+    "open-small-cache": (SimConfig(num_gpu_blocks=900, max_num_seqs=512), lambda: workload(n=200)),
+    "budget-below-decodes": (SimConfig(max_batched_tokens=64, num_gpu_blocks=4000), lambda: workload(n=150)),
+    "timeouts": (SimConfig(timeout_s=3.0, ttft_timeout_s=1.0, num_gpu_blocks=1500), lambda: workload(n=200)),
+    "no-jump": (SimConfig(jump_decode_steps=False, num_gpu_blocks=1200), lambda: workload(n=120)),
+    "closed-1024-preempting": (SimConfig(concurrency=512, max_num_seqs=512, num_gpu_blocks=4000, timeline=True),
+                               lambda: _closed(1500, 700, 200)),
+    "vllm-context-admission": (SimConfig(engine="vllm", concurrency=256, num_gpu_blocks=3000),
+                               lambda: _closed(800, 900, 150)),
+}
+
+
+@pytest.mark.parametrize("name", COHORT_CASES)
+def test_decode_cohort_gives_the_bytes_of_stepping_each_sequence(name, monkeypatch):
+    import importlib
+
+    sim_module = importlib.import_module("tokenpace.simulator.simulate")  # the module, not the function
+    cfg, make = COHORT_CASES[name]
+    with_cohort = simulate(cfg, make())
+    original = sim_module.build_engine
+    monkeypatch.setattr(sim_module, "build_engine",
+                        lambda *a, **kw: original(*a, **{**kw, "cohort": False}))
+    without = simulate(cfg, make())
+    assert with_cohort.stats["preemptions"] == without.stats["preemptions"]
+    assert dump(with_cohort) == dump(without)
+    if name in ("open-tight-cache", "closed-1024-preempting"):
+        assert without.stats["preemptions"] > 0  # the case exercises preemption

@@ -46,6 +46,7 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
 from tokenpace.metrics import parse_slo, summarize
+from tokenpace.recordtable import RecordTable
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
 from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
@@ -167,7 +168,10 @@ def run_sim(config: SimRunConfig) -> RunResult:
                            start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
                            send_end_ns=send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
-    summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
+    # The records as columns, made once: the summary works on whole arrays (the same figures as
+    # from the records: a property test holds them to it) and the columnar file is these arrays.
+    table = RecordTable.from_records(records)
+    summary = summarize(table, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
                         token_prices=c.token_prices())
     engine_doc = engine_section(sim, timeline_path, result_path)
     if config.calibration is not None:
@@ -182,7 +186,7 @@ def run_sim(config: SimRunConfig) -> RunResult:
                        summary=summary, engine=engine_doc, result_path=result_path,
                        records_path=records_path, timeline_path=timeline_path, window_ns=window,
                        wall_s=wall_s, sim=sim, workload_info=workload_info)
-    write_sim_files(result)
+    write_sim_files(result, table)
     return result
 
 
@@ -274,12 +278,13 @@ def engine_section(sim: SimResult, timeline_path: Path, result_path: Path) -> di
     }
 
 
-def write_sim_files(result: RunResult) -> None:
-    """Records and timeline JSONL beside the result JSON (written last, as bench does)."""
+def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None:
+    """Records and timeline JSONL beside the result JSON (written last, as bench does); ``table``:
+    the records as columns, when already made."""
     # orjson serializes dataclasses itself: the same bytes as RecordSink's to_dict(), much faster
     # for records of thousands of chunks (asdict deep-copies every list).
     _write_jsonl(result.records_path, result.records)
-    write_table(columns_path(result.records_path), result.records)
+    write_table(columns_path(result.records_path), result.records if table is None else table)
     _write_jsonl(result.timeline_path, result.sim.timeline if result.sim else [])
     write_result(result)
 

@@ -16,6 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from tokenpace.simulator.cohort import DecodeCohort
 from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
@@ -42,7 +43,7 @@ class Step:
 class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
-                 timeline: list[TimelineRow] | None = None) -> None:
+                 timeline: list[TimelineRow] | None = None, cohort: bool = False) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -53,6 +54,10 @@ class Engine:
         self.decode_tokens = 1 + (spec.num_draft_tokens if spec else 0)
         self.max_seq_tokens = self.kv.num_blocks * self.kv.block_size
         self.steps = 0  # engine steps run so far (the index of the next one)
+        # Plain decodes advanced as one cohort (cohort.py): not for a driver that reads every
+        # sequence's tokens after each step, nor with speculative decoding or a prefix cache.
+        if cohort and spec is None and not self.kv.prefix_caching and scheduler.supports_cohort:
+            scheduler.cohort = DecodeCohort(self.kv.block_size)
         self.busy = False
         self._schedule_pending = False
 
@@ -91,15 +96,22 @@ class Engine:
                         seq.chunk_tokens = [1] * len(seq.chunk_ns)
         first = self._step_batch(batch, 0)
         d0 = self._price(first)
-        k = self._jump_length(batch) if self.jump and not batch.prefill and batch.repeat_limit > 1 else 1
+        co = batch.cohort  # set: the decodes advance as one cohort (cohort.py)
+        jumps = self.jump and not batch.prefill and batch.repeat_limit > 1
+        k = 1
+        if jumps:
+            k = (co.jump_length(self.steps, batch.repeat_limit, self.kv.num_free) if co is not None
+                 else self._jump_length(batch))
         if k == 1:
             ends = [t_ns + max(1, round(d0 * 1e9))]
         else:
             ends, k = self._run_ends(batch, t_ns, d0, k, horizon_ns)
             g = self.decode_tokens
-            for seq in batch.decode:
+            for seq in batch.decode if co is None else ():
                 ok = self.kv.grow(seq, seq.num_computed + seq.tokens_after(k - 1) + g)
                 assert ok, "jump length exceeded the free KV blocks"
+        if jumps and co is not None:
+            co.allocate(self.kv, self.steps, k)
         if self.timeline is not None:
             self.timeline.append(TimelineRow(
                 t_ns=t_ns, steps=k, step_ms=d0 * 1e3, span_ms=(ends[-1] - t_ns) / 1e6,
@@ -125,6 +137,9 @@ class Engine:
         ends = step.ends_ns
         k, end = len(ends), ends[-1]
         done: list[Sequence] = []
+        co = self.scheduler.cohort
+        if co is not None:
+            co.ends += ends
         for seq, n in step.batch.prefill:
             if seq.state == CANCELLED:
                 continue
@@ -139,7 +154,10 @@ class Engine:
                     seq.chunk_tokens.append(1)
                 if seq.generated >= seq.output_len:
                     done.append(seq)
-        if self.spec is None and k == 1:  # the common case at high concurrency: one plain decode step
+        if step.batch.cohort is not None:  # its members advance by the clock; only finishers matter
+            done += step.batch.cohort.finishing(self.steps + k - 1)
+            decodes = ()
+        elif self.spec is None and k == 1:  # the common case at high concurrency: one plain decode step
             publish = self.kv.prefix_caching  # (publishing is a no-op without a prefix cache)
             for seq in step.batch.decode:
                 if seq.state == CANCELLED:
@@ -183,7 +201,9 @@ class Engine:
 
     def _step_batch(self, batch: Batch, ahead: int) -> StepBatch:
         """The StepBatch of this batch's decode step ``ahead`` steps from now."""
-        if ahead == 0:
+        if batch.cohort is not None:
+            ctx = batch.cohort.contexts(self.steps + ahead)
+        elif ahead == 0:
             ctx = tuple(map(_NUM_COMPUTED, batch.decode))
         elif self.spec is None:
             ctx = tuple([c + ahead for c in map(_NUM_COMPUTED, batch.decode)])

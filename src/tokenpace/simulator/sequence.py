@@ -19,7 +19,7 @@ class Sequence:
         "index", "request", "prompt_len", "output_len", "arrival_ns", "state",
         "generated", "num_computed", "num_blocks", "blocks", "block_hashes", "num_registered",
         "cached_prompt_tokens", "first_token_ns", "chunk_ns", "chunk_tokens",
-        "decode_steps", "plan", "preemptions", "sched_step",
+        "decode_steps", "plan", "preemptions", "sched_step", "admit_no", "co_from",
     )
 
     def __init__(self, index: int, request: SimRequest, arrival_ns: int) -> None:
@@ -43,6 +43,8 @@ class Sequence:
         self.plan: list[int] | None = None  # spec decoding: tokens produced after i+1 decode steps
         self.preemptions = 0
         self.sched_step = -1  # last step index this sequence was scheduled in
+        self.admit_no = -1  # admissions into the running queue before this one's last (its running order)
+        self.co_from = -1  # in a decode cohort: the step its fields are up to date before (cohort.py); else -1
 
     @property
     def num_tokens(self) -> int:

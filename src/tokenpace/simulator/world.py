@@ -69,6 +69,8 @@ class World:
         for t, i in self.load.initial():
             self.loop.push(Arrival(t, i))
         self.loop.run(self)
+        if self.engine.scheduler.cohort is not None:  # write back any member's fields (a stalled run)
+            self.engine.scheduler.dissolve_cohort(self.engine.steps)
         for seq in list(self._live.values()):  # only if a policy stalled; never expected
             self.records[seq.index] = failed_record(seq, self.loop.now_ns, "stalled",
                                                     "the engine stopped with this request unfinished")

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from tokenpace.simulator.cohort import DecodeCohort
 from tokenpace.simulator.kv_cache import KVCache
 from tokenpace.simulator.sequence import RUNNING, WAITING, Sequence
 
@@ -38,6 +39,7 @@ class Batch:
     prefill: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, tokens to compute)
     decode: list[Sequence] = field(default_factory=list)
     repeat_limit: int = 1  # identical decode steps the policy would run back to back (1: no jump)
+    cohort: DecodeCohort | None = None  # set: ``decode`` is the cohort's members, their fields not written back
 
     def __bool__(self) -> bool:
         return bool(self.prefill or self.decode)
@@ -64,6 +66,7 @@ class Scheduler:
     """Base of the policies. Subclasses implement ``schedule``."""
 
     name = "base"
+    supports_cohort = False  # schedules decodes through a DecodeCohort when one is given (cohort.py)
     summary = ""  # one line, for `tokenpace sim --list`
 
     def __init__(self, limits: SchedulerLimits, kv: KVCache) -> None:
@@ -72,6 +75,8 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.preemptions = 0
+        self.admissions = 0
+        self.cohort: DecodeCohort | None = None  # set by the engine for policies with supports_cohort
 
     def schedule(self, step: int) -> Batch:  # pragma: no cover - interface
         raise NotImplementedError
@@ -120,6 +125,8 @@ class Scheduler:
         assert ok
         seq.state = RUNNING
         seq.sched_step = step
+        seq.admit_no = self.admissions
+        self.admissions += 1
         self.running.append(seq)
         return n
 
@@ -156,7 +163,7 @@ class Scheduler:
 
     def _victim(self, seq: Sequence, step: int) -> Sequence:
         for cand in reversed(self.running):
-            if cand is not seq and cand.sched_step != step:
+            if cand is not seq and cand.sched_step != step and cand.co_from < 0:  # cohort members ran
                 return cand
         return seq
 

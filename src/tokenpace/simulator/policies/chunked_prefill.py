@@ -12,15 +12,153 @@ run otherwise).
 
 from __future__ import annotations
 
+from operator import attrgetter
+
+from tokenpace.simulator.cohort import DecodeCohort
 from tokenpace.simulator.policies.base import UNBOUNDED, Batch, Scheduler
-from tokenpace.simulator.sequence import RUNNING
+from tokenpace.simulator.sequence import RUNNING, Sequence
+
+_ADMIT_NO = attrgetter("admit_no")
 
 
 class ChunkedPrefill(Scheduler):
     name = "chunked-prefill"
     summary = "decodes first, prompt chunks fill the token budget left (Sarathi-Serve, vLLM V1)"
+    supports_cohort = True
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.outside: list[Sequence] = []  # with a cohort: the running sequences not in it, in order
 
     def schedule(self, step: int) -> Batch:
+        co = self.cohort
+        if co is not None:
+            batch = self._schedule_cohort(co, step)
+            if batch is not None:
+                return batch
+            self.dissolve_cohort(step)  # this step needs every sequence's own state
+        return self._schedule_each(step)
+
+    def _schedule_cohort(self, co: DecodeCohort, step: int) -> Batch | None:
+        """The step with the cohort: its members by their events (a new KV block, preemption), the
+        other running sequences one by one, in the order and with the preemptions of
+        ``_schedule_each``. None (nothing changed) when the token budget cannot hold every decode:
+        then the one-by-one pass decides which run."""
+        outside, kv = self.outside, self.kv
+        room = kv.block_size
+        fresh, prompts = [], []
+        for seq in outside:  # sequences that just became decodes join the cohort
+            if seq.generated and seq.prompt_len + seq.generated - seq.num_computed == 1:
+                fresh.append(seq)
+            else:
+                prompts.append(seq)
+        if len(co.members) + len(fresh) > self.limits.max_batched_tokens:
+            return None
+        needy = [s for s in fresh if s.num_computed + 1 > s.num_blocks * room]
+        # Members first, while the blocks last with enough kept for the new decodes: they get the
+        # blocks the running-order pass would give them before its first preemption. The rest go
+        # through that pass.
+        due = co.take_blocks(step, kv, keep=len(needy))
+        needy = sorted(due + needy, key=_ADMIT_NO) if needy and due else due or needy
+        before = self.preemptions
+        # The decodes that need a block, in running order. Every decode before one of them has been
+        # scheduled (it is no victim); every sequence after it has not.
+        grew = []
+        for seq in needy:
+            if seq.state != RUNNING:
+                continue  # preempted for an earlier one
+            slots = seq.num_computed + 1 if seq.co_from < 0 else step - seq.co_from + seq.num_computed + 1
+            while not kv.grow(seq, slots):
+                victim = self._decode_victim(seq, prompts)
+                self.preempt(victim)
+                if victim is seq:
+                    break
+            else:
+                if seq.co_from >= 0:
+                    grew.append(seq)
+        co.grew(grew)
+        for seq in fresh:
+            if seq.state == RUNNING:
+                seq.sched_step = step
+                co.join(seq, step)
+        if fresh:
+            self.outside = [s for s in self.outside if s.co_from < 0]
+        batch = Batch(decode=co.members, cohort=co)
+        budget = self.limits.max_batched_tokens - len(co.members)
+        all_ran = True
+        for seq in prompts:  # then prompts already under way
+            if seq.state != RUNNING:
+                continue
+            if budget <= 0:
+                all_ran = False
+                break
+            n = min(seq.to_compute, budget)
+            if self.reserve(seq, seq.num_computed + n, step):
+                batch.prefill.append((seq, n))
+                budget -= n
+        if self.preemptions == before:
+            self._admit(batch, budget, step)
+        if not batch.prefill and all_ran and self.preemptions == before:
+            batch.repeat_limit = UNBOUNDED
+        return batch
+
+    def _decode_victim(self, seq: Sequence, prompts: list[Sequence]) -> Sequence:
+        """``_victim`` during the cohort's decode pass: the last running sequence when it comes
+        after ``seq`` (not yet scheduled); else the last prompt under way before it; else ``seq``."""
+        last = self.running[-1]
+        if last is not seq:
+            return last
+        for cand in reversed(prompts):
+            if cand.state == RUNNING and cand is not seq:
+                return cand
+        return seq
+
+    def dissolve_cohort(self, step: int) -> None:
+        """Write every cohort member's own state back (as of ``step``): the engine is about to read
+        it. They become ordinary running sequences."""
+        if self.cohort is not None:
+            self.cohort.dissolve(step)
+            self.outside = list(self.running)
+
+    def _admit(self, batch: Batch, budget: int, step: int) -> int:
+        chunk = self.limits.chunked_prompts
+        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
+            head = self.waiting[0]
+            whole = not chunk and head.to_compute <= self.limits.max_batched_tokens
+            n = self.try_admit(head, budget, step, whole=whole)
+            if n == 0:
+                break
+            batch.prefill.append((self.running[-1], n))
+            if self.cohort is not None:
+                self.outside.append(self.running[-1])
+            budget -= n
+        return budget
+
+    def finish(self, seq: Sequence) -> None:
+        self._leave(seq)
+        super().finish(seq)
+
+    def cancel(self, seq: Sequence) -> None:
+        if seq.state == RUNNING:
+            self._leave(seq)
+        super().cancel(seq)
+
+    def preempt(self, seq: Sequence) -> None:
+        self._leave(seq)
+        super().preempt(seq)
+
+    def _leave(self, seq: Sequence) -> None:
+        """``seq`` leaves the running queue: out of the cohort (its fields written back to the
+        steps finished so far) or out of the others."""
+        co = self.cohort
+        if co is None:
+            return
+        if seq.co_from >= 0:
+            co.leave(seq, co.clock)
+        else:
+            self.outside.remove(seq)
+
+    def _schedule_each(self, step: int) -> Batch:
         batch = Batch()
         before = self.preemptions
         budget = self.limits.max_batched_tokens
@@ -61,14 +199,7 @@ class ChunkedPrefill(Scheduler):
                 batch.prefill.append((seq, n))
                 budget -= n
         if self.preemptions == before:
-            while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
-                head = self.waiting[0]
-                whole = not chunk and head.to_compute <= self.limits.max_batched_tokens
-                n = self.try_admit(head, budget, step, whole=whole)
-                if n == 0:
-                    break
-                batch.prefill.append((self.running[-1], n))
-                budget -= n
+            self._admit(batch, budget, step)
         if not batch.prefill and all_ran and self.preemptions == before:
             # Nothing waiting could be admitted, and nothing that blocks it eases until a sequence
             # finishes: the same decode step repeats.
