@@ -219,6 +219,17 @@ def summary(results: list[list[dict]], fit_from: list[list[int]]) -> list[dict]:
     return table
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux): a VM may land on another host between runs."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "cpu MHz")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit-from", action="append", metavar="C[+C...]",
@@ -226,6 +237,8 @@ def main() -> int:
                              f"default: {' and '.join(DEFAULT_FITS)})")
     parser.add_argument("--repeats", type=int, default=3, metavar="N",
                         help="measure every level N times, each repeat calibrated on its own (default 3)")
+    parser.add_argument("--levels", metavar="C,C,...", default=",".join(map(str, REQUESTS)),
+                        help=f"concurrencies to measure and predict (default {','.join(map(str, REQUESTS))})")
     parser.add_argument("--reuse", action="store_true",
                         help="calibrate and predict from the measured runs already in --out-dir")
     parser.add_argument("--out-dir", default="tokenpace-runs/calibrate-llama", metavar="DIR")
@@ -233,6 +246,11 @@ def main() -> int:
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
     args = parser.parse_args()
+    global REQUESTS
+    try:
+        REQUESTS = {c: REQUESTS[int(c)] for c in args.levels.split(",")}
+    except (KeyError, ValueError):
+        parser.error(f"--levels: a comma-separated subset of {','.join(map(str, REQUESTS))}")
     fit_from = [[int(c) for c in spec.split("+")] for spec in (args.fit_from or DEFAULT_FITS)]
     if any(c not in REQUESTS for spec in fit_from for c in spec):
         parser.error(f"--fit-from: concurrencies are {sorted(REQUESTS)}")
@@ -245,7 +263,8 @@ def main() -> int:
         print(f"{'; '.join(missing)}: run `python3 scripts/llama_engine.py ensure`", file=sys.stderr)
         return 2
     model = str(engine.model_path())
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs) · "
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs: "
+          f"{cpu_model()}) · "
           f"llama-server -t 1 -np {SLOTS} on CPU {SERVER_CPU}, bench on CPU {CLIENT_CPU} · model {model}")
 
     results: list[list[dict]] = []
@@ -273,7 +292,8 @@ def main() -> int:
               f"{cells[0]:>24}  {cells[1]:>24}  {cells[2]:>24}")
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py"
-          + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}")
+          + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}"
+          + f" --levels {','.join(map(str, REQUESTS))}")
     if args.json:
         print(json.dumps({"summary": table, "repeats": results, "machine": machines}, indent=2, default=str))
     return 0
