@@ -231,6 +231,7 @@ def cpu_model() -> str:
 
 
 def main() -> int:
+    global REQUESTS  # --levels narrows it
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit-from", action="append", metavar="C[+C...]",
                         help="run(s) to calibrate from, by concurrency; 1+4+16 pools three runs (repeatable; "
@@ -246,7 +247,6 @@ def main() -> int:
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
     args = parser.parse_args()
-    global REQUESTS
     try:
         REQUESTS = {c: REQUESTS[int(c)] for c in args.levels.split(",")}
     except (KeyError, ValueError):
