@@ -248,7 +248,7 @@ def main() -> int:
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
     args = parser.parse_args()
     try:
-        REQUESTS = {c: REQUESTS[int(c)] for c in args.levels.split(",")}
+        REQUESTS = {int(c): REQUESTS[int(c)] for c in args.levels.split(",")}
     except (KeyError, ValueError):
         parser.error(f"--levels: a comma-separated subset of {','.join(map(str, REQUESTS))}")
     fit_from = [[int(c) for c in spec.split("+")] for spec in (args.fit_from or DEFAULT_FITS)]
