@@ -2,13 +2,18 @@
 
 llama.cpp's llama-server serves Gemma 3 270M (Q4_K_M GGUF) on this machine's CPU with one thread
 (`-t 1`, 8 slots, pinned to CPU 1); `tokenpace bench` (pinned to CPU 0) measures it closed loop at
-each concurrency. `tokenpace calibrate` fits MFU, MBU and the step overhead to ONE of those runs
-(the hardware: examples/hardware/cpu-2core-x86.json; the model and its measured bits per weight: the
-GGUF file itself), then `tokenpace sim --calibration` predicts every concurrency, and the table
-compares TTFT p50, TPOT p50 and output tokens/s with what was measured.
+each concurrency (1, 2, 4, 8, 16: past the 8 slots, requests queue). `tokenpace calibrate` fits the
+step model to one run or several pooled (the hardware: examples/hardware/cpu-2core-x86.json; the
+model and its measured bits per weight: the GGUF file itself), then `tokenpace sim --calibration`
+predicts every concurrency, and the table compares TTFT p50, TPOT p50 and output tokens/s with what
+was measured. The whole measurement is repeated (``--repeats``, default 3) and each repeat
+calibrated and predicted on its own, so the summary shows the run-to-run spread of each error; every
+level's line carries the load average and the CPU seconds the server and the client spent, because
+a CPU engine's step times follow the machine's load.
 
-    .venv/bin/python benchmarks/calibrate_llama.py                  # ~6 min; fits from c=4, c=1, both
-    .venv/bin/python benchmarks/calibrate_llama.py --fit-from 4 --json
+    .venv/bin/python benchmarks/calibrate_llama.py                  # ~10 min: 3 repeats, fits from c=4 and c=1+4+16
+    .venv/bin/python benchmarks/calibrate_llama.py --fit-from 4 --repeats 1 --json
+    .venv/bin/python benchmarks/calibrate_llama.py --reuse          # the sim side again on the runs in --out-dir
 
 Needs the engine: `python3 scripts/llama_engine.py ensure` (builds llama-server, ~10+ minutes once).
 
@@ -24,6 +29,8 @@ import contextlib
 import importlib.util
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -36,7 +43,9 @@ SLOTS = 8
 N_BATCH = 2048  # llama-server's default --batch-size: the token budget of one step
 INPUT = (64, 192)  # uniform prompt lengths (words): mean 128, varied so that prefill's slope shows
 OUTPUT = (24, 40)  # uniform output lengths: mean 32
-REQUESTS = {1: 16, 2: 24, 4: 32, 8: 40}
+REQUESTS = {1: 16, 2: 24, 4: 32, 8: 40, 16: 48}
+DEFAULT_FITS = ("4", "1+4+16")  # issue 25's targets: from c=4 alone, and from a sweep of c=1, 4, 16
+METRICS = ("ttft_p50_ms", "tpot_p50_ms", "output_tok_s")
 WARMUP = 2  # requests; the first ones pay for cold caches
 SEED = 7  # the same lengths at every concurrency (the first N draws), so only the load differs
 
@@ -110,11 +119,127 @@ def template_tokens(records_path: Path) -> float:
     return sum(diffs) / len(diffs) if diffs else 0.0
 
 
+def server_cpu_s(url: str) -> float | None:
+    """CPU seconds (user + system) the llama-server listening at ``url``'s port has used so far:
+    found by its command line in /proc (Linux); None where that cannot be read."""
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"--port" in argv and argv[argv.index(b"--port") + 1].decode() == port:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            continue
+    return None
+
+
+def children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(url: str, out: Path, reuse: bool) -> dict[int, dict]:
+    """Every level once, into ``out``; with each, the load average and CPU seconds around it."""
+    measured: dict[int, dict] = {}
+    for c in sorted(REQUESTS):
+        run = out / f"measured-c{c}.json"
+        info = out / f"measured-c{c}.machine.json"
+        if not reuse:
+            load0, wall0, cpu0, srv0 = os.getloadavg()[0], time.monotonic(), children_cpu_s(), server_cpu_s(url)
+            tokenpace("bench", "--url", url, *load_args(c), "--out", str(run), "--no-progress", cpus={CLIENT_CPU})
+            srv1 = server_cpu_s(url)
+            info.write_text(json.dumps({
+                "load_average_start": round(load0, 2), "load_average_end": round(os.getloadavg()[0], 2),
+                "wall_s": round(time.monotonic() - wall0, 1), "client_cpu_s": round(children_cpu_s() - cpu0, 1),
+                "server_cpu_s": round(srv1 - srv0, 1) if srv0 is not None and srv1 is not None else None}))
+        doc = json.loads(run.read_text())
+        machine = json.loads(info.read_text()) if info.exists() else {}
+        measured[c] = {"figures": figures(doc), "path": run, "valid": doc["load_generator"].get("valid", True),
+                       "machine": machine, "started_utc": doc.get("started_utc")}
+        m = machine
+        print(f"  measured c={c:<2} TTFT p50 {measured[c]['figures']['ttft_p50_ms']:7.1f} ms · TPOT p50 "
+              f"{measured[c]['figures']['tpot_p50_ms']:6.1f} ms · {measured[c]['figures']['output_tok_s']:5.1f} tok/s"
+              f" · load {m.get('load_average_start', '?')}→{m.get('load_average_end', '?')} · wall "
+              f"{m.get('wall_s', '?')} s, server CPU {m.get('server_cpu_s', '?')} s, client CPU "
+              f"{m.get('client_cpu_s', '?')} s ({doc.get('started_utc')})")
+    return measured
+
+
+def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int) -> dict:
+    name = "+".join(map(str, srcs))
+    cal = out / f"cal-c{name}.json"
+    cmd = ["calibrate", *(str(measured[c]["path"]) for c in srcs), "--model-config", model, "--hardware",
+           str(HARDWARE), "--policy", "chunked-prefill", "--max-num-seqs", str(SLOTS), "--max-batched-tokens",
+           str(N_BATCH), "--out", str(cal)]
+    tokenpace(*cmd)
+    c_doc = json.loads(cal.read_text())
+    rows = []
+    for c in sorted(REQUESTS):
+        pred_path = out / f"pred-c{c}-from-c{name}.json"
+        tokenpace("sim", "--calibration", str(cal), *load_args(c, shift), "--out", str(pred_path))
+        pred = figures(json.loads(pred_path.read_text()))
+        meas = measured[c]["figures"]
+        rows.append({"concurrency": c, "fitted_here": c in srcs, "measured": meas, "predicted": pred,
+                     "error_pct": {k: round((pred[k] / meas[k] - 1) * 100, 1) for k in meas}})
+    fit = c_doc["fit"]
+    return {"fit_from": name, "roofline": c_doc["roofline"], "ranges": fit["ranges"],
+            "undetermined": sorted(fit.get("undetermined", {})), "rms_step_error": fit["rms_relative_error"],
+            "steps": fit["observations"]["steps"], "decode_step_by_batch": fit["decode_step_by_batch"],
+            "rows": rows, "command": f".venv/bin/tokenpace {' '.join(cmd)}"}
+
+
+def print_fit(result: dict) -> None:
+    r = result["roofline"]
+    terms = " · ".join(f"{k.removesuffix('_s')} {r[k] * 1e3:.2f} ms" for k in r
+                       if k.endswith("_s") and k != "allreduce_latency_s" and r[k])
+    print(f"  fit from c={result['fit_from']}: MFU {r['mfu']:.3f} · MBU {r['mbu']:.3f} · row group "
+          f"{r['row_group']} ({r.get('row_remainder', 'pad')}) · {terms or 'no overheads'} · RMS step error "
+          f"{result['rms_step_error'] * 100:.1f}% over {result['steps']} steps; undetermined: "
+          f"{', '.join(result['undetermined']) or 'none'}")
+    by_batch = " ".join(f"{b['decode_seqs']}:{b['measured_ms']:.0f}/{b['predicted_ms']:.0f}"
+                        for b in result["decode_step_by_batch"])
+    print(f"    decode step ms by batch, measured/fitted: {by_batch}")
+    for row in result["rows"]:
+        cells = [f"{row['measured'][k]:.1f} / {row['predicted'][k]:.1f} ({row['error_pct'][k]:+.1f}%)" for k in METRICS]
+        mark = "*" if row["fitted_here"] else " "
+        print(f"    c={row['concurrency']:<2}{mark} TTFT {cells[0]:>26}  TPOT {cells[1]:>24}  tok/s {cells[2]:>22}")
+
+
+def summary(results: list[list[dict]], fit_from: list[list[int]]) -> list[dict]:
+    """Per fit and level: each metric's error, median and range over the repeats."""
+    table = []
+    for f, srcs in enumerate(fit_from):
+        for i, c in enumerate(sorted(REQUESTS)):
+            errs = {k: [rep[f]["rows"][i]["error_pct"][k] for rep in results] for k in METRICS}
+            table.append({"fit_from": "+".join(map(str, srcs)), "concurrency": c, "fitted_here": c in srcs,
+                          **{k: {"median": statistics.median(v), "min": min(v), "max": max(v)} for k, v in errs.items()}})
+    return table
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux): a VM may land on another host between runs."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "cpu MHz")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
 def main() -> int:
+    global REQUESTS  # --levels narrows it
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit-from", action="append", metavar="C[+C...]",
-                        help="run(s) to calibrate from, by concurrency; 1+4 pools two runs (repeatable; "
-                             "default: 4, 1 and 1+4)")
+                        help="run(s) to calibrate from, by concurrency; 1+4+16 pools three runs (repeatable; "
+                             f"default: {' and '.join(DEFAULT_FITS)})")
+    parser.add_argument("--repeats", type=int, default=3, metavar="N",
+                        help="measure every level N times, each repeat calibrated on its own (default 3)")
+    parser.add_argument("--levels", metavar="C,C,...", default=",".join(map(str, REQUESTS)),
+                        help=f"concurrencies to measure and predict (default {','.join(map(str, REQUESTS))})")
     parser.add_argument("--reuse", action="store_true",
                         help="calibrate and predict from the measured runs already in --out-dir")
     parser.add_argument("--out-dir", default="tokenpace-runs/calibrate-llama", metavar="DIR")
@@ -122,79 +247,55 @@ def main() -> int:
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
     args = parser.parse_args()
-    fit_from = [[int(c) for c in spec.split("+")] for spec in (args.fit_from or ["4", "1", "1+4"])]
+    try:
+        REQUESTS = {int(c): REQUESTS[int(c)] for c in args.levels.split(",")}
+    except (KeyError, ValueError):
+        parser.error(f"--levels: a comma-separated subset of {','.join(map(str, REQUESTS))}")
+    fit_from = [[int(c) for c in spec.split("+")] for spec in (args.fit_from or DEFAULT_FITS)]
     if any(c not in REQUESTS for spec in fit_from for c in spec):
         parser.error(f"--fit-from: concurrencies are {sorted(REQUESTS)}")
-    out = ROOT / args.out_dir
-    out.mkdir(parents=True, exist_ok=True)
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    root = ROOT / args.out_dir
     engine = load_engine()
     missing = [] if args.url or args.reuse else engine.missing_parts()
     if missing:
         print(f"{'; '.join(missing)}: run `python3 scripts/llama_engine.py ensure`", file=sys.stderr)
         return 2
     model = str(engine.model_path())
-    print(f"load average at start: {os.getloadavg()[0]:.2f} · llama-server -t 1 -np {SLOTS} on CPU {SERVER_CPU}, "
-          f"bench on CPU {CLIENT_CPU} · model {model}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs: "
+          f"{cpu_model()}) · "
+          f"llama-server -t 1 -np {SLOTS} on CPU {SERVER_CPU}, bench on CPU {CLIENT_CPU} · model {model}")
 
-    measured: dict[int, dict] = {}
-    started = time.monotonic()
-    with (contextlib.nullcontext(args.url or "(reused)") if args.url or args.reuse else llama_server(engine)) as url:
-        for c in sorted(REQUESTS):
-            run = out / f"measured-c{c}.json"
-            if not args.reuse:
-                tokenpace("bench", "--url", url, *load_args(c), "--out", str(run), "--no-progress",
-                          cpus={CLIENT_CPU})
-            doc = json.loads(run.read_text())
-            measured[c] = {"figures": figures(doc), "path": run, "valid": doc["load_generator"].get("valid", True),
-                           "client_cpu": doc["load_generator"].get("client_cpu_cores")}
-            print(f"measured c={c}: {measured[c]['figures']} (started {doc.get('started_utc')})")
-    print(f"measurements took {time.monotonic() - started:.0f} s; load average now {os.getloadavg()[0]:.2f}")
-    shift = round(template_tokens(out / "measured-c4.records.jsonl"))
-    print(f"the chat template adds {shift} prompt tokens on average: the simulation's prompts are shifted by it")
-
-    results = []
-    for srcs in fit_from:
-        name = "+".join(map(str, srcs))
-        cal = out / f"cal-c{name}.json"
-        cmd = ["calibrate", *(str(measured[c]["path"]) for c in srcs), "--model-config", model, "--hardware", str(HARDWARE),
-               "--policy", "chunked-prefill", "--max-num-seqs", str(SLOTS), "--max-batched-tokens", str(N_BATCH),
-               "--out", str(cal)]
-        tokenpace(*cmd)
-        c_doc = json.loads(cal.read_text())
-        r, fit = c_doc["roofline"], c_doc["fit"]
-        def ms(key: str) -> str:
-            lo, hi = fit["ranges"][key]
-            span = f"{lo * 1e3:.1f}–{hi * 1e3:.1f}" if hi is not None else "undetermined"
-            return f"{r[key] * 1e3:.2f} ms [{span}]"
-
-        print(f"\nfit from c={name}: MFU {r['mfu']:.3f} {fit['ranges']['mfu']} · MBU {r['mbu']:.3f} "
-              f"{fit['ranges']['mbu']} · step overhead {ms('step_overhead_s')} · sequence overhead "
-              f"{ms('seq_overhead_s')} · RMS step error {fit['rms_relative_error'] * 100:.1f}% over "
-              f"{fit['observations']['steps']} steps")
-        print(f"  command: .venv/bin/tokenpace {' '.join(cmd)}")
-        rows = []
-        for c in sorted(REQUESTS):
-            pred_path = out / f"pred-c{c}-from-c{name}.json"
-            tokenpace("sim", "--calibration", str(cal), *load_args(c, shift), "--out", str(pred_path))
-            pred = figures(json.loads(pred_path.read_text()))
-            meas = measured[c]["figures"]
-            rows.append({"concurrency": c, "fitted_here": c in srcs, "measured": meas, "predicted": pred,
-                         "error_pct": {k: round((pred[k] / meas[k] - 1) * 100, 1) for k in meas}})
-        print(f"  {'c':>3} {'TTFT p50 ms meas/pred (err)':>30} {'TPOT p50 ms meas/pred (err)':>30} "
-              f"{'output tok/s meas/pred (err)':>30}")
-        for row in rows:
-            cells = [f"{row['measured'][k]:.1f} / {row['predicted'][k]:.1f} ({row['error_pct'][k]:+.1f}%)"
-                     for k in ("ttft_p50_ms", "tpot_p50_ms", "output_tok_s")]
-            mark = "*" if row["fitted_here"] else " "
-            print(f"  {row['concurrency']:>2}{mark} {cells[0]:>30} {cells[1]:>30} {cells[2]:>30}")
-        results.append({"fit_from": name, "roofline": r, "ranges": fit["ranges"],
-                        "rms_step_error": fit["rms_relative_error"], "steps": fit["observations"]["steps"],
-                        "decode_step_by_batch": fit["decode_step_by_batch"], "rows": rows})
-    print("\n(* a run the calibration was fitted to)")
-    print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py")
+    results: list[list[dict]] = []
+    machines = []
+    for rep in range(args.repeats):
+        out = root / f"repeat-{rep + 1}"
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"\nrepeat {rep + 1} of {args.repeats} ({out.relative_to(ROOT)})")
+        started = time.monotonic()
+        with (contextlib.nullcontext(args.url or "(reused)") if args.url or args.reuse else llama_server(engine)) as url:
+            measured = measure(url, out, args.reuse)
+        machines.append({c: m["machine"] for c, m in measured.items()})
+        print(f"  measurements took {time.monotonic() - started:.0f} s")
+        shift = round(template_tokens(out / "measured-c4.records.jsonl"))
+        print(f"  the chat template adds {shift} prompt tokens on average: the simulation's prompts are shifted by it")
+        results.append([calibrate_and_predict(measured, srcs, out, model, shift) for srcs in fit_from])
+        for result in results[-1]:
+            print_fit(result)
+    table = summary(results, fit_from)
+    print(f"\nerror = predicted / measured − 1: median [min, max] over {args.repeats} repeat(s); * fitted")
+    print(f"  {'fit':>7} {'c':>3}  {'TTFT p50':>24}  {'TPOT p50':>24}  {'output tok/s':>24}")
+    for row in table:
+        cells = [f"{row[k]['median']:+.1f}% [{row[k]['min']:+.1f}, {row[k]['max']:+.1f}]" for k in METRICS]
+        print(f"  {row['fit_from']:>7} {row['concurrency']:>2}{'*' if row['fitted_here'] else ' '}  "
+              f"{cells[0]:>24}  {cells[1]:>24}  {cells[2]:>24}")
+    print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py"
+          + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}"
+          + f" --levels {','.join(map(str, REQUESTS))}")
     if args.json:
-        print(json.dumps({"results": results, "template_tokens": shift,
-                          "load_average_start": os.getloadavg()[0]}, indent=2, default=str))
+        print(json.dumps({"summary": table, "repeats": results, "machine": machines}, indent=2, default=str))
     return 0
 
 

@@ -75,6 +75,8 @@ def test_list_prints_every_catalog(tmp_path):
     (["--quant", "int3"], "unknown precision 'int3'"),
     (["--tp", "0"], "--tp must be >= 1"),
     (["--mfu", "1.5"], "--mfu must lie in (0, 1]"),
+    (["--mbu", "5"], "--mbu must lie in (0, 4]"),
+    (["--row-remainder", "gemv", "--gemv-row-ms", "-1"], "--gemv-row-ms must be a finite number >= 0"),
     (["--draft-tokens", "4"], "--draft-tokens needs --spec-decode"),
     (["--policy", "fastest"], "invalid choice"),
     (["--requests", "5", "--duration", "5"], "not both"),

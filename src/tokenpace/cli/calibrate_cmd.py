@@ -20,7 +20,8 @@ examples:
 
 The run must be streamed. Its records are turned into the engine steps it went through (bursts of
 chunks, one per step); MFU, MBU, the per-step, per-sequence and per-token overheads and the GEMM
-row group of the roofline step-time model are fitted to their durations by least squares. Several
+row group of the roofline step-time model (its last rows padded, or computed one by one at a cost
+of their own as ggml's CPU kernels do) are fitted to their durations by least squares. Several
 runs, or a sweep file (tokenpace sweep --out), are fitted jointly. The file says how well, from
 what, which parameters the runs could not determine and what was assumed for them. Give the
 engine's limits (--max-num-seqs: llama.cpp's slots; --max-batched-tokens: its batch size) so
@@ -158,7 +159,8 @@ def _render(cal, out: Path, console) -> None:
     params.add_row("MBU", f"{r.mbu:.3f}", f"{ranges['mbu'][0]:.3f} – {ranges['mbu'][1]:.3f}")
     undetermined = fit.get("undetermined") or {}
     for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s"),
-                       ("token overhead", "token_overhead_s")):
+                       ("token overhead", "token_overhead_s"), ("GEMV row (past the groups)", "gemv_row_s"),
+                       ("GEMM kernel, per step", "gemm_step_s")):
         if key not in ranges:
             continue
         lo, hi = ranges[key]
@@ -167,7 +169,8 @@ def _render(cal, out: Path, console) -> None:
         params.add_row(label, f"{getattr(r, key) * 1e3:.3f} ms", span)
     if "row_group" in ranges:
         lo, hi = ranges["row_group"]
-        params.add_row("GEMM row group", str(r.row_group), f"{lo:g} – {hi:g}")
+        remainder = {"pad": "remainder padded", "gemv": "remainder row by row"}[r.row_remainder]
+        params.add_row("GEMM row group", f"{r.row_group} ({remainder})", f"{lo:g} – {hi:g}")
     console.print(params)
     for key, why in undetermined.items():
         console.print(f"[yellow]{key}[/]: {why}")

@@ -22,7 +22,7 @@ from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import is_gguf_file
 from tokenpace.simulator.config import PREDICTORS, SimConfig
 from tokenpace.simulator.policies import POLICIES
-from tokenpace.simulator.roofline import RooflineParams
+from tokenpace.simulator.roofline import MBU_MAX, ROW_REMAINDERS, RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
 _E, _R, _S = SimConfig(), RooflineParams(), SpecDecodeConfig()
@@ -80,7 +80,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                         "catalog's figures by GPU, precision and operator (default: the catalog)")
     g.add_argument("--mbu", type=float, metavar="F",
                    help="fraction of HBM bandwidth streaming weights, KV and activations reaches, replacing the "
-                        "catalog's figures (default: the catalog)")
+                        f"catalog's figures (default: the catalog; up to {MBU_MAX:g}: above 1 where a cache "
+                        "beats the stated bandwidth)")
     g.add_argument("--step-overhead-ms", type=float, metavar="MS",
                    help=f"host time per engine step (default {_R.step_overhead_s * 1e3:g})")
     g.add_argument("--seq-overhead-ms", type=float, metavar="MS",
@@ -91,6 +92,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="time per token computed in a step, beyond the roofline (default 0)")
     g.add_argument("--row-group", type=int, metavar="N",
                    help="price GEMM rows in groups of N, as CPU kernels compute them (default 1)")
+    g.add_argument("--row-remainder", choices=ROW_REMAINDERS,
+                   help="the rows past the last full group: padded to a group, or computed one by one (ggml's "
+                        "GEMV) at --gemv-row-ms each, with --gemm-step-ms per step that runs the GEMM (default pad)")
+    g.add_argument("--gemv-row-ms", type=float, metavar="MS",
+                   help="with --row-remainder gemv: time per row outside the full groups, beyond its FLOPs (default 0)")
+    g.add_argument("--gemm-step-ms", type=float, metavar="MS",
+                   help="with --row-remainder gemv: time per step with a full row group, beyond its FLOPs (default 0)")
 
 
 def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
@@ -109,23 +117,28 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, not {value}")
     r = cal.roofline if cal else _R
-    for flag, value in (("--gpu-memory-utilization", ns.gpu_memory_utilization), ("--mfu", ns.mfu),
-                        ("--mbu", ns.mbu)):
+    for flag, value in (("--gpu-memory-utilization", ns.gpu_memory_utilization), ("--mfu", ns.mfu)):
         if value is not None and not (math.isfinite(value) and 0 < value <= 1):
             raise UsageError(f"{flag} must lie in (0, 1], not {value}")
+    if ns.mbu is not None and not (math.isfinite(ns.mbu) and 0 < ns.mbu <= MBU_MAX):
+        raise UsageError(f"--mbu must lie in (0, {MBU_MAX:g}], not {ns.mbu}")
     for flag, value in (("--step-overhead-ms", ns.step_overhead_ms), ("--seq-overhead-ms", ns.seq_overhead_ms)):
         if value is not None:
             _at_least_zero(flag, value)
     if ns.row_group is not None and ns.row_group < 1:
         raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
-    if ns.token_overhead_ms is not None:
-        _at_least_zero("--token-overhead-ms", ns.token_overhead_ms)
+    for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
+                        ("--gemm-step-ms", ns.gemm_step_ms)):
+        if value is not None:
+            _at_least_zero(flag, value)
     roofline = dataclasses.replace(
         r, mfu=_given(ns.mfu, r.mfu), mbu=_given(ns.mbu, r.mbu),
         step_overhead_s=r.step_overhead_s if ns.step_overhead_ms is None else ns.step_overhead_ms / 1e3,
         seq_overhead_s=r.seq_overhead_s if ns.seq_overhead_ms is None else ns.seq_overhead_ms / 1e3,
         token_overhead_s=r.token_overhead_s if ns.token_overhead_ms is None else ns.token_overhead_ms / 1e3,
-        row_group=_given(ns.row_group, r.row_group))
+        row_group=_given(ns.row_group, r.row_group), row_remainder=_given(ns.row_remainder, r.row_remainder),
+        gemv_row_s=r.gemv_row_s if ns.gemv_row_ms is None else ns.gemv_row_ms / 1e3,
+        gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3)
     spec = _spec(ns)
     try:
         config = SimConfig(
@@ -262,6 +275,9 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--token-overhead-ms", repr(r.token_overhead_s * 1e3)]
     if r.row_group != 1:
         argv += ["--row-group", str(r.row_group)]
+    if r.row_remainder != _R.row_remainder:
+        argv += ["--row-remainder", r.row_remainder, "--gemv-row-ms", repr(r.gemv_row_s * 1e3),
+                 "--gemm-step-ms", repr(r.gemm_step_s * 1e3)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

@@ -24,8 +24,13 @@ hops each), a fixed per-step host overhead (scheduling, input preparation: the h
 on), a per-sequence overhead for each sequence in the step (sampling over the vocabulary,
 detokenization, streaming its token: 0 by default, as GPU engines batch it; a CPU engine such as
 llama.cpp pays it per sequence) and a per-token one (0 by default). ``row_group`` > 1 prices the
-GEMMs' rows in groups (a batch of 5 rows costs what 8 do with groups of 4), as ggml's CPU kernels
-compute them. Calibration fits the overheads, the row group, and one MFU and MBU.
+GEMMs' rows in groups, in one of two ways (``row_remainder``): "pad" (a batch of 5 rows costs what 8
+do with groups of 4: a kernel that pads its last group), or "gemv" (ggml's CPU matrix kernels: the
+rows in full groups go through a GEMM kernel, which costs ``gemm_step_s`` once per step it runs in
+beyond its FLOPs and bytes, and each remaining ``rows % row_group`` row through a matrix-vector
+kernel that costs ``gemv_row_s`` beyond its FLOPs: on llama.cpp a decode step of 1 to 3 sequences
+is all GEMV, 4 is one GEMM, 6 costs more than 8). Calibration fits the overheads, the row group and
+its remainder, and one MFU and MBU.
 For a fixed decode batch the step time is affine in the total context: the engine relies on that
 when it jumps over runs of identical decode steps.
 """
@@ -45,6 +50,10 @@ from tokenpace.simulator.step import StepBatch
 # efficiencies come from the catalog (data/efficiency.json), unless ``mfu``/``mbu`` replace them.
 DEFAULT_STEP_OVERHEAD_S = 0.00175
 GROUPS = ("attention_projections", "mlp", "attention", "lm_head", "elementwise")
+ROW_REMAINDERS = ("pad", "gemv")
+# The highest MBU accepted: a fraction of the hardware's stated bandwidth, above 1 where weights stream
+# from a cache faster than from the memory the figure describes (a CPU's last-level cache).
+MBU_MAX = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,21 +65,36 @@ class RooflineParams:
     seq_overhead_s: float = 0.0  # per sequence in a step (each decode, each prompt chunk)
     token_overhead_s: float = 0.0  # per token computed in a step
     row_group: int = 1  # GEMM rows are priced in groups of this many (1: each row)
+    row_remainder: str = "pad"  # the rows past the last full group: "pad" or "gemv" (see the module docstring)
+    gemv_row_s: float = 0.0  # "gemv": per row outside the full groups, beyond its FLOPs and bytes
+    gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
 
     def __post_init__(self) -> None:
         if self.row_group < 1:
             raise ValueError("row_group must be >= 1")
+        if self.row_remainder not in ROW_REMAINDERS:
+            raise ValueError(f"row_remainder must be one of {ROW_REMAINDERS}, not {self.row_remainder!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"mfu": self.mfu, "mbu": self.mbu, "step_overhead_s": self.step_overhead_s,
                 "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s,
-                "token_overhead_s": self.token_overhead_s, "row_group": self.row_group}
+                "token_overhead_s": self.token_overhead_s, "row_group": self.row_group,
+                "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s}
+
+    def kernel_paths_s(self, tokens: int) -> float:
+        """The "gemv" remainder's costs for a step of ``tokens`` GEMM rows (0 under "pad")."""
+        if self.row_remainder != "gemv" or not tokens:
+            return 0.0
+        rg = self.row_group
+        return (tokens % rg) * self.gemv_row_s + (self.gemm_step_s if tokens >= rg else 0.0)
 
     def price(self, work: StepWork | tuple) -> float:
         """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
         operator group at its bound, plus overheads."""
         compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens = work
         t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
+        if self.row_remainder == "gemv":
+            t += self.kernel_paths_s(tokens)
         if allreduces:
             lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
             t += link_s + allreduces * lat
@@ -189,8 +213,10 @@ class RooflinePredictor:
         if tokens == 0:
             return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0
         rg = self.params.row_group
-        rows = tokens if rg == 1 else -(-tokens // rg) * rg
-        logit_rows = logits if rg == 1 else -(-logits // rg) * rg
+        if rg == 1 or self.params.row_remainder == "gemv":  # "gemv": every row priced as itself
+            rows, logit_rows = tokens, logits
+        else:
+            rows, logit_rows = -(-tokens // rg) * rg, -(-logits // rg) * rg
         model = self.model
         if model.is_moe:
             e, k = model.num_experts, model.experts_per_token

@@ -22,7 +22,7 @@ from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import closed_loop_turnaround
-from tokenpace.simulator.calibrate.fit import BOUNDS, ROW_GROUPS, Fit, fit_roofline
+from tokenpace.simulator.calibrate.fit import BOUNDS, MBU_BOUNDS, ROW_GROUPS, Fit, fit_roofline
 from tokenpace.simulator.calibrate.steps import ObservedStep, StepObservations, observe_steps
 from tokenpace.simulator.catalog import (
     GPU, ModelSpec, Precision, get_gpu, get_model, get_precision, is_gguf_file,
@@ -39,6 +39,11 @@ UNDETERMINED = {
                       "one: assumed 0 (both are in step_overhead_s)",
     "token_overhead_s": "a per-token cost did not explain the steps better than the FLOPs and bytes already "
                         "do (it is collinear with compute on compute-bound steps): assumed 0",
+    "gemv_row_s": "computing the rows past the last full row group one by one (ggml's GEMV) did not explain "
+                  "the steps better than padding them, or the steps could not tell it from the other terms: "
+                  "assumed 0",
+    "gemm_step_s": "no cost of running the GEMM kernel beyond its FLOPs and bytes was called for, or the steps "
+                   "could not tell it from the other terms: assumed 0",
 }
 ASSUMED = {
     "efficiency_by_operator_class": "one MFU and one MBU replace the efficiency catalog's figures for every "
@@ -137,13 +142,17 @@ def fit_report(fit: Fit, observed: StepObservations) -> dict[str, Any]:
                          "predicted_ms": round(predicted * 1e3, 3),
                          "error_pct": round((predicted / measured - 1) * 100, 1)})
     return {
-        "method": "weighted least squares on relative step-time residuals; MFU and MBU on a log grid "
-                  f"over [{BOUNDS[0]}, {BOUNDS[1]}] refined around the best point, the step, sequence and "
-                  "token overheads in closed form (>= 0) at each point, for each GEMM row group in "
-                  f"{list(ROW_GROUPS)}; the simplest model (no per-token term, the smallest row group) "
-                  "whose RMS error is within the ranges' limit of the best is kept",
-        "weights": "steps with prompt tokens and decode-only steps weigh half each",
-        "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group"],
+        "method": "weighted least squares on relative step-time residuals; MFU on a log grid over "
+                  f"[{BOUNDS[0]}, {BOUNDS[1]}] and MBU over [{MBU_BOUNDS[0]}, {MBU_BOUNDS[1]}] (above 1: faster "
+                  "than the hardware file's bandwidth, as weights in a CPU's cache are) refined around the best "
+                  "point, the step, sequence, token and kernel-path overheads in closed form (>= 0) at each "
+                  f"point, for each GEMM row group in {list(ROW_GROUPS)} with its remainder padded or computed "
+                  "row by row (ggml's GEMV); the simplest model (no per-token term, a padded remainder, the "
+                  "smallest row group) whose RMS error is within the ranges' limit of the best is kept",
+        "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
+                   "each batch size seen weighs alike",
+        "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
+                   "row_remainder", "gemv_row_s", "gemm_step_s"],
         "undetermined": {name: UNDETERMINED[name] for name in fit.undetermined},
         "assumed": ASSUMED,
         "rms_relative_error": round(fit.rms_rel, 5),

@@ -22,7 +22,9 @@ from tokenpace.files import write_whole
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.roofline import RooflineParams
 
-SCHEMA_VERSION = 2  # 2: roofline gains token_overhead_s and row_group (1 is read, with neither)
+# 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s
+# (older versions are read, without them)
+SCHEMA_VERSION = 3
 KIND = "calibration"
 
 
@@ -66,7 +68,10 @@ class Calibration:
                                     allreduce_latency_s=_opt_float(r.get("allreduce_latency_s")),
                                     seq_overhead_s=float(r.get("seq_overhead_s", 0.0)),
                                     token_overhead_s=float(r.get("token_overhead_s", 0.0)),
-                                    row_group=int(r.get("row_group", 1))),
+                                    row_group=int(r.get("row_group", 1)),
+                                    row_remainder=str(r.get("row_remainder", "pad")),
+                                    gemv_row_s=float(r.get("gemv_row_s", 0.0)),
+                                    gemm_step_s=float(r.get("gemm_step_s", 0.0))),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),
             max_num_seqs=_opt_int(e.get("max_num_seqs")), max_batched_tokens=_opt_int(e.get("max_batched_tokens")),
             turnaround_s=float((doc.get("client") or {}).get("turnaround_s", 0.0)),
@@ -102,7 +107,7 @@ def load_calibration(path: str | Path) -> Calibration:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
-    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s)
+    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s, r.gemv_row_s, r.gemm_step_s)
     if not all(0 < v < float("inf") for v in (r.mfu, r.mbu)) or \
             not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60:
         raise UsageError(f"{label}: invalid roofline parameters {r.to_dict()}")

@@ -49,9 +49,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tokenpace.simulator.calibrate.steps import ObservedStep
-from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
+from tokenpace.simulator.roofline import MBU_MAX, RooflineParams, RooflinePredictor
 
-BOUNDS = (1e-3, 1.0)  # MFU and MBU: fractions of peak
+BOUNDS = (1e-3, 1.0)  # MFU: fraction of the hardware's peak FLOP/s
+# MBU: fraction of the hardware file's bandwidth. Above 1 where weights stream faster than the file's
+# DRAM figure: a CPU whose last-level cache holds part of the model (the 2-core VM's file says so).
+MBU_BOUNDS = (1e-3, MBU_MAX)
 GRID = 61  # points per axis of the first grid (12% apart over three decades)
 REFINE = (15, 6)  # points per axis of each refinement, refinements
 PROFILE_POINTS, PROFILE_ROUNDS = 9, 4  # the same along one axis, for the profiles
@@ -59,7 +62,9 @@ GRID_ELEMENTS = 4_000_000  # numbers per block of the vectorized grid
 PASSES = 3  # residuals relative to the measured time, then twice to the previous pass's prediction
 RANGE_RMS = (1.1, 0.01)  # a parameter's range: RMS relative error within 10% of the best, or 1 point
 ROW_GROUPS = (1, 2, 4, 8, 16, 32)  # GEMM row groups tried
-OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s")  # linear terms, fitted >= 0
+# Linear terms, fitted >= 0: per step, sequence, token; under a "gemv" remainder, per row outside the
+# full row groups and per step that runs the GEMM kernel.
+OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s")
 
 
 @dataclass(frozen=True)
@@ -74,34 +79,38 @@ class Fit:
 
 def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams,
                  row_groups: tuple[int, ...] = ROW_GROUPS) -> Fit:
-    """Best MFU, MBU, row group, and step, sequence and token overheads for ``steps`` priced by
-    ``predictor``'s work model; ``base`` supplies what is not fitted (the all-reduce latency). Each
-    row group in ``row_groups`` is fitted in turn, then a per-token term at the best of them; the
-    simplest model within the ranges' limit is kept, and the row group's range lists those whose
-    RMS stays within that limit."""
-    fits: dict[tuple[int, bool], Fit] = {}
+    """Best MFU, MBU, row group and its remainder, and step, sequence, token and kernel-path
+    overheads for ``steps`` priced by ``predictor``'s work model; ``base`` supplies what is not
+    fitted (the all-reduce latency). Each row group in ``row_groups`` is fitted in turn, with its
+    remainder padded and (above 1) computed row by row ("gemv"), then a per-token term at the best
+    of them; the simplest model within the ranges' limit of the best is kept, and the row group's
+    range lists those whose RMS stays within that limit."""
+    fits: dict[tuple[bool, bool, int], Fit] = {}  # (per token, gemv remainder, row group)
 
-    def fit_at(rg: int, per_token: bool) -> Fit:
+    def fit_at(rg: int, per_token: bool, gemv: bool) -> Fit:
+        params = replace(base, row_group=rg, row_remainder="gemv" if gemv else "pad")
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
-                              replace(base, row_group=rg), predictor.efficiency_file)
-        return _fit_one(p, steps, replace(base, row_group=rg), per_token)
+                              params, predictor.efficiency_file)
+        return _fit_one(p, steps, params, per_token)
 
     for rg in row_groups:
-        fits[rg, False] = fit_at(rg, False)
+        fits[False, False, rg] = fit_at(rg, False, False)
+        if rg > 1:
+            fits[False, True, rg] = fit_at(rg, False, True)
     # The per-token term is tried at the best row group only (it does not move the row-group kinks).
-    best_rg = min(row_groups, key=lambda rg: (fits[rg, False].rms_rel, rg))
-    fits[best_rg, True] = fit_at(best_rg, True)
-    # Parsimony: a per-token term or a larger row group is kept only where it explains the steps
-    # clearly better (beyond the ranges' limit) than the simpler model; on a GPU's compute-bound
-    # prefills a per-token cost is the same line as the FLOPs, and would blur MFU.
-    simplest = sorted(fits, key=lambda k: (k[1], k[0]))
+    best = min(fits, key=lambda k: (fits[k].rms_rel, k))
+    fits[True, best[1], best[2]] = fit_at(best[2], True, best[1])
+    # Parsimony: a per-token term, a row-by-row remainder or a larger row group is kept only where it
+    # explains the steps clearly better (beyond the ranges' limit) than the simpler model; on a GPU's
+    # compute-bound prefills a per-token cost is the same line as the FLOPs, and would blur MFU.
     best_rms = min(f.rms_rel for f in fits.values())
     limit = max(best_rms * RANGE_RMS[0], best_rms + RANGE_RMS[1])
-    key = next(k for k in simplest if fits[k].rms_rel <= limit)
+    key = min(k for k in fits if fits[k].rms_rel <= limit)
     fit = fits[key]
-    within = [rg for (rg, t), f in fits.items() if t == key[1] and f.rms_rel <= limit]
+    within = [k[2] for k, f in fits.items() if k[:2] == key[:2] and f.rms_rel <= limit]
     ranges = {**fit.ranges, "row_group": (float(min(within)), float(max(within)))}
-    undetermined = fit.undetermined + (() if key[1] else ("token_overhead_s",))
+    undetermined = fit.undetermined + (() if key[0] else ("token_overhead_s",)) \
+        + (() if key[1] else ("gemv_row_s", "gemm_step_s"))
     return replace(fit, ranges=ranges, undetermined=undetermined)
 
 
@@ -115,61 +124,81 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
         memory[i, :len(w.memory_s)] = w.memory_s
     fixed = np.array([w.link_s + w.allreduces * (w.allreduce_latency_s if base.allreduce_latency_s is None
                                                  else base.allreduce_latency_s) for w in works])
-    counts = np.array([(w.sequences, w.tokens)[:1 + per_token] for w in works], dtype=float).T
+    rg = base.row_group
+    columns = {"seq_overhead_s": [w.sequences for w in works]}
+    if per_token:
+        columns["token_overhead_s"] = [w.tokens for w in works]
+    if base.row_remainder == "gemv":
+        columns["gemv_row_s"] = [w.tokens % rg for w in works]
+        columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+    counts = np.array(list(columns.values()), dtype=float)
+    names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
     weights = _weights(steps)
     ref = y
     for _ in range(PASSES):
-        problem = _Problem(compute, memory, fixed, y, weights, counts, ref)
+        problem = _Problem(compute, memory, fixed, y, weights, counts, ref, names)
         fit = _search(problem, base)
         ref = fit.predicted_s
     return fit
 
 
 def _search(problem: _Problem, base: RooflineParams) -> Fit:
-    grid = np.geomspace(BOUNDS[0], BOUNDS[1], GRID)
-    loss = problem.grid(grid, grid)[0]
+    grid = np.geomspace(BOUNDS[0], BOUNDS[1], GRID)  # MFU
+    bgrid = np.geomspace(MBU_BOUNDS[0], MBU_BOUNDS[1], int(GRID * np.log(MBU_BOUNDS[1] / MBU_BOUNDS[0])
+                                                             / np.log(BOUNDS[1] / BOUNDS[0])))
+    loss = problem.grid(grid, bgrid)[0]
     # Profiles: the best loss at each grid value of one parameter, the other refined around its
     # best grid value. They give the ranges, and the start of the final search (a coarse grid alone
     # can miss a narrow valley between its points).
-    profile_mfu = np.array([problem.refine_mbu(float(f), grid, int(np.argmin(loss[i])))[0]
+    profile_mfu = np.array([problem.refine_mbu(float(f), bgrid, int(np.argmin(loss[i])))[0]
                             for i, f in enumerate(grid)])
-    by_mbu = [problem.refine_mfu(grid, float(b), int(np.argmin(loss[:, j]))) for j, b in enumerate(grid)]
+    by_mbu = [problem.refine_mfu(grid, float(b), int(np.argmin(loss[:, j]))) for j, b in enumerate(bgrid)]
     profile_mbu = np.array([lo for lo, _ in by_mbu])
     j = int(np.argmin(profile_mbu))
-    mfu, mbu = by_mbu[j][1], float(grid[j])
+    mfu, mbu = by_mbu[j][1], float(bgrid[j])
     points, rounds = REFINE
     span = grid[1] / grid[0]
     f_lo, f_hi, b_lo, b_hi = mfu / span, mfu * span, mbu / span, mbu * span
     for _ in range(rounds):
         mfus = np.geomspace(max(f_lo, BOUNDS[0]), min(f_hi, BOUNDS[1]), points)
-        mbus = np.geomspace(max(b_lo, BOUNDS[0]), min(b_hi, BOUNDS[1]), points)
+        mbus = np.geomspace(max(b_lo, MBU_BOUNDS[0]), min(b_hi, MBU_BOUNDS[1]), points)
         loss, theta = problem.grid(mfus, mbus)
         best = np.unravel_index(np.argmin(loss), loss.shape)
         f_lo, f_hi, b_lo, b_hi = _around(mfus, best[0]) + _around(mbus, best[1])
     mfu, mbu = float(mfus[best[0]]), float(mbus[best[1]])
     th = [float(v) for v in theta[best]]
-    params = replace(base, mfu=mfu, mbu=mbu, **dict(zip(OVERHEADS, th)))
+    params = replace(base, mfu=mfu, mbu=mbu, **{**dict.fromkeys(OVERHEADS, 0.0), **dict(zip(problem.names, th))})
     rms = float(np.sqrt(loss[best]))
     limit = max(rms * RANGE_RMS[0], rms + RANGE_RMS[1]) ** 2
     ranges = {"mfu": _range(grid, profile_mfu, limit, mfu, lambda x: problem.refine_mbu(x, grid, None)[0]),
-              "mbu": _range(grid, profile_mbu, limit, mbu, lambda x: problem.refine_mfu(grid, x, None)[0]),
+              "mbu": _range(bgrid, profile_mbu, limit, mbu, lambda x: problem.refine_mfu(grid, x, None)[0]),
               **problem.overhead_ranges(th, float(loss[best]), limit)}
-    at_bound = tuple(name for name, v in (("mfu", mfu), ("mbu", mbu))
-                     if v <= BOUNDS[0] * 1.0001 or v >= BOUNDS[1] * 0.9999)
-    at_bound += tuple(name for name, v in zip(OVERHEADS, th) if v == 0.0)
-    undetermined = tuple(OVERHEADS[j] for j in range(1, len(problem.x)) if j not in problem.cols)
+    at_bound = tuple(name for name, v, (lo, hi) in (("mfu", mfu, BOUNDS), ("mbu", mbu, MBU_BOUNDS))
+                     if v <= lo * 1.0001 or v >= hi * 0.9999)
+    at_bound += tuple(name for name, v in zip(problem.names, th) if v == 0.0)
+    undetermined = tuple(problem.names[j] for j in range(1, len(problem.x)) if j not in problem.cols)
     return Fit(params=params, rms_rel=rms, predicted_s=problem.predict(mfu, mbu, th),
                ranges=ranges, at_bound=at_bound, undetermined=undetermined)
 
 
 def _weights(steps: list[ObservedStep]) -> np.ndarray:
-    """Steps with prompt tokens and decode-only steps weigh half each (all of it if one is absent)."""
+    """Steps with prompt tokens and decode-only steps weigh half each (all of it if one is absent);
+    within the decode half each batch size seen weighs alike, however many steps it has: a closed
+    loop at c spends most steps at c sequences, and the smaller batches it passes through are what
+    tell the per-sequence and per-row costs apart."""
     has_prefill = np.array([bool(s.batch.prefill) for s in steps])
+    sizes = np.array([s.batch.num_decode for s in steps])
     w = np.zeros(len(steps))
     kinds = [k for k in (has_prefill, ~has_prefill) if k.any()]
     for k in kinds:
         w[k] = 1.0 / (k.sum() * len(kinds))
+    decode = ~has_prefill
+    if decode.any():
+        seen = np.unique(sizes[decode])
+        for b in seen:
+            pick = decode & (sizes == b)
+            w[pick] = 1.0 / (pick.sum() * len(seen) * len(kinds))
     return w
 
 
@@ -179,13 +208,13 @@ class _Problem:
     time: linear in θ, so for given MFU and MBU the best non-negative θ is closed-form (every subset
     of the terms solved, the best feasible kept)."""
 
-    def __init__(self, compute, memory, fixed, y, weight, counts, ref) -> None:
+    def __init__(self, compute, memory, fixed, y, weight, counts, ref, names) -> None:
         self.compute, self.memory, self.fixed, self.y, self.weight = compute, memory, fixed, y, weight
-        self.ref = ref
+        self.ref, self.names = ref, names
         u = 1.0 / ref
-        self.x = np.vstack([u, counts * u])  # (3, steps): the columns of θ
+        self.x = np.vstack([u, counts * u])  # (terms, steps): the columns of θ
         wx = self.x * weight
-        self.gram = wx @ self.x.T  # (3, 3)
+        self.gram = wx @ self.x.T  # (terms, terms)
         # A term the run cannot tell from the ones before it (one sequence per step everywhere:
         # sequences are the step count) is left at 0 and reported undetermined.
         self.cols = [0]
@@ -269,10 +298,10 @@ class _Problem:
         others range over [0, ∞)."""
         margin = max(0.0, limit - best)
         inv = np.linalg.inv(self.gram[np.ix_(self.cols, self.cols)])
-        out = {name: (0.0, float("inf")) for name in OVERHEADS[:len(self.x)]}
+        out = {name: (0.0, float("inf")) for name in self.names}
         for k, j in enumerate(self.cols):
             half = float(np.sqrt(margin * inv[k, k]))
-            out[OVERHEADS[j]] = (max(0.0, theta[j] - half), theta[j] + half)
+            out[self.names[j]] = (max(0.0, theta[j] - half), theta[j] + half)
         return out
 
 
