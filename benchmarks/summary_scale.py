@@ -75,7 +75,8 @@ def synthetic_block(start: int, n: int, tokens: int, rng: np.random.Generator) -
              "error_kind": Text(np.where(errors, 0, np.where(cancelled, 1, -1)).astype(np.int32),
                                 ["http_500", "cancelled"]),
              "error_message": Text(np.where(errors, 0, -1).astype(np.int32), ["internal error"]),
-             "finish_reason": Text(np.where(has & ~cancelled, 0, -1).astype(np.int32), ["length"])}
+             "finish_reason": Text(np.where(has & ~cancelled, 0, -1).astype(np.int32), ["length"]),
+             "model": Text(np.zeros(n, np.int32), ["synthetic"])}
     return RecordTable(ints=ints, bools=bools, floats={k: np.full(n, np.nan) for k in FLOAT_FIELDS},
                        texts=texts, chunk_count=count, chunk_ns=chunk_ns,
                        chunk_tokens=np.ones(chunk_ns.size, np.int32))
@@ -136,7 +137,7 @@ def measure(command: list[str], runs: int) -> tuple[float, float]:
 def summary_command(run: Path, columnar: bool) -> list[str]:
     if columnar:
         code = ("from tokenpace.results.columnar import read_table; from tokenpace.metrics import summarize; "
-                f"summarize(read_table({str(run.with_suffix('.columns'))!r}), slo='chat')")
+                f"summarize(read_table({str(run.with_suffix('.columns'))!r}, chunks=False), slo='chat')")
     else:
         code = ("from tokenpace.results import read_records; from tokenpace.metrics import summarize; "
                 f"summarize(read_records({str(run.with_name('run.records.jsonl'))!r}), slo='chat')")

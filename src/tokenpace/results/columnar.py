@@ -162,9 +162,11 @@ def is_complete(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def read_table(path: str | Path) -> RecordTable:
+def read_table(path: str | Path, *, chunks: bool = True) -> RecordTable:
     """Every part of a columnar records directory, in order, as one table. The result arrays are
-    allocated once at their full size and filled part by part (no second copy of the run)."""
+    allocated once at their full size and filled part by part (no second copy of the run).
+    ``chunks=False`` leaves the chunks on disk: the table reads them one part at a time when asked
+    (``RecordTable.chunk_blocks``), so a summary of 10^8 chunks never holds them all."""
     path = Path(path)
     if not is_complete(path):
         raise UsageError(f"{path} is not a whole columnar records directory (no {MANIFEST}): "
@@ -185,12 +187,14 @@ def read_table(path: str | Path) -> RecordTable:
         bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
         floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS},
         texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
-        chunk_ns=np.empty(total, np.int64), chunk_tokens=np.empty(total, np.int32))
+        chunk_ns=np.empty(total if chunks else 0, np.int64),
+        chunk_tokens=np.empty(total if chunks else 0, np.int32),
+        chunk_source=None if chunks else lambda: _chunk_parts(parts, counts))
     vocab: dict[str, dict[str, int]] = {k: {} for k in TEXT_FIELDS}
     codes = {k: np.empty(n, np.int32) for k in TEXT_FIELDS}
     row = chunk = 0
     for name, count in zip(parts, counts):
-        size, chunks = count.size, int(count.sum())
+        size, n_chunks = count.size, int(count.sum())
         with np.load(name, allow_pickle=False) as part:
             for group, columns in (("int", table.ints), ("bool", table.bools), ("float", table.floats)):
                 for k, out in columns.items():
@@ -199,8 +203,18 @@ def read_table(path: str | Path) -> RecordTable:
                 words = part[f"vocab.{k}"].tolist()
                 remap = np.array([vocab[k].setdefault(w, len(vocab[k])) for w in words] + [-1], np.int32)
                 codes[k][row:row + size] = remap[part[f"text.{k}"]]
-            table.chunk_ns[chunk:chunk + chunks] = part["chunk_ns"]
-            table.chunk_tokens[chunk:chunk + chunks] = part["chunk_tokens"]
-        row, chunk = row + size, chunk + chunks
+            if chunks:
+                table.chunk_ns[chunk:chunk + n_chunks] = part["chunk_ns"]
+                table.chunk_tokens[chunk:chunk + n_chunks] = part["chunk_tokens"]
+        row, chunk = row + size, chunk + n_chunks
     table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
     return table
+
+
+def _chunk_parts(parts: list[Path], counts: list[np.ndarray]):
+    """``RecordTable.chunk_blocks`` of a columnar directory: one part's chunks at a time."""
+    row = 0
+    for name, count in zip(parts, counts):
+        with np.load(name, allow_pickle=False) as part:
+            yield row, count, part["chunk_ns"], part["chunk_tokens"]
+        row += count.size
