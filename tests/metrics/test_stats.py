@@ -104,3 +104,12 @@ def test_million_samples_interval_brackets_p99():
     values = np.random.default_rng(5).exponential(10, 1_000_000)
     stats = describe(values)
     assert stats["p99_ci95"][0] <= stats["p99"] <= stats["p99_ci95"][1]
+
+
+def test_std_of_millions_of_samples_is_the_population_std():
+    # Above a million samples the deviations are summed block by block (no temporary of the
+    # samples' size); the known answer: 0..n-1 has population variance (n^2 - 1) / 12.
+    n = 3 * 2**20 + 17
+    stats = describe(np.arange(n, dtype=np.float64))
+    assert stats["std"] == pytest.approx(math.sqrt((n * n - 1) / 12), rel=1e-12)
+    assert stats["mean"] == (n - 1) / 2

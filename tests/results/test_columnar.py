@@ -53,6 +53,24 @@ def test_parts_read_back_as_one_table_that_summarizes_as_the_records_do(tmp_path
     assert summarize(table, slo="chat") == summarize(records, slo="chat")
 
 
+def test_chunks_left_on_disk_are_read_part_by_part_as_they_were_written(tmp_path):
+    records = _records(500, tokens=6)
+    write_table(tmp_path / "run.columns", records[:0])  # an empty part list still reads
+    assert len(read_table(tmp_path / "run.columns", chunks=False)) == 0
+    with ColumnarWriter(tmp_path / "run.columns", batch_records=64) as writer:
+        for r in records:
+            writer.add(r)
+    lazy = read_table(tmp_path / "run.columns", chunks=False)
+    assert lazy.chunk_ns.size == 0  # nothing of the chunks in memory until asked
+    blocks = list(lazy.chunk_blocks())
+    assert len(blocks) == writer.parts and [b[0] for b in blocks] == list(range(0, 500, 64))
+    direct = RecordTable.from_records(records)
+    np.testing.assert_array_equal(np.concatenate([b[2] for b in blocks]), direct.chunk_ns)
+    np.testing.assert_array_equal(np.concatenate([b[3] for b in blocks]), direct.chunk_tokens)
+    assert summarize(lazy, slo="chat") == summarize(records, slo="chat")
+    assert summarize(lazy, window=(200 * MS, 3000 * MS)) == summarize(records, window=(200 * MS, 3000 * MS))
+
+
 def test_an_unfinished_directory_is_not_read_as_a_run(tmp_path):
     writer = ColumnarWriter(tmp_path / "run.columns", batch_records=10)
     for r in _records(25):

@@ -104,7 +104,12 @@ class TableChunks:
             total[row:end] = counts if one_token else _segment_sums(tokens, offsets)
             if window is not None:
                 inside = window.contains_all(ns)
-                if one_token:
+                if inside.all() or not inside.any():  # the usual case: a block wholly inside (or out)
+                    all_in = bool(inside.size and inside[0])
+                    done[row:end] = total[row:end] if all_in else 0
+                    carried[row:end] = (total[row:end] if one_token else
+                                        _segment_sums(np.maximum(tokens, 0), offsets)) if all_in else 0
+                elif one_token:
                     done[row:end] = carried[row:end] = _segment_sums(inside, offsets)
                 else:
                     done[row:end] = _segment_sums(np.where(inside, tokens, 0), offsets)

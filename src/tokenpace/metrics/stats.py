@@ -53,7 +53,8 @@ def describe(values_ms: Iterable[float] | np.ndarray, *, owned: bool = False) ->
     n = int(values.size)
     if n == 0:
         return None
-    stats: dict = {"count": n, "mean": float(values.mean()), "std": float(values.std())}
+    mean = values.mean()
+    stats: dict = {"count": n, "mean": float(mean), "std": _std(values, mean)}
     ranks = {key: _ranks(n, q) for key, q in PERCENTILES.items()}
     draws = _ci_draws(n, 0.99, CI_CONFIDENCE)
     kth = {0, n - 1, *(i for low, high, _ in ranks.values() for i in (low, high))}
@@ -68,6 +69,22 @@ def describe(values_ms: Iterable[float] | np.ndarray, *, owned: bool = False) ->
         stats[key] = _interpolate(float(values[low]), float(values[high]), fraction)
     stats["p99_ci95"] = None if draws is None else list(_ci_from_draws(values, draws, CI_CONFIDENCE))
     return stats
+
+
+_STD_BLOCK = 1 << 20
+
+
+def _std(values: np.ndarray, mean: float) -> float:
+    """``values.std()`` (population); above a million samples summed block by block, so that no
+    temporary array of the samples' size is made (10^8 ITL samples: 800 MB saved)."""
+    n = values.size
+    if n <= _STD_BLOCK:
+        return float(values.std())
+    squares = 0.0
+    for i in range(0, n, _STD_BLOCK):
+        deviations = values[i:i + _STD_BLOCK] - mean
+        squares += float(np.dot(deviations, deviations))
+    return math.sqrt(squares / n)
 
 
 def _ranks(n: int, q: float) -> tuple[int, int, float]:

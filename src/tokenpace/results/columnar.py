@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import struct
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -212,9 +213,38 @@ def read_table(path: str | Path, *, chunks: bool = True) -> RecordTable:
 
 
 def _chunk_parts(parts: list[Path], counts: list[np.ndarray]):
-    """``RecordTable.chunk_blocks`` of a columnar directory: one part's chunks at a time."""
+    """``RecordTable.chunk_blocks`` of a columnar directory: one part's chunks at a time, mapped
+    from the file rather than read into memory (a part's members are stored uncompressed), so the
+    pages of one part at most are resident."""
     row = 0
     for name, count in zip(parts, counts):
-        with np.load(name, allow_pickle=False) as part:
-            yield row, count, part["chunk_ns"], part["chunk_tokens"]
+        yield row, count, *_mapped(name, ("chunk_ns", "chunk_tokens"))
         row += count.size
+
+
+def _mapped(path: Path, names: tuple[str, ...]) -> list[np.ndarray]:
+    """Members of a part, memory-mapped read-only: a stored (uncompressed) zip member is the .npy
+    file's bytes as they are, at an offset the member's local header gives. No copy and no
+    checksum pass; a compressed member (a part written by another tool) is read the usual way."""
+    with zipfile.ZipFile(path) as archive:
+        infos = [archive.getinfo(name + ".npy") for name in names]
+    if any(info.compress_type != zipfile.ZIP_STORED for info in infos):
+        with np.load(path, allow_pickle=False) as part:
+            return [part[name] for name in names]
+    out = []
+    with open(path, "rb") as fh:
+        for info in infos:
+            fh.seek(info.header_offset)
+            local = fh.read(30)  # the local file header: its name and extra field lengths end it
+            name_length, extra_length = struct.unpack("<HH", local[26:30])
+            fh.seek(info.header_offset + 30 + name_length + extra_length)
+            version = np.lib.format.read_magic(fh)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(fh)
+            if int(np.prod(shape)) == 0:
+                out.append(np.empty(shape, dtype))
+                continue
+            out.append(np.memmap(path, dtype=dtype, mode="r", offset=fh.tell(), shape=shape,
+                                 order="F" if fortran else "C"))
+    return out
