@@ -27,7 +27,7 @@ import numpy as np
 from tokenpace.record import RequestRecord
 
 NULL = np.iinfo(np.int64).min
-BLOCK_CHUNKS = 1 << 22  # chunks a block of ``chunk_blocks``: 48 MB of stamps and tokens
+BLOCK_CHUNKS = 1 << 21  # chunks a block of ``chunk_blocks``: 24 MB of stamps and tokens
 
 INT_FIELDS = ("index", "attempt", "requested_input_tokens", "requested_output_tokens", "prefix_group",
               "session", "turn", "scheduled_ns", "sent_ns", "first_token_ns", "first_content_ns",
@@ -109,17 +109,11 @@ class RecordTable:
         """The chunks of consecutive records, block by block and in order: (first record, their
         ``chunk_count``, ``chunk_ns``, ``chunk_tokens``), about ``max_chunks`` chunks a block (at
         least one record). From disk one part at a time when the chunks were left there."""
-        if self.chunk_source is not None:
-            yield from self.chunk_source()
+        if self.chunk_source is None:
+            yield from _blocks(0, self.chunk_count, self.chunk_ns, self.chunk_tokens, max_chunks)
             return
-        offsets = self.chunk_offsets()
-        row, n = 0, len(self)
-        while row < n:
-            end = int(np.searchsorted(offsets, offsets[row] + max_chunks, side="right")) - 1
-            end = min(max(end, row + 1), n)
-            a, b = offsets[row], offsets[end]
-            yield row, self.chunk_count[row:end], self.chunk_ns[a:b], self.chunk_tokens[a:b]
-            row = end
+        for row, counts, ns, tokens in self.chunk_source():
+            yield from _blocks(row, counts, ns, tokens, max_chunks)
 
     def load_chunks(self) -> RecordTable:
         """This table with its chunks in memory (read from disk when they were left there)."""
@@ -148,7 +142,10 @@ class RecordTable:
 
     def records_only(self, mask: np.ndarray) -> RecordTable:
         """The per-record columns (``chunk_count`` included) of the records where ``mask`` is set,
-        without their chunks (``chunk_ns`` and ``chunk_tokens`` empty): for what reads no chunk."""
+        without their chunks (``chunk_ns`` and ``chunk_tokens`` empty): for what reads no chunk.
+        Every record set: this table itself (no copy)."""
+        if mask.all():
+            return self
         return RecordTable(
             ints={k: v[mask] for k, v in self.ints.items()},
             bools={k: v[mask] for k, v in self.bools.items()},
@@ -194,6 +191,22 @@ class RecordTable:
             chunk_count=np.concatenate([t.chunk_count for t in tables]),
             chunk_ns=np.concatenate([t.chunk_ns for t in tables]),
             chunk_tokens=np.concatenate([t.chunk_tokens for t in tables]))
+
+
+def _blocks(first: int, counts: np.ndarray, ns: np.ndarray, tokens: np.ndarray, max_chunks: int):
+    """``RecordTable.chunk_blocks`` of the records from ``first`` whose chunks are ``ns``/``tokens``."""
+    if ns.size <= max_chunks:
+        yield first, counts, ns, tokens
+        return
+    offsets = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    row, n = 0, counts.size
+    while row < n:
+        end = int(np.searchsorted(offsets, offsets[row] + max_chunks, side="right")) - 1
+        end = min(max(end, row + 1), n)
+        a, b = offsets[row], offsets[end]
+        yield first + row, counts[row:end], ns[a:b], tokens[a:b]
+        row = end
 
 
 def _text(values: Iterable[str | None]) -> Text:
