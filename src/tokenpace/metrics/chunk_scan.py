@@ -70,6 +70,33 @@ class TableChunks:
         """``latency.pooled_itl_and_chunk_gaps_ms`` of the selected rows set in ``record_mask``."""
         return self.scan(itl_mask=np.ones(len(self), bool) if record_mask is None else record_mask)
 
+    def histogram(self, origin_ns: int, edges_s: np.ndarray) -> np.ndarray:
+        """Output tokens of the selected rows' chunks per time bin of the even ``edges_s`` (seconds
+        from ``origin_ns``; ``np.histogram``'s bins: half-open, the last one closed), block by block."""
+        bins = max(edges_s.size - 1, 0)
+        out = np.zeros(bins)
+        if not bins:
+            return out
+        width_ns, last_ns = float(edges_s[1] - edges_s[0]) * 1e9, float(edges_s[-1]) * 1e9
+
+        def add(ns: np.ndarray, tokens: np.ndarray | None) -> None:
+            since = ns - origin_ns
+            slot = np.minimum((since / width_ns).astype(np.int64), bins - 1)
+            valid = (since >= 0) & (since <= last_ns)
+            weights = None if tokens is None else tokens[valid]
+            out[:] += np.bincount(slot[valid], weights=weights, minlength=bins)[:bins]
+
+        for row, counts, ns, tokens in self.table.chunk_blocks():
+            rows = self.rows[row:row + counts.size]
+            if not rows.all():
+                keep = np.repeat(rows, counts)
+                ns, tokens = ns[keep], tokens[keep]
+            if ns.size:
+                add(ns, None if (tokens == 1).all() else tokens)
+        if self.one.any():
+            add(self.one_ns[self.one], self.one_tokens[self.one])
+        return out
+
     def chunk_table(self) -> ChunkTable:
         """Every chunk of the selected rows in one ``ChunkTable`` (small tables: tests, reports)."""
         table = self.table.load_chunks().take(self.rows)
