@@ -47,6 +47,7 @@ from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
+from tokenpace.recordtable import RecordTable
 from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.warmup import is_warmup, issuing_s
@@ -168,7 +169,8 @@ def run_sim(config: SimRunConfig) -> RunResult:
                            start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
                            send_end_ns=send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
-    summary = summarize(records, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
+    table = RecordTable.from_records(records)  # one set of arrays: the summary's and the columnar file's
+    summary = summarize(table, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
                         token_prices=c.token_prices())
     engine_doc = engine_section(sim, timeline_path, result_path)
     if config.calibration is not None:
@@ -183,7 +185,8 @@ def run_sim(config: SimRunConfig) -> RunResult:
                        summary=summary, engine=engine_doc, result_path=result_path,
                        records_path=records_path, timeline_path=timeline_path, window_ns=window,
                        wall_s=wall_s, sim=sim, workload_info=workload_info)
-    write_sim_files(result)
+    write_sim_files(result, table)
+    del table
     return result
 
 
@@ -275,15 +278,17 @@ def engine_section(sim: SimResult, timeline_path: Path, result_path: Path) -> di
     }
 
 
-def write_sim_files(result: RunResult) -> None:
-    """Records and timeline JSONL beside the result JSON (written last, as bench does)."""
+def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None:
+    """Records and timeline JSONL beside the result JSON (written last, as bench does); ``table``:
+    the records already as arrays, for the columnar file."""
     # orjson serializes dataclasses itself: the same bytes as RecordSink's to_dict(), much faster
     # for records of thousands of chunks (asdict deep-copies every list).
     _write_jsonl(result.records_path, result.records)
-    write_table(columns_path(result.records_path), result.records)
+    write_table(columns_path(result.records_path), result.records if table is None else table)
     _write_jsonl(result.timeline_path, result.sim.timeline if result.sim else [])
     write_result(result)
 
 
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
-    write_whole(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    # Line by line into the temporary file: a 100,000-request run's JSONL is never whole in memory.
+    write_whole(path, (orjson.dumps(row) + b"\n" for row in rows))
