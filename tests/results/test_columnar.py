@@ -123,3 +123,22 @@ def test_a_report_re_judges_from_the_columnar_file_and_without_it_from_the_jsonl
     from_jsonl = load_run(Path("s.json"), slo="chat")["summary"]
     assert from_columns == from_jsonl
     assert from_columns["counts"]["sent"] == 120 and from_columns["goodput"]["slo"]["name"] == "chat"
+
+
+def test_a_part_from_before_a_field_existed_reads_it_as_none(tmp_path):
+    # Parts written by an earlier version lack the fields added since (``model``, cache writes):
+    # those read as None, as a JSONL line without the key does.
+    import zipfile
+    records = _records(20)
+    write_table(tmp_path / "run.columns", records)
+    part = tmp_path / "run.columns" / "part-000000.npz"
+    with zipfile.ZipFile(part) as old:
+        members = {i.filename: old.read(i) for i in old.infolist()}
+    with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED) as new:
+        for name, data in members.items():
+            if name not in ("text.model.npy", "vocab.model.npy", "int.cache_write_prompt_tokens.npy"):
+                new.writestr(name, data)
+    table = read_table(tmp_path / "run.columns")
+    assert table.texts["model"].values() == [None] * 20
+    assert not table.has("cache_write_prompt_tokens").any()
+    assert summarize(table, slo="chat") == summarize(records, slo="chat")

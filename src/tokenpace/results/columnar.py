@@ -179,8 +179,7 @@ def read_table(path: str | Path, *, chunks: bool = True) -> RecordTable:
     parts = [path / _PART.format(i) for i in range(int(manifest["parts"]))]
     counts = []
     for name in parts:  # one part open at a time: a long run has thousands
-        with np.load(name, allow_pickle=False) as part:
-            counts.append(part["chunk_count"])
+        counts.append(np.array(_mapped(name, ("chunk_count",))[0]))
     n = sum(c.size for c in counts)
     total = int(sum(int(c.sum()) for c in counts))
     table = RecordTable(
@@ -196,17 +195,23 @@ def read_table(path: str | Path, *, chunks: bool = True) -> RecordTable:
     row = chunk = 0
     for name, count in zip(parts, counts):
         size, n_chunks = count.size, int(count.sum())
-        with np.load(name, allow_pickle=False) as part:
-            for group, columns in (("int", table.ints), ("bool", table.bools), ("float", table.floats)):
-                for k, out in columns.items():
-                    out[row:row + size] = part[f"{group}.{k}"]
-            for k in TEXT_FIELDS:
-                words = part[f"vocab.{k}"].tolist()
-                remap = np.array([vocab[k].setdefault(w, len(vocab[k])) for w in words] + [-1], np.int32)
-                codes[k][row:row + size] = remap[part[f"text.{k}"]]
-            if chunks:
-                table.chunk_ns[chunk:chunk + n_chunks] = part["chunk_ns"]
-                table.chunk_tokens[chunk:chunk + n_chunks] = part["chunk_tokens"]
+        part = _members(name)  # mapped, copied once into the table's arrays
+        # A field newer than the part (written by an earlier version) reads as None for every row.
+        for group, columns, none in (("int", table.ints, NULL), ("bool", table.bools, False),
+                                     ("float", table.floats, np.nan)):
+            for k, out in columns.items():
+                out[row:row + size] = part.get(f"{group}.{k}", none)
+        for k in TEXT_FIELDS:
+            if f"text.{k}" not in part:
+                codes[k][row:row + size] = -1
+                continue
+            words = part[f"vocab.{k}"].tolist()
+            remap = np.array([vocab[k].setdefault(w, len(vocab[k])) for w in words] + [-1], np.int32)
+            codes[k][row:row + size] = remap[part[f"text.{k}"]]
+        if chunks:
+            table.chunk_ns[chunk:chunk + n_chunks] = part["chunk_ns"]
+            table.chunk_tokens[chunk:chunk + n_chunks] = part["chunk_tokens"]
+        del part
         row, chunk = row + size, chunk + n_chunks
     table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
     return table
@@ -220,6 +225,16 @@ def _chunk_parts(parts: list[Path], counts: list[np.ndarray]):
     for name, count in zip(parts, counts):
         yield row, count, *_mapped(name, ("chunk_ns", "chunk_tokens"))
         row += count.size
+
+
+def _members(path: Path) -> dict[str, np.ndarray]:
+    """Every member of a part by name (without ``.npy``), mapped as ``_mapped`` maps them."""
+    with zipfile.ZipFile(path) as archive:
+        names = tuple(n.removesuffix(".npy") for n in archive.namelist())
+    missing = [f for f in ("chunk_ns", "chunk_tokens", "chunk_count") if f not in names]
+    if missing:
+        raise UsageError(f"{path} is not a columnar records part (no {missing[0]})")
+    return dict(zip(names, _mapped(path, names)))
 
 
 def _mapped(path: Path, names: tuple[str, ...]) -> list[np.ndarray]:
