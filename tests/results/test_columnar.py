@@ -142,3 +142,20 @@ def test_a_part_from_before_a_field_existed_reads_it_as_none(tmp_path):
     assert table.texts["model"].values() == [None] * 20
     assert not table.has("cache_write_prompt_tokens").any()
     assert summarize(table, slo="chat") == summarize(records, slo="chat")
+
+
+def test_a_summary_from_disk_never_holds_the_chunk_table(tmp_path):
+    # Memory, not time: the summary of a table whose chunks stay on disk peaks lower than the one
+    # read whole by at least the chunk arrays themselves (12 bytes a chunk), which it never holds.
+    n, tokens = 4000, 250
+    write_table(tmp_path / "run.columns", _records(n, tokens=tokens))
+
+    def peak(chunks: bool) -> int:
+        tracemalloc.start()
+        try:
+            summarize(read_table(tmp_path / "run.columns", chunks=chunks), slo="chat")
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(chunks=True) - peak(chunks=False) > 12 * n * tokens
