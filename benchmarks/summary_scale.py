@@ -3,10 +3,13 @@
 A synthetic run (REQUESTS requests, TOKENS output tokens each, one token per chunk; 2% errors
 before the first token, 1% cancelled half-way) is written as a columnar records directory
 (``tokenpace.results.columnar``) beside a result document. Each figure is one fresh process,
-timed from start to exit by the parent, peak RSS from /usr/bin/time; the median of --runs.
+timed from start to exit by the parent, peak RSS and CPU seconds from /usr/bin/time; the median
+of --runs.
 
 - columnar summary: read the columnar file and ``summarize(..., slo="chat")``;
-- report --slo: ``tokenpace report RUN.json --slo chat`` (reads the columnar file);
+- report --slo: ``tokenpace report RUN.json --slo chat`` (reads the columnar file, its chunks
+  part by part);
+- report --html: the same with ``--html`` (the plots drawn from the columnar file);
 - peer, in the same run: at --peer-requests, the per-record path (read the JSONL into
   ``RequestRecord``s, ``summarize``) against the columnar one on the same records;
 - sim: ``tokenpace sim`` of --sim-requests requests, peak RSS.
@@ -75,7 +78,8 @@ def synthetic_block(start: int, n: int, tokens: int, rng: np.random.Generator) -
              "error_kind": Text(np.where(errors, 0, np.where(cancelled, 1, -1)).astype(np.int32),
                                 ["http_500", "cancelled"]),
              "error_message": Text(np.where(errors, 0, -1).astype(np.int32), ["internal error"]),
-             "finish_reason": Text(np.where(has & ~cancelled, 0, -1).astype(np.int32), ["length"])}
+             "finish_reason": Text(np.where(has & ~cancelled, 0, -1).astype(np.int32), ["length"]),
+             "model": Text(np.zeros(n, np.int32), ["synthetic"])}
     return RecordTable(ints=ints, bools=bools, floats={k: np.full(n, np.nan) for k in FLOAT_FIELDS},
                        texts=texts, chunk_count=count, chunk_ns=chunk_ns,
                        chunk_tokens=np.ones(chunk_ns.size, np.int32))
@@ -120,23 +124,26 @@ def to_dicts(table: RecordTable) -> list[dict]:
     return out
 
 
-def measure(command: list[str], runs: int) -> tuple[float, float]:
-    """Median wall seconds and median peak RSS (MB) of ``command`` in fresh processes."""
-    walls, peaks = [], []
+def measure(command: list[str], runs: int) -> tuple[float, float, float]:
+    """Median wall seconds, peak RSS (MB) and CPU seconds (user + system) of ``command`` in fresh
+    processes. On a shared machine CPU time is the steadier figure: wall time waits for the cores."""
+    walls, peaks, cpus = [], [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *command], capture_output=True, text=True)
         walls.append(time.perf_counter() - t0)
         if proc.returncode != 0:
             sys.exit(f"failed: {' '.join(command)}\n{proc.stderr[-2000:]}")
-        peaks.append(int(proc.stderr.strip().splitlines()[-1]) / 1024)
-    return statistics.median(walls), statistics.median(peaks)
+        rss, user, system = proc.stderr.strip().splitlines()[-1].split()
+        peaks.append(int(rss) / 1024)
+        cpus.append(float(user) + float(system))
+    return statistics.median(walls), statistics.median(peaks), statistics.median(cpus)
 
 
 def summary_command(run: Path, columnar: bool) -> list[str]:
     if columnar:
         code = ("from tokenpace.results.columnar import read_table; from tokenpace.metrics import summarize; "
-                f"summarize(read_table({str(run.with_suffix('.columns'))!r}), slo='chat')")
+                f"summarize(read_table({str(run.with_suffix('.columns'))!r}, chunks=False), slo='chat')")
     else:
         code = ("from tokenpace.results import read_records; from tokenpace.metrics import summarize; "
                 f"summarize(read_records({str(run.with_name('run.records.jsonl'))!r}), slo='chat')")
@@ -158,22 +165,28 @@ def main() -> None:
         peer = make_run(tmp / "peer", args.peer_requests, args.tokens, jsonl=True)
         rec = measure(summary_command(peer, columnar=False), args.runs)
         col = measure(summary_command(peer, columnar=True), args.runs)
-        print(f"peer {args.peer_requests:,} x {args.tokens}: per-record {rec[0]:.2f} s {rec[1]:,.0f} MB; "
-              f"columnar {col[0]:.2f} s {col[1]:,.0f} MB; ratio time {rec[0] / col[0]:.1f}x, "
-              f"memory {rec[1] / col[1]:.1f}x")
+        print(f"peer {args.peer_requests:,} x {args.tokens}: per-record {rec[0]:.2f} s ({rec[2]:.2f} CPU-s) "
+              f"{rec[1]:,.0f} MB; columnar {col[0]:.2f} s ({col[2]:.2f} CPU-s) {col[1]:,.0f} MB; ratio "
+              f"wall {rec[0] / col[0]:.1f}x, CPU {rec[2] / col[2]:.1f}x, memory {rec[1] / col[1]:.1f}x")
         (tmp / "big").mkdir()
         big = make_run(tmp / "big", args.requests, args.tokens, jsonl=False)
         s = measure(summary_command(big, columnar=True), args.runs)
-        print(f"columnar summary {args.requests:,} x {args.tokens}: {s[0]:.2f} s, peak {s[1]:,.0f} MB "
-              f"(target <= 2 s, <= 2048 MB)")
-        r = measure([sys.executable, "-m", "tokenpace", "report", str(big), "--slo", "chat"], args.runs)
-        print(f"report --slo {args.requests:,} x {args.tokens}: {r[0]:.2f} s, peak {r[1]:,.0f} MB (target <= 5 s)")
+        print(f"columnar summary {args.requests:,} x {args.tokens}: {s[0]:.2f} s ({s[2]:.2f} CPU-s), "
+              f"peak {s[1]:,.0f} MB (target <= 2 s, <= 2048 MB)")
+        report = [sys.executable, "-m", "tokenpace", "report", str(big), "--slo", "chat"]
+        r = measure(report, args.runs)
+        print(f"report --slo {args.requests:,} x {args.tokens}: {r[0]:.2f} s ({r[2]:.2f} CPU-s), "
+              f"peak {r[1]:,.0f} MB (target <= 5 s)")
+        h = measure([*report, "--html", str(tmp / "big.html")], args.runs)
+        print(f"report --slo --html {args.requests:,} x {args.tokens}: {h[0]:.2f} s ({h[2]:.2f} CPU-s), "
+              f"peak {h[1]:,.0f} MB, page {(tmp / 'big.html').stat().st_size / 1024:,.0f} KiB (target <= 5 s)")
     if args.sim_requests:
         with tempfile.TemporaryDirectory() as tmp:
             sim = measure([sys.executable, "-m", "tokenpace", "sim", "--requests", str(args.sim_requests),
                            "--concurrency", "256", "--input-tokens", "512", "--output-tokens", "128",
                            "--no-progress", "--out", str(Path(tmp) / "sim.json")], 1)
-            print(f"sim {args.sim_requests:,} requests: {sim[0]:.1f} s, peak {sim[1]:,.0f} MB (target < 300 MB)")
+            print(f"sim {args.sim_requests:,} requests: {sim[0]:.1f} s ({sim[2]:.1f} CPU-s), peak {sim[1]:,.0f} MB "
+                  "(target < 300 MB)")
 
 
 if __name__ == "__main__":

@@ -5,19 +5,27 @@ one NotSaved error (exit 7) naming the file."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 from tokenpace.errors import NotSaved, UsageError
 
 
-def write_whole(path: str | Path, data: bytes, *, what: str = "") -> Path:
-    """``what`` names the file in the error (e.g. "the result file")."""
+def write_whole(path: str | Path, data: bytes | Iterable[bytes], *, what: str = "") -> Path:
+    """``what`` names the file in the error (e.g. "the result file"). ``data`` may come in pieces
+    (an iterable of bytes, e.g. one JSONL line each): written one after another, never joined in
+    memory, and still renamed into place only once whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two processes never share one
     try:
-        tmp.write_bytes(data)
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            tmp.write_bytes(data)
+        else:
+            with open(tmp, "wb") as fh:
+                for piece in data:
+                    fh.write(piece)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -18,7 +18,7 @@ Kept out (they stay in the JSONL journal): ``request_id`` and ``server_timing``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -27,6 +27,7 @@ import numpy as np
 from tokenpace.record import RequestRecord
 
 NULL = np.iinfo(np.int64).min
+BLOCK_CHUNKS = 1 << 21  # chunks a block of ``chunk_blocks``: 24 MB of stamps and tokens
 
 INT_FIELDS = ("index", "attempt", "requested_input_tokens", "requested_output_tokens", "prefix_group",
               "session", "turn", "scheduled_ns", "sent_ns", "first_token_ns", "first_content_ns",
@@ -70,6 +71,9 @@ class RecordTable:
     chunk_count: np.ndarray  # int64 per record
     chunk_ns: np.ndarray  # int64, all records' chunks in order
     chunk_tokens: np.ndarray  # int32, aligned with chunk_ns
+    # When set, the chunks are still on disk and ``chunk_ns``/``chunk_tokens`` are empty: a callable
+    # yielding them block by block as ``chunk_blocks`` does (``results.columnar.read_table``).
+    chunk_source: Callable[[], Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] | None = None
 
     def __len__(self) -> int:
         return int(self.chunk_count.size)
@@ -100,10 +104,33 @@ class RecordTable:
         np.cumsum(self.chunk_count, out=offsets[1:])
         return offsets
 
+    def chunk_blocks(self, max_chunks: int = BLOCK_CHUNKS
+                     ) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """The chunks of consecutive records, block by block and in order: (first record, their
+        ``chunk_count``, ``chunk_ns``, ``chunk_tokens``), about ``max_chunks`` chunks a block (at
+        least one record). From disk one part at a time when the chunks were left there."""
+        if self.chunk_source is None:
+            yield from _blocks(0, self.chunk_count, self.chunk_ns, self.chunk_tokens, max_chunks)
+            return
+        for row, counts, ns, tokens in self.chunk_source():
+            yield from _blocks(row, counts, ns, tokens, max_chunks)
+
+    def load_chunks(self) -> RecordTable:
+        """This table with its chunks in memory (read from disk when they were left there)."""
+        if self.chunk_source is None:
+            return self
+        blocks = list(self.chunk_blocks())
+        return RecordTable(ints=self.ints, bools=self.bools, floats=self.floats, texts=self.texts,
+                           chunk_count=self.chunk_count,
+                           chunk_ns=np.concatenate([b[2] for b in blocks] or [np.zeros(0, np.int64)]),
+                           chunk_tokens=np.concatenate([b[3] for b in blocks] or [np.zeros(0, np.int32)]))
+
     def take(self, mask: np.ndarray) -> RecordTable:
         """The records where ``mask`` (one bool per record) is set, in order."""
         if mask.all():
             return self
+        if self.chunk_source is not None:
+            return self.load_chunks().take(mask)
         chunk_mask = np.repeat(mask, self.chunk_count)
         return RecordTable(
             ints={k: v[mask] for k, v in self.ints.items()},
@@ -112,6 +139,20 @@ class RecordTable:
             texts={k: v[mask] for k, v in self.texts.items()},
             chunk_count=self.chunk_count[mask], chunk_ns=self.chunk_ns[chunk_mask],
             chunk_tokens=self.chunk_tokens[chunk_mask])
+
+    def records_only(self, mask: np.ndarray) -> RecordTable:
+        """The per-record columns (``chunk_count`` included) of the records where ``mask`` is set,
+        without their chunks (``chunk_ns`` and ``chunk_tokens`` empty): for what reads no chunk.
+        Every record set: this table itself (no copy)."""
+        if mask.all():
+            return self
+        return RecordTable(
+            ints={k: v[mask] for k, v in self.ints.items()},
+            bools={k: v[mask] for k, v in self.bools.items()},
+            floats={k: v[mask] for k, v in self.floats.items()},
+            texts={k: v[mask] for k, v in self.texts.items()},
+            chunk_count=self.chunk_count[mask], chunk_ns=np.zeros(0, np.int64),
+            chunk_tokens=np.zeros(0, np.int32))
 
     @classmethod
     def from_records(cls, records: Sequence[RequestRecord]) -> RecordTable:
@@ -140,6 +181,7 @@ class RecordTable:
             return tables[0]
         if not tables:
             return cls.from_records([])
+        tables = [t.load_chunks() for t in tables]
         first = tables[0]
         return cls(
             ints={k: np.concatenate([t.ints[k] for t in tables]) for k in first.ints},
@@ -149,6 +191,22 @@ class RecordTable:
             chunk_count=np.concatenate([t.chunk_count for t in tables]),
             chunk_ns=np.concatenate([t.chunk_ns for t in tables]),
             chunk_tokens=np.concatenate([t.chunk_tokens for t in tables]))
+
+
+def _blocks(first: int, counts: np.ndarray, ns: np.ndarray, tokens: np.ndarray, max_chunks: int):
+    """``RecordTable.chunk_blocks`` of the records from ``first`` whose chunks are ``ns``/``tokens``."""
+    if ns.size <= max_chunks:
+        yield first, counts, ns, tokens
+        return
+    offsets = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    row, n = 0, counts.size
+    while row < n:
+        end = int(np.searchsorted(offsets, offsets[row] + max_chunks, side="right")) - 1
+        end = min(max(end, row + 1), n)
+        a, b = offsets[row], offsets[end]
+        yield first + row, counts[row:end], ns[a:b], tokens[a:b]
+        row = end
 
 
 def _text(values: Iterable[str | None]) -> Text:

@@ -66,6 +66,22 @@ def test_the_columnar_summary_equals_the_per_record_summary(records, slo, window
     assert summarize(RecordTable.from_records(records), slo=slo, window=window, gpu_hour_usd=2.0) == expected
 
 
+class _SmallBlocks(RecordTable):
+    """A table whose chunks are read a few at a time, so that records fall in many blocks."""
+
+    def chunk_blocks(self, max_chunks: int = 3):
+        return super().chunk_blocks(max_chunks)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(records_strategy(), max_size=14),
+       slo=st.sampled_from([None, "chat", "tpot=50ms"]), window=_window)
+def test_the_summary_read_block_by_block_equals_the_per_record_summary(records, slo, window):
+    table = RecordTable.from_records(records)
+    small = _SmallBlocks(**{k: getattr(table, k) for k in table.__dataclass_fields__})
+    assert summarize(small, slo=slo, window=window) == summarize(records, slo=slo, window=window)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(records_strategy(), max_size=14))
 def test_columns_follow_the_per_record_definitions(records):
@@ -79,7 +95,8 @@ def test_columns_follow_the_per_record_definitions(records):
     assert itl.tolist() == [s for r in streamed_ok for s in itl_samples(r)]
     assert gaps.tolist() == [g for r in streamed_ok for g in chunk_gaps(r)]
     flat = [(i, t, k) for i, r in enumerate(records) for t, k in zip(*record_chunks(r))]
-    assert list(zip(cols.chunks.record.tolist(), cols.chunks.ns.tolist(), cols.chunks.tokens.tolist())) == flat
+    chunks = cols.chunks.chunk_table()
+    assert list(zip(chunks.record.tolist(), chunks.ns.tolist(), chunks.tokens.tolist())) == flat
 
 
 def test_hand_made_records_through_the_columnar_path():

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 
 from tokenpace.metrics import describe, quantile_ci
-from tokenpace.metrics.stats import min_samples_for_ci
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenpace.metrics.stats import PERCENTILES, min_samples_for_ci
 
 TRUE_P99_EXP1 = math.log(100)  # p99 of Exponential(1)
 
@@ -104,3 +107,27 @@ def test_million_samples_interval_brackets_p99():
     values = np.random.default_rng(5).exponential(10, 1_000_000)
     stats = describe(values)
     assert stats["p99_ci95"][0] <= stats["p99"] <= stats["p99_ci95"][1]
+
+
+def test_std_of_millions_of_samples_is_the_population_std():
+    # Above a million samples the deviations are summed block by block (no temporary of the
+    # samples' size); the known answer: 0..n-1 has population variance (n^2 - 1) / 12.
+    n = 3 * 2**20 + 17
+    stats = describe(np.arange(n, dtype=np.float64))
+    assert stats["std"] == pytest.approx(math.sqrt((n * n - 1) / 12), rel=1e-12)
+    assert stats["mean"] == (n - 1) / 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-50, 50), min_size=1, max_size=1500))
+def test_order_statistics_equal_those_of_a_full_sort(samples):
+    # Ties and every size, around the 368 samples where the interval starts: each percentile
+    # against numpy's linear quantile of the sorted samples, the interval against the sorted path.
+    values = np.array(samples, dtype=np.float64) / 7
+    stats = describe(values)
+    ordered = np.sort(values)
+    assert (stats["min"], stats["max"]) == (ordered[0], ordered[-1])
+    for key, q in PERCENTILES.items():
+        assert stats[key] == pytest.approx(float(np.quantile(ordered, q)), rel=1e-12, abs=1e-12), key
+    ci = quantile_ci(ordered, 0.99)
+    assert stats["p99_ci95"] == (None if ci is None else list(ci))

@@ -87,3 +87,23 @@ def test_simulation_report_has_engine_timeline(tmp_path):
     assert plots_in(html) == RUN_PLOTS + ["engine-timeline"]
     assert "Prefix-cache hit rate" in html and "KV-cache usage" in html
     assert "Simulation: timestamps are virtual time" in html
+
+
+def test_a_run_with_a_columnar_file_is_drawn_from_it_and_says_what_it_subsampled(tmp_path, monkeypatch):
+    from tokenpace.reports import series
+    from tokenpace.results.columnar import columns_path, write_table
+
+    records = make_records(n=300, every_ms=5.0)
+    run = write_run(tmp_path, "big", records)
+    plain = render_run_html(load_run_data(run, table=True))  # no columnar file: from the JSONL
+    write_table(columns_path(tmp_path / "big.records.jsonl"), records)
+    data = load_run_data(run, table=True)
+    assert not isinstance(data.records, list)  # the table, its chunks left on disk
+    assert render_run_html(data) == plain  # every request's ITL drawn: the same page
+    monkeypatch.setattr(series, "MAX_ITL_REQUESTS", 50)
+    html = render_run_html(load_run_data(run, table=True))
+    assert plots_in(html) == RUN_PLOTS
+    streamed = sum(1 for r in records if r.measured and r.status == "ok" and r.stream)
+    step = -(-streamed // 50)
+    assert (f"the tokens of every {step}th streamed ok request ({len(range(0, streamed, step))} of "
+            f"{streamed})") in html

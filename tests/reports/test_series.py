@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenpace.record import RequestRecord
-from tokenpace.reports.series import MAX_STEP_POINTS, cdf_points, load_over_time, request_bars
+from tokenpace.reports.series import MAX_STEP_POINTS, cdf_points, latency_samples_ms, load_over_time, request_bars
 
 from .runs import make_records
 
@@ -41,3 +41,46 @@ def test_timeline_phases_come_from_the_stamps():
                       last_token_ns=160 * MS, done_ns=170 * MS)
     bars = request_bars([r])
     assert (bars.scheduled_s[0], bars.sent_s[0], bars.first_token_s[0], bars.end_s[0]) == (0.0, 0.01, 0.06, 0.16)
+
+
+def _with_failures(records: list[RequestRecord]) -> list[RequestRecord]:
+    """Some failed before the first token, some cancelled, one warmup, one never sent."""
+    for r in records[::7]:
+        r.status, r.chunk_ns, r.chunk_tokens, r.first_token_ns, r.last_token_ns = "error", [], [], None, None
+    for r in records[3::11]:
+        r.status = "cancelled"
+    records[1].warmup = True
+    records[2].sent_ns = None
+    return records
+
+
+def test_series_from_a_record_table_equal_those_from_the_records():
+    # The HTML report of a run with a whole columnar file draws from the table: the same series.
+    from tokenpace.recordtable import RecordTable
+    records = _with_failures(make_records(n=900, every_ms=2.0, tokens=5))
+    table = RecordTable.from_records(records)
+    want, got = load_over_time(records), load_over_time(table)
+    for name in ("bin_start_s", "output_tokens_s", "completed_s", "step_t_s", "in_flight"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    assert got.bin_s == want.bin_s
+    want_bars, got_bars = request_bars(records), request_bars(table)
+    for name in ("index", "scheduled_s", "sent_s", "first_token_s", "end_s"):
+        np.testing.assert_array_equal(getattr(got_bars, name), getattr(want_bars, name), err_msg=name)
+    assert (got_bars.status, got_bars.total) == (want_bars.status, want_bars.total)
+    want_samples, got_samples = latency_samples_ms(records), latency_samples_ms(table)
+    for name in ("ttft", "tpot", "e2e", "itl"):
+        np.testing.assert_array_equal(got_samples[name], want_samples[name], err_msg=name)
+
+
+def test_itl_plot_samples_of_a_large_table_are_an_even_subsample_of_requests(monkeypatch):
+    from tokenpace.metrics.latency import itl_samples
+    from tokenpace.recordtable import RecordTable
+    from tokenpace.reports import series
+    records = _with_failures(make_records(n=500, every_ms=2.0, tokens=4))
+    monkeypatch.setattr(series, "MAX_ITL_REQUESTS", 100)
+    samples = latency_samples_ms(RecordTable.from_records(records))
+    streamed = [r for r in records if r.measured and r.status == "ok" and r.stream]
+    drawn, total = samples["itl_requests"].tolist()
+    step = -(-len(streamed) // 100)
+    assert total == len(streamed) and drawn == len(streamed[::step]) <= 100
+    assert samples["itl"].tolist() == [s for r in streamed[::step] for s in itl_samples(r)]

@@ -53,6 +53,24 @@ def test_parts_read_back_as_one_table_that_summarizes_as_the_records_do(tmp_path
     assert summarize(table, slo="chat") == summarize(records, slo="chat")
 
 
+def test_chunks_left_on_disk_are_read_part_by_part_as_they_were_written(tmp_path):
+    records = _records(500, tokens=6)
+    write_table(tmp_path / "run.columns", records[:0])  # an empty part list still reads
+    assert len(read_table(tmp_path / "run.columns", chunks=False)) == 0
+    with ColumnarWriter(tmp_path / "run.columns", batch_records=64) as writer:
+        for r in records:
+            writer.add(r)
+    lazy = read_table(tmp_path / "run.columns", chunks=False)
+    assert lazy.chunk_ns.size == 0  # nothing of the chunks in memory until asked
+    blocks = list(lazy.chunk_blocks())
+    assert len(blocks) == writer.parts and [b[0] for b in blocks] == list(range(0, 500, 64))
+    direct = RecordTable.from_records(records)
+    np.testing.assert_array_equal(np.concatenate([b[2] for b in blocks]), direct.chunk_ns)
+    np.testing.assert_array_equal(np.concatenate([b[3] for b in blocks]), direct.chunk_tokens)
+    assert summarize(lazy, slo="chat") == summarize(records, slo="chat")
+    assert summarize(lazy, window=(200 * MS, 3000 * MS)) == summarize(records, window=(200 * MS, 3000 * MS))
+
+
 def test_an_unfinished_directory_is_not_read_as_a_run(tmp_path):
     writer = ColumnarWriter(tmp_path / "run.columns", batch_records=10)
     for r in _records(25):
@@ -105,3 +123,39 @@ def test_a_report_re_judges_from_the_columnar_file_and_without_it_from_the_jsonl
     from_jsonl = load_run(Path("s.json"), slo="chat")["summary"]
     assert from_columns == from_jsonl
     assert from_columns["counts"]["sent"] == 120 and from_columns["goodput"]["slo"]["name"] == "chat"
+
+
+def test_a_part_from_before_a_field_existed_reads_it_as_none(tmp_path):
+    # Parts written by an earlier version lack the fields added since (``model``, cache writes):
+    # those read as None, as a JSONL line without the key does.
+    import zipfile
+    records = _records(20)
+    write_table(tmp_path / "run.columns", records)
+    part = tmp_path / "run.columns" / "part-000000.npz"
+    with zipfile.ZipFile(part) as old:
+        members = {i.filename: old.read(i) for i in old.infolist()}
+    with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED) as new:
+        for name, data in members.items():
+            if name not in ("text.model.npy", "vocab.model.npy", "int.cache_write_prompt_tokens.npy"):
+                new.writestr(name, data)
+    table = read_table(tmp_path / "run.columns")
+    assert table.texts["model"].values() == [None] * 20
+    assert not table.has("cache_write_prompt_tokens").any()
+    assert summarize(table, slo="chat") == summarize(records, slo="chat")
+
+
+def test_a_summary_from_disk_never_holds_the_chunk_table(tmp_path):
+    # Memory, not time: the summary of a table whose chunks stay on disk peaks lower than the one
+    # read whole by at least the chunk arrays themselves (12 bytes a chunk), which it never holds.
+    n, tokens = 4000, 250
+    write_table(tmp_path / "run.columns", _records(n, tokens=tokens))
+
+    def peak(chunks: bool) -> int:
+        tracemalloc.start()
+        try:
+            summarize(read_table(tmp_path / "run.columns", chunks=chunks), slo="chat")
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(chunks=True) - peak(chunks=False) > 12 * n * tokens

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                                  ".steps folder), or run the sweep with them")
             return _sweep(doc, path, args, judge)
     # Records (and the engine timeline) are read only when the HTML report needs them.
-    data = load_run_data(path, **judge, token_prices=prices) if args.html else None
+    data = load_run_data(path, **judge, token_prices=prices, table=True) if args.html else None
     doc = data.doc if data else load_run(path, **judge, token_prices=prices)
     console = stdout_console()
     render_run(doc, console)

@@ -8,11 +8,12 @@ work on whole arrays, which keeps a 100k-request x 256-token run to seconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from tokenpace.metrics.chunk_scan import TableChunks
 from tokenpace.metrics.chunks import ChunkTable, chunk_table
 from tokenpace.metrics.latency import PER_REQUEST
 from tokenpace.metrics.window import completion_ns
@@ -32,7 +33,7 @@ class Columns:
     prompt_tokens: np.ndarray  # int64, missing or negative -> 0
     cached_prompt_tokens: np.ndarray  # int64, missing or negative -> 0
     values_ms: dict[str, np.ndarray]  # PER_REQUEST name -> float64, NaN where undefined
-    chunks: ChunkTable
+    chunks: ChunkTable | TableChunks  # the records' chunks, in memory or read block by block
     cache: dict = field(default_factory=dict, compare=False, repr=False)  # sums shared by sections
 
     def __len__(self) -> int:
@@ -61,46 +62,59 @@ def _counts(values) -> np.ndarray:
     return np.array([max(v or 0, 0) for v in values], dtype=np.int64)
 
 
-def columns_of_table(table: RecordTable) -> Columns:
-    """``columns`` of the records in a ``RecordTable``, computed on whole arrays: the same numbers
-    as the per-record definitions of ``latency`` and ``chunks`` give (a property test holds them
-    to it), without one Python object per request or per token."""
-    has = table.has
-    ints = table.ints
-    count = output_token_counts(table)
+def columns_of_table(table: RecordTable, rows: np.ndarray | None = None) -> Columns:
+    """``columns`` of the records in a ``RecordTable`` (of those set in ``rows``, one bool per
+    record, when given), computed on whole arrays: the same numbers as the per-record definitions
+    of ``latency`` and ``chunks`` give (a property test holds them to it), without one Python
+    object per request or per token. The chunks are not copied: ``chunk_scan.TableChunks`` reads
+    them block by block when a section needs them."""
+    if rows is None:
+        rows = np.ones(len(table), dtype=bool)
+    selected = table.records_only(rows) if not rows.all() else table
+    has = selected.has
+    ints = selected.ints
+    chunks = TableChunks(table, rows, np.zeros(len(selected), bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    count = output_token_counts(selected, chunks.token_sum)
+    one = (selected.chunk_count == 0) & has("last_token_ns") & (count != NULL) & (count != 0)
+    chunks.one, chunks.one_ns, chunks.one_tokens = one, ints["last_token_ns"], count
     values_ms = {
-        "ttft": _span_ms(table, "sent_ns", "first_token_ns"),
-        "ttft_from_scheduled": _span_ms(table, "scheduled_ns", "first_token_ns"),
-        "ttfc": _span_ms(table, "sent_ns", "first_content_ns"),
-        "tpot": _tpot_ms(table, count),
-        "e2e": _span_ms(table, "sent_ns", "last_token_ns"),
-        "e2e_from_scheduled": _span_ms(table, "scheduled_ns", "last_token_ns"),
-        "schedule_lag": np.where(ints["attempt"] > 1, np.nan, _span_ms(table, "scheduled_ns", "sent_ns")),
+        "ttft": _span_ms(selected, "sent_ns", "first_token_ns"),
+        "ttft_from_scheduled": _span_ms(selected, "scheduled_ns", "first_token_ns"),
+        "ttfc": _span_ms(selected, "sent_ns", "first_content_ns"),
+        "tpot": _tpot_ms(selected, count),
+        "e2e": _span_ms(selected, "sent_ns", "last_token_ns"),
+        "e2e_from_scheduled": _span_ms(selected, "scheduled_ns", "last_token_ns"),
+        "schedule_lag": np.where(ints["attempt"] > 1, np.nan, _span_ms(selected, "scheduled_ns", "sent_ns")),
     }
     assert tuple(values_ms) == tuple(PER_REQUEST)  # the same metrics, in the same order
     completion = np.where(has("done_ns"), ints["done_ns"],
                           np.where(has("last_token_ns"), ints["last_token_ns"], ints["sent_ns"]))
     has_completion = has("done_ns") | has("last_token_ns") | has("sent_ns")
     return Columns(
-        ok=table.status_is("ok"),
-        stream=table.bools["stream"],
+        ok=selected.status_is("ok"),
+        stream=selected.bools["stream"],
         completion_ns=np.where(has_completion, completion, 0),
         has_completion=has_completion,
         sent_ns=np.where(has("sent_ns"), ints["sent_ns"], -1),
         prompt_tokens=np.maximum(ints["prompt_tokens"], 0),  # NULL is negative: 0
         cached_prompt_tokens=np.maximum(ints["cached_prompt_tokens"], 0),
         values_ms=values_ms,
-        chunks=_chunk_table_of(table, count),
+        chunks=chunks,
     )
 
 
-def output_token_counts(table: RecordTable) -> np.ndarray:
-    """``chunks.output_token_count`` per record (int64, NULL for None)."""
+def output_token_counts(table: RecordTable, chunk_sums: Callable[[], np.ndarray] | None = None) -> np.ndarray:
+    """``chunks.output_token_count`` per record (int64, NULL for None). ``chunk_sums``: gives each
+    record's chunk tokens summed, read only when some record has neither output count (by
+    default summed from ``table``'s own chunks)."""
     chunked = table.chunk_count > 0
+    has_count = table.has("output_tokens") | table.has("output_tokens_client")
     chunk_sum = np.full(len(table), NULL, dtype=np.int64)
-    if chunked.any():  # reduceat over the starts of records with chunks: each sums its own
-        starts = table.chunk_offsets()[:-1][chunked]
-        chunk_sum[chunked] = np.add.reduceat(table.chunk_tokens, starts, dtype=np.int64)
+    if (chunked & ~has_count).any():
+        if chunk_sums is None:
+            chunk_sums = lambda: TableChunks(table, np.ones(len(table), bool), np.zeros(len(table), bool),
+                                             np.zeros(0, np.int64), np.zeros(0, np.int64)).token_sum()
+        chunk_sum[chunked] = chunk_sums()[chunked]
     client = np.where(table.has("output_tokens_client"), table.ints["output_tokens_client"], chunk_sum)
     return np.where(table.has("output_tokens"), table.ints["output_tokens"], client)
 
@@ -117,21 +131,3 @@ def _tpot_ms(table: RecordTable, count: np.ndarray) -> np.ndarray:
     span = _span_ms(table, "first_token_ns", "last_token_ns")
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(defined, span / np.where(defined, count - 1, 1), np.nan)
-
-
-def _chunk_table_of(table: RecordTable, count: np.ndarray) -> ChunkTable:
-    """``chunk_table``: each record's chunks, or (``chunks.record_chunks``) one chunk at
-    ``last_token_ns`` carrying all its output tokens when it has no chunk list but both of those."""
-    real = table.chunk_count > 0
-    one = ~real & table.has("last_token_ns") & (count != NULL) & (count != 0)
-    rows = table.chunk_count + one
-    n = len(table)
-    record = np.repeat(np.arange(n, dtype=np.int32 if n < 2**31 else np.int64), rows)
-    if not one.any():
-        return ChunkTable(record, table.chunk_ns, table.chunk_tokens)
-    from_real = np.repeat(real, rows)
-    ns = np.empty(record.size, dtype=np.int64)
-    tokens = np.empty(record.size, dtype=np.int64)
-    ns[from_real], tokens[from_real] = table.chunk_ns, table.chunk_tokens
-    ns[~from_real], tokens[~from_real] = table.ints["last_token_ns"][one], count[one]
-    return ChunkTable(record, ns, tokens)

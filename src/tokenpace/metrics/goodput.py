@@ -20,7 +20,7 @@ import numpy as np
 from tokenpace.metrics.columns import Columns
 from tokenpace.metrics.slo import SLO
 from tokenpace.metrics.stats import sorted_quantile
-from tokenpace.metrics.throughput import output_tokens_in_window, progress_in_window
+from tokenpace.metrics.throughput import progress_in_window, window_output_tokens
 from tokenpace.metrics.window import Window
 
 
@@ -28,7 +28,7 @@ def goodput(cols: Columns, slo: SLO, window: Window) -> dict:
     """The summary's ``goodput`` section."""
     good = slo.good_mask(cols.ok, cols.values_ms)
     good_requests = int(good.sum())
-    good_tokens = output_tokens_in_window(cols.chunks.rows_of(good), window)
+    good_tokens = window_output_tokens(cols, window, good)
     fraction = good_requests / len(cols) if len(cols) else None
     return {
         "slo": slo.to_dict(),

@@ -118,14 +118,19 @@ PER_REQUEST: dict[str, Callable[[RequestRecord], float | None]] = {
 }
 
 
-def pooled_itl_and_chunk_gaps_ms(table: ChunkTable, record_mask: np.ndarray | None = None
-                                 ) -> tuple[np.ndarray, np.ndarray]:
+def pooled_itl_and_chunk_gaps_ms(table: ChunkTable, record_mask: np.ndarray | None = None, *,
+                                 window=None) -> tuple[np.ndarray, np.ndarray]:
     """``itl_samples`` and ``chunk_gaps`` of every record in ``table`` (of those set in
     ``record_mask``, one bool per record, when given), each concatenated in record order
     (vectorized). With one token per chunk both are the same array object.
 
-    Give streamed records only: non-streamed ones have neither.
+    Give streamed records only: non-streamed ones have neither. ``table`` may be a
+    ``chunk_scan.TableChunks`` (a record table's chunks, read block by block); ``window``: the
+    measurement window it sums tokens over in the same pass (what the summary reads next).
     """
+    if not isinstance(table, ChunkTable):
+        return table.scan(window=window, itl_mask=np.ones(len(table), bool) if record_mask is None
+                          else record_mask)
     gaps_ns, later_tokens = _pooled_gaps(table, record_mask)
     if later_tokens is None:  # one token per chunk: each gap is one ITL sample
         gaps_ms = _to_ms_in_place(gaps_ns)

@@ -22,6 +22,7 @@ Same input, same output: nothing here is random.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable
 
@@ -38,9 +39,10 @@ def describe(values_ms: Iterable[float] | np.ndarray, *, owned: bool = False) ->
     """count, mean, std, min, max, p50..p99.9 and ``p99_ci95`` of the samples; None when empty.
 
     All numbers are plain Python floats/ints (JSON-ready). NaN samples are dropped. The order
-    statistics come from one ``np.partition`` at the ranks they need (and a sort of the few
-    hundred samples around p99 that its interval draws from): the same values a full sort gives,
-    several times faster on tens of millions of samples. ``owned``: the caller hands the array
+    statistics come from one ``np.partition`` at the lower rank of each percentile (the next rank
+    up is then the least value of the segment after it, and min/max one pass each) and a sort of
+    the few hundred samples around p99 that its interval draws from: the same values a full sort
+    gives, several times faster on tens of millions of samples. ``owned``: the caller hands the array
     over, so it is reordered in place instead of copied (pooled ITL: no second copy of 10^8
     samples).
     """
@@ -53,21 +55,49 @@ def describe(values_ms: Iterable[float] | np.ndarray, *, owned: bool = False) ->
     n = int(values.size)
     if n == 0:
         return None
-    stats: dict = {"count": n, "mean": float(values.mean()), "std": float(values.std())}
+    mean = values.mean()
+    stats: dict = {"count": n, "mean": float(mean), "std": _std(values, mean)}
     ranks = {key: _ranks(n, q) for key, q in PERCENTILES.items()}
     draws = _ci_draws(n, 0.99, CI_CONFIDENCE)
-    kth = {0, n - 1, *(i for low, high, _ in ranks.values() for i in (low, high))}
+    stats["min"], stats["max"] = float(values.min()), float(values.max())
+    kth = {low for low, _, _ in ranks.values()}
+    lo_i = hi_i = -1
     if draws is not None:
         lo_i, hi_i = int(draws[0].min()), int(draws[1].max())
         kth |= {lo_i, hi_i}
-    values.partition(sorted(kth))
+    kth_sorted = sorted(kth)
+    values.partition(kth_sorted)
     if draws is not None:
         values[lo_i:hi_i + 1].sort()  # every index the interval reads, in order
-    stats["min"], stats["max"] = float(values[0]), float(values[n - 1])
+
+    def order_statistic(i: int) -> float:
+        if i in kth or lo_i <= i <= hi_i:
+            return float(values[i])
+        # i - 1 is a partition point: the i-th is the least value up to the next one.
+        after = bisect.bisect_right(kth_sorted, i)
+        end = kth_sorted[after] + 1 if after < len(kth_sorted) else n
+        return float(values[i:end].min())
+
     for key, (low, high, fraction) in ranks.items():
-        stats[key] = _interpolate(float(values[low]), float(values[high]), fraction)
+        stats[key] = _interpolate(float(values[low]), order_statistic(high), fraction)
     stats["p99_ci95"] = None if draws is None else list(_ci_from_draws(values, draws, CI_CONFIDENCE))
     return stats
+
+
+_STD_BLOCK = 1 << 20
+
+
+def _std(values: np.ndarray, mean: float) -> float:
+    """``values.std()`` (population); above a million samples summed block by block, so that no
+    temporary array of the samples' size is made (10^8 ITL samples: 800 MB saved)."""
+    n = values.size
+    if n <= _STD_BLOCK:
+        return float(values.std())
+    squares = 0.0
+    for i in range(0, n, _STD_BLOCK):
+        deviations = values[i:i + _STD_BLOCK] - mean
+        squares += float(np.dot(deviations, deviations))
+    return math.sqrt(squares / n)
 
 
 def _ranks(n: int, q: float) -> tuple[int, int, float]:

@@ -50,8 +50,8 @@ def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str 
     if isinstance(records, RecordTable):
         table = records
         measured_mask = table.measured
-        measured_table = table.take(measured_mask)
-        cols = columns_of_table(measured_table)
+        measured_table = table.records_only(measured_mask)  # the chunks stay where they are
+        cols = columns_of_table(table, measured_mask)
         span = window_of(cols, window)
         return _sections(cols, span, slo, gpu_hour_usd, gpus, counts=counts_of(table, measured_mask),
                          tokens=lambda: token_sources_of(measured_table),
@@ -71,7 +71,7 @@ def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, g
               counts: dict, tokens, breakdowns, token_prices: TokenPrices | None = None, priced=None) -> dict:
     # Each array handed to describe is a fresh one (owned): reordered in place, never copied.
     latency = {name: describe(values[cols.ok], owned=True) for name, values in cols.values_ms.items()}
-    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream)
+    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream, window=span)
     same = gaps is itl
     latency["itl"] = describe(itl, owned=True)
     # With one token per chunk the two samples are identical: skip the second pass.

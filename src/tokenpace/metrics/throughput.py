@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tokenpace.metrics.chunk_scan import TableChunks
 from tokenpace.metrics.chunks import ChunkTable
 from tokenpace.metrics.columns import Columns
 from tokenpace.metrics.window import Window
@@ -27,6 +28,14 @@ def output_tokens_in_window(table: ChunkTable, window: Window) -> int:
     """Output tokens carried by chunks that arrived inside ``window``."""
     inside = window.contains_all(table.ns) & (table.tokens > 0)
     return int(table.tokens[inside].sum())
+
+
+def window_output_tokens(cols: Columns, window: Window, mask: np.ndarray | None = None) -> int:
+    """``output_tokens_in_window`` of the records' chunks (of those set in ``mask`` when given)."""
+    if isinstance(cols.chunks, TableChunks):  # per-record sums from one pass over the chunk blocks
+        carried = cols.chunks.window_tokens(window)[2]
+        return int(carried.sum() if mask is None else carried[mask].sum())
+    return output_tokens_in_window(cols.chunks if mask is None else cols.chunks.rows_of(mask), window)
 
 
 def completed_ok(cols: Columns, window: Window) -> np.ndarray:
@@ -52,6 +61,8 @@ def _tokens_per_record(cols: Columns, window: Window) -> tuple[np.ndarray, np.nd
     once per (columns, window): throughput and goodput both read them."""
     key = (window.start_ns, window.end_ns)
     cached = cols.cache.get(("tokens", key))
+    if cached is None and isinstance(cols.chunks, TableChunks):
+        cached = cols.cache[("tokens", key)] = cols.chunks.window_tokens(window)[:2]
     if cached is None:
         n, table = len(cols), cols.chunks
         inside = window.contains_all(table.ns)
@@ -68,7 +79,7 @@ def _tokens_per_record(cols: Columns, window: Window) -> tuple[np.ndarray, np.nd
 def throughput(cols: Columns, window: Window) -> dict:
     """The summary's ``throughput`` section."""
     part = progress_in_window(cols, window)
-    output_tokens = output_tokens_in_window(cols.chunks, window)
+    output_tokens = window_output_tokens(cols, window)
     prompt, cached = cols.prompt_tokens, cols.cached_prompt_tokens
     input_tokens = _whole(part @ prompt)
     cached_tokens = _whole(part @ cached)

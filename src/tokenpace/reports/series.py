@@ -12,8 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.metrics.chunks import chunk_table
+from tokenpace.metrics.columns import columns_of_table
 from tokenpace.metrics.latency import PER_REQUEST, pooled_itl_and_chunk_gaps_ms
 from tokenpace.record import RequestRecord
+from tokenpace.recordtable import NULL, RecordTable
 
 # Drawing more bars than this makes a timeline unreadable and the file large: subsample evenly.
 MAX_TIMELINE_REQUESTS = 400
@@ -21,16 +23,39 @@ MAX_TIMELINE_REQUESTS = 400
 MAX_CDF_POINTS = 1000
 # The in-flight step function of a large run is read at this many evenly spaced times.
 MAX_STEP_POINTS = 2000
+# ITL plots of a large run pool the samples of this many requests at most (every k-th).
+MAX_ITL_REQUESTS = 20_000
 _NS = 1e9
 
 
-def latency_samples_ms(records: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
-    """TTFT, TPOT, E2E (one per ok request) and ITL (one per token) of measured ok records."""
+def latency_samples_ms(records: Sequence[RequestRecord] | RecordTable) -> dict[str, np.ndarray]:
+    """TTFT, TPOT, E2E (one per ok request) and ITL (one per token) of measured ok records. From a
+    ``RecordTable`` (the columnar file of a large run) ITL is pooled over an even subsample of the
+    streamed ok requests (every k-th, at most ``MAX_ITL_REQUESTS``): ``itl_requests`` says how many
+    of how many (the page says so), so that a plot never holds 10^8 samples."""
+    if isinstance(records, RecordTable):
+        return _latency_samples_of_table(records)
     ok = [r for r in records if r.measured and r.status == "ok"]
     out = {name: _finite([PER_REQUEST[name](r) for r in ok]) for name in ("ttft", "tpot", "e2e")}
     streamed = [r for r in ok if r.stream]
     out["itl"] = pooled_itl_and_chunk_gaps_ms(chunk_table(streamed))[0] if streamed else np.empty(0)
     return out
+
+
+def _latency_samples_of_table(table: RecordTable) -> dict[str, np.ndarray]:
+    cols = columns_of_table(table, table.measured)
+    out = {name: _only_finite(cols.values_ms[name][cols.ok]) for name in ("ttft", "tpot", "e2e")}
+    streamed = np.flatnonzero(cols.ok & cols.stream)
+    step = max(1, -(-streamed.size // MAX_ITL_REQUESTS))  # ceil: every step-th streamed ok request
+    pick = np.zeros(len(cols), dtype=bool)
+    pick[streamed[::step]] = True
+    out["itl"] = pooled_itl_and_chunk_gaps_ms(cols.chunks, pick)[0] if streamed.size else np.empty(0)
+    out["itl_requests"] = np.array([int(pick.sum()), streamed.size])
+    return out
+
+
+def _only_finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
 
 
 def _finite(values: list[float | None]) -> np.ndarray:
@@ -66,13 +91,18 @@ class RequestBars:
         return len(self.index) < self.total
 
 
-def run_origin_ns(records: Sequence[RequestRecord]) -> int:
+def run_origin_ns(records: Sequence[RequestRecord] | RecordTable) -> int:
+    if isinstance(records, RecordTable):
+        stamps = np.concatenate([records.ints[k][records.has(k)] for k in ("scheduled_ns", "sent_ns")])
+        return int(stamps.min()) if stamps.size else 0
     stamps = [s for r in records for s in (r.scheduled_ns, r.sent_ns) if s is not None]
     return min(stamps) if stamps else 0
 
 
 def request_bars(records: Sequence[RequestRecord], limit: int = MAX_TIMELINE_REQUESTS) -> RequestBars:
     """The per-request timeline of measured records in send order, evenly subsampled to ``limit``."""
+    if isinstance(records, RecordTable):
+        return _request_bars_of_table(records, limit)
     sent = sorted((r for r in records if r.measured), key=lambda r: (r.sent_ns, r.index))
     total = len(sent)
     if total > limit:
@@ -93,6 +123,29 @@ def request_bars(records: Sequence[RequestRecord], limit: int = MAX_TIMELINE_REQ
     )
 
 
+def _request_bars_of_table(table: RecordTable, limit: int) -> RequestBars:
+    rows = np.flatnonzero(table.measured)
+    ints = table.ints
+    rows = rows[np.lexsort((ints["index"][rows], ints["sent_ns"][rows]))]
+    total = rows.size
+    if total > limit:
+        rows = rows[np.linspace(0, total - 1, limit).round().astype(int)]
+    origin = run_origin_ns(table)
+
+    def col(*names: str) -> np.ndarray:  # the first of the fields that is set, seconds from origin
+        out = np.full(rows.size, np.nan)
+        for name in reversed(names):
+            value = ints[name][rows]
+            set_ = value != NULL
+            out[set_] = (value[set_] - origin) / _NS
+        return out
+
+    status = table.texts["status"]
+    return RequestBars(index=ints["index"][rows], scheduled_s=col("scheduled_ns", "sent_ns"),
+                       sent_s=col("sent_ns"), first_token_s=col("first_token_ns"),
+                       end_s=col("last_token_ns", "done_ns"), status=status[rows].values(), total=total)
+
+
 @dataclass(frozen=True)
 class LoadOverTime:
     bin_s: float
@@ -106,18 +159,30 @@ class LoadOverTime:
 def load_over_time(records: Sequence[RequestRecord], bins: int = 60) -> LoadOverTime | None:
     """Output tokens/s and completed requests/s per time bin, and requests in flight (sent, not
     yet done) as an exact step function. None when no measured request has a time span."""
-    measured = [r for r in records if r.measured and r.done_ns is not None]
-    if not measured:
-        return None
-    origin = run_origin_ns(records)
-    start = np.array([r.sent_ns for r in measured], dtype=np.int64)
-    end = np.array([r.done_ns for r in measured], dtype=np.int64)
-    span_s = max((int(end.max()) - origin) / _NS, 1e-3)
-    bin_s = _nice_bin(span_s / bins)
-    edges = np.arange(0.0, span_s + bin_s, bin_s)
-    table = chunk_table(measured)
-    tokens, _ = np.histogram((table.ns - origin) / _NS, bins=edges, weights=table.tokens)
-    done_ok = np.array([(r.done_ns - origin) / _NS for r in measured if r.status == "ok"])
+    if isinstance(records, RecordTable):
+        rows = records.measured & records.has("done_ns")
+        if not rows.any():
+            return None
+        origin = run_origin_ns(records)
+        start, end = records.ints["sent_ns"][rows], records.ints["done_ns"][rows]
+        span_s = max((int(end.max()) - origin) / _NS, 1e-3)
+        bin_s = _nice_bin(span_s / bins)
+        edges = np.arange(0.0, span_s + bin_s, bin_s)
+        tokens = columns_of_table(records, rows).chunks.histogram(origin, edges)
+        done_ok = (end[records.status_is("ok")[rows]] - origin) / _NS
+    else:
+        measured = [r for r in records if r.measured and r.done_ns is not None]
+        if not measured:
+            return None
+        origin = run_origin_ns(records)
+        start = np.array([r.sent_ns for r in measured], dtype=np.int64)
+        end = np.array([r.done_ns for r in measured], dtype=np.int64)
+        span_s = max((int(end.max()) - origin) / _NS, 1e-3)
+        bin_s = _nice_bin(span_s / bins)
+        edges = np.arange(0.0, span_s + bin_s, bin_s)
+        table = chunk_table(measured)
+        tokens, _ = np.histogram((table.ns - origin) / _NS, bins=edges, weights=table.tokens)
+        done_ok = np.array([(r.done_ns - origin) / _NS for r in measured if r.status == "ok"])
     completed, _ = np.histogram(done_ok, bins=edges)
     times = np.concatenate([(start - origin) / _NS, (end - origin) / _NS])
     steps = np.concatenate([np.ones(start.size), -np.ones(end.size)])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import struct
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -162,9 +163,11 @@ def is_complete(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def read_table(path: str | Path) -> RecordTable:
+def read_table(path: str | Path, *, chunks: bool = True) -> RecordTable:
     """Every part of a columnar records directory, in order, as one table. The result arrays are
-    allocated once at their full size and filled part by part (no second copy of the run)."""
+    allocated once at their full size and filled part by part (no second copy of the run).
+    ``chunks=False`` leaves the chunks on disk: the table reads them one part at a time when asked
+    (``RecordTable.chunk_blocks``), so a summary of 10^8 chunks never holds them all."""
     path = Path(path)
     if not is_complete(path):
         raise UsageError(f"{path} is not a whole columnar records directory (no {MANIFEST}): "
@@ -176,8 +179,7 @@ def read_table(path: str | Path) -> RecordTable:
     parts = [path / _PART.format(i) for i in range(int(manifest["parts"]))]
     counts = []
     for name in parts:  # one part open at a time: a long run has thousands
-        with np.load(name, allow_pickle=False) as part:
-            counts.append(part["chunk_count"])
+        counts.append(np.array(_mapped(name, ("chunk_count",))[0]))
     n = sum(c.size for c in counts)
     total = int(sum(int(c.sum()) for c in counts))
     table = RecordTable(
@@ -185,22 +187,79 @@ def read_table(path: str | Path) -> RecordTable:
         bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
         floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS},
         texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
-        chunk_ns=np.empty(total, np.int64), chunk_tokens=np.empty(total, np.int32))
+        chunk_ns=np.empty(total if chunks else 0, np.int64),
+        chunk_tokens=np.empty(total if chunks else 0, np.int32),
+        chunk_source=None if chunks else lambda: _chunk_parts(parts, counts))
     vocab: dict[str, dict[str, int]] = {k: {} for k in TEXT_FIELDS}
     codes = {k: np.empty(n, np.int32) for k in TEXT_FIELDS}
     row = chunk = 0
     for name, count in zip(parts, counts):
-        size, chunks = count.size, int(count.sum())
-        with np.load(name, allow_pickle=False) as part:
-            for group, columns in (("int", table.ints), ("bool", table.bools), ("float", table.floats)):
-                for k, out in columns.items():
-                    out[row:row + size] = part[f"{group}.{k}"]
-            for k in TEXT_FIELDS:
-                words = part[f"vocab.{k}"].tolist()
-                remap = np.array([vocab[k].setdefault(w, len(vocab[k])) for w in words] + [-1], np.int32)
-                codes[k][row:row + size] = remap[part[f"text.{k}"]]
-            table.chunk_ns[chunk:chunk + chunks] = part["chunk_ns"]
-            table.chunk_tokens[chunk:chunk + chunks] = part["chunk_tokens"]
-        row, chunk = row + size, chunk + chunks
+        size, n_chunks = count.size, int(count.sum())
+        part = _members(name)  # mapped, copied once into the table's arrays
+        # A field newer than the part (written by an earlier version) reads as None for every row.
+        for group, columns, none in (("int", table.ints, NULL), ("bool", table.bools, False),
+                                     ("float", table.floats, np.nan)):
+            for k, out in columns.items():
+                out[row:row + size] = part.get(f"{group}.{k}", none)
+        for k in TEXT_FIELDS:
+            if f"text.{k}" not in part:
+                codes[k][row:row + size] = -1
+                continue
+            words = part[f"vocab.{k}"].tolist()
+            remap = np.array([vocab[k].setdefault(w, len(vocab[k])) for w in words] + [-1], np.int32)
+            codes[k][row:row + size] = remap[part[f"text.{k}"]]
+        if chunks:
+            table.chunk_ns[chunk:chunk + n_chunks] = part["chunk_ns"]
+            table.chunk_tokens[chunk:chunk + n_chunks] = part["chunk_tokens"]
+        del part
+        row, chunk = row + size, chunk + n_chunks
     table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
     return table
+
+
+def _chunk_parts(parts: list[Path], counts: list[np.ndarray]):
+    """``RecordTable.chunk_blocks`` of a columnar directory: one part's chunks at a time, mapped
+    from the file rather than read into memory (a part's members are stored uncompressed), so the
+    pages of one part at most are resident."""
+    row = 0
+    for name, count in zip(parts, counts):
+        yield row, count, *_mapped(name, ("chunk_ns", "chunk_tokens"))
+        row += count.size
+
+
+def _members(path: Path) -> dict[str, np.ndarray]:
+    """Every member of a part by name (without ``.npy``), mapped as ``_mapped`` maps them."""
+    with zipfile.ZipFile(path) as archive:
+        names = tuple(n.removesuffix(".npy") for n in archive.namelist())
+    missing = [f for f in ("chunk_ns", "chunk_tokens", "chunk_count") if f not in names]
+    if missing:
+        raise UsageError(f"{path} is not a columnar records part (no {missing[0]})")
+    return dict(zip(names, _mapped(path, names)))
+
+
+def _mapped(path: Path, names: tuple[str, ...]) -> list[np.ndarray]:
+    """Members of a part, memory-mapped read-only: a stored (uncompressed) zip member is the .npy
+    file's bytes as they are, at an offset the member's local header gives. No copy and no
+    checksum pass; a compressed member (a part written by another tool) is read the usual way."""
+    with zipfile.ZipFile(path) as archive:
+        infos = [archive.getinfo(name + ".npy") for name in names]
+    if any(info.compress_type != zipfile.ZIP_STORED for info in infos):
+        with np.load(path, allow_pickle=False) as part:
+            return [part[name] for name in names]
+    out = []
+    with open(path, "rb") as fh:
+        for info in infos:
+            fh.seek(info.header_offset)
+            local = fh.read(30)  # the local file header: its name and extra field lengths end it
+            name_length, extra_length = struct.unpack("<HH", local[26:30])
+            fh.seek(info.header_offset + 30 + name_length + extra_length)
+            version = np.lib.format.read_magic(fh)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(fh)
+            if int(np.prod(shape)) == 0:
+                out.append(np.empty(shape, dtype))
+                continue
+            out.append(np.memmap(path, dtype=dtype, mode="r", offset=fh.tell(), shape=shape,
+                                 order="F" if fortran else "C"))
+    return out

@@ -57,7 +57,7 @@ def _records_of(records_path: Path) -> tuple[list[RequestRecord] | RecordTable, 
     and no Python object per request), else the JSONL (with how many lines could not be read)."""
     columnar = columns_path(records_path)
     if is_complete(columnar):
-        return read_table(columnar), 0
+        return read_table(columnar, chunks=False), 0  # the summary reads the chunks part by part
     return read_records_counted(records_path)
 
 

@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 
 from tokenpace.record import RequestRecord
+from tokenpace.recordtable import RecordTable
+from tokenpace.results.columnar import columns_path, is_complete, read_table
 from tokenpace.results.records import read_records_counted
 from tokenpace.results.reload import load_run
 
@@ -19,7 +21,8 @@ from tokenpace.results.reload import load_run
 class RunData:
     path: Path
     doc: dict[str, Any]
-    records: list[RequestRecord] = field(default_factory=list)
+    # The records: a ``RecordTable`` when the run wrote a whole columnar file, else from the JSONL.
+    records: list[RequestRecord] | RecordTable = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)  # engine timeline rows (sim)
     notes: list[str] = field(default_factory=list)  # what could not be read, in plain words
 
@@ -29,15 +32,20 @@ class RunData:
 
 
 def load_run_data(path: str | Path, *, slo: str | None = None, gpu_hour_usd: float | None = None,
-                  gpus: int | None = None, token_prices: dict | None = None) -> RunData:
+                  gpus: int | None = None, token_prices: dict | None = None, table: bool = False) -> RunData:
     """The document (re-judged when slo/cost are given), its records and engine timeline.
 
-    A missing records or timeline file is not an error: the report says what it could not show."""
+    A missing records or timeline file is not an error: the report says what it could not show.
+    ``table``: the records as a ``RecordTable`` from the columnar file when the run wrote a whole
+    one (what the HTML report draws from: seconds at a million requests), else from the JSONL."""
     path = Path(path)
     doc = load_run(path, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus, token_prices=token_prices)
     data = RunData(path=path, doc=doc)
     records_file = path if path.suffix == ".jsonl" else path.parent / str(doc.get("records_path") or "")
-    if path.suffix == ".jsonl" or (doc.get("records_path") and records_file.is_file()):
+    columnar = columns_path(records_file) if path.suffix != ".jsonl" and doc.get("records_path") else None
+    if table and columnar is not None and is_complete(columnar):
+        data.records = read_table(columnar, chunks=False)  # a large run's plots without its objects
+    elif path.suffix == ".jsonl" or (doc.get("records_path") and records_file.is_file()):
         data.records, _ = read_records_counted(records_file)
     else:
         data.notes.append(f"records file {records_file.name} not found: per-request plots are missing")

@@ -29,6 +29,7 @@ from tokenpace.record import RequestRecord
 from tokenpace.results import RecordSink, RunResult, result_paths, write_result
 from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
+from tokenpace.runner.warmup import issuing_s
 from tokenpace.runner.interrupts import Interrupts
 from tokenpace.runner.loadcheck import load_report
 from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
@@ -209,7 +210,7 @@ def load_settings(config: BenchConfig, workload: WorkloadSpec) -> LoadSettings:
     return LoadSettings(
         concurrency=config.concurrency if workload.open_loop else config.effective_concurrency(),
         open_loop=workload.open_loop, total_requests=total,
-        end_after_s=None if config.duration_s is None else config.warmup_s + config.ramp_s + config.duration_s,
+        end_after_s=issuing_s(config),
         warmup_requests=warmup_n, warmup_s=config.warmup_s, ramp_s=config.ramp_s,
         grace_s=config.end_grace_s(by_count=False), end_grace_s=config.end_grace_s(by_count=True),
         retries=config.retries, retry_backoff_s=config.retry_backoff_s)
@@ -269,7 +270,7 @@ def live_progress(config: BenchConfig, workload: WorkloadSpec, total: int | None
         target = f"{config.rate:g} req/s {config.arrival}{cap}"
     else:
         target = mode
-    duration = None if config.duration_s is None else config.warmup_s + config.ramp_s + config.duration_s
+    duration = issuing_s(config)
     stats = LiveStats(total=total, duration_s=duration, target=target, judge_lag=mode != "closed", slo=slo)
     return LiveProgress(stats, mode=config.progress_mode if config.progress else "off", console=console,
                         step=config.progress_step, watch=watch)

@@ -21,6 +21,7 @@ from typing import Any
 
 from tokenpace.record import RequestRecord
 from tokenpace.runner.retry import retry_delay_s, should_retry
+from tokenpace.runner.warmup import is_warmup
 from tokenpace.workload import Conversation, PlannedRequest
 from tokenpace.workload.plan import Prompt
 from tokenpace.workload.ramp import client_start_s, ramped_offset_s
@@ -201,9 +202,7 @@ class LoadGenerator:
         return planned
 
     def _is_warmup(self, index: int, scheduled_ns: int) -> bool:
-        if index < self._s.warmup_requests:
-            return True
-        return self._s.warmup_s > 0 and scheduled_ns - self.start_ns < self._s.warmup_s * NS
+        return is_warmup(index, scheduled_ns - self.start_ns, self._s.warmup_requests, self._s.warmup_s)
 
     def _new_record(self, index: int, scheduled_ns: int, input_tokens: int, output_tokens: int,
                     **fields: object) -> RequestRecord:

@@ -50,6 +50,7 @@ from tokenpace.recordtable import RecordTable
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
 from tokenpace.results.columnar import columns_path, write_table
 from tokenpace.runner.counting import request_count
+from tokenpace.runner.warmup import is_warmup, issuing_s
 from tokenpace.runner.sim_progress import SimProgress
 from tokenpace.runner.steady import steady_window
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
@@ -104,7 +105,7 @@ class SimRunConfig:
             load = dict(concurrency=None, max_in_flight=c.concurrency)
         else:
             load = dict(concurrency=c.effective_concurrency(), max_in_flight=None)
-        stop = None if c.duration_s is None else c.warmup_s + c.ramp_s + c.duration_s
+        stop = issuing_s(c)
         ramp = c.ramp_s if load["concurrency"] is not None else 0.0  # an open loop's ramp is in its arrivals
         try:
             return dataclasses.replace(self.engine, **load, stop_issuing_s=stop, ramp_s=ramp, seed=c.seed,
@@ -145,7 +146,7 @@ def run_sim(config: SimRunConfig) -> RunResult:
     t0 = time.perf_counter()
     total = (None if measured is None else measured + c.warmup_requests) if max_requests is None else max_requests
     progress = SimProgress(mode=c.progress_mode if c.progress else "off", total=total,
-                           duration_s=None if c.duration_s is None else c.warmup_s + c.ramp_s + c.duration_s)
+                           duration_s=issuing_s(c))
     try:
         with progress:
             sim = simulate(engine, requests, max_requests=max_requests, on_world=progress.watch)
@@ -155,7 +156,7 @@ def run_sim(config: SimRunConfig) -> RunResult:
 
     records = sim.records
     for r in records:
-        r.warmup = r.index < c.warmup_requests or (c.warmup_s > 0 and r.scheduled_ns < c.warmup_s * NS)
+        r.warmup = is_warmup(r.index, r.scheduled_ns, c.warmup_requests, c.warmup_s)  # virtual time starts at 0
     turns = None if workload.conversations is None else workload.conversations.total_requests
     send_end_ns = _send_end_ns(engine, sim, turns)
     grace_s = c.end_grace_s(by_count=c.duration_s is None)  # the same rule as bench
@@ -290,4 +291,5 @@ def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None
 
 
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
-    write_whole(path, b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    # Line by line into the temporary file: a 100,000-request run's JSONL is never whole in memory.
+    write_whole(path, (orjson.dumps(row) + b"\n" for row in rows))

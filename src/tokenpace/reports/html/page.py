@@ -101,8 +101,14 @@ def _distributions(data: RunData, summary: dict[str, Any]) -> str:
             continue
         figures.append(plot(f"cdf-{metric}", plots.cdf_svg(metric, values, limits.get(metric))))
         figures.append(plot(f"hist-{metric}", plots.histogram_svg(metric, values, limits.get(metric))))
+    sampled = ""
+    if "itl_requests" in samples and samples["itl_requests"][0] < samples["itl_requests"][1]:
+        drawn, total = (int(v) for v in samples["itl_requests"])
+        sampled = (f' <span data-subsampled="itl">ITL plots: the tokens of every '
+                   f'{-(-total // drawn)}th streamed ok request ({drawn:,} of {total:,}), an even '
+                   "subsample to keep the page small; the summary's figures use every token.</span>")
     return ('<p class="small">ok requests only; ITL has one sample per token, the others one per '
-            'request. Dashed red: the SLO limit.</p><div class="grid">' + "".join(figures) + "</div>")
+            f'request. Dashed red: the SLO limit.{sampled}</p><div class="grid">' + "".join(figures) + "</div>")
 
 
 def _timeline(data: RunData) -> str:

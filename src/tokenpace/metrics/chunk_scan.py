@@ -1,0 +1,195 @@
+"""The chunks of a ``RecordTable`` read block by block: everything the summary needs from them in one
+pass, without a table of every chunk in memory.
+
+What the summary reads from the chunks is small beside the chunks themselves: per record, its
+chunk tokens in all and those inside the measurement window; and the pooled ITL and chunk-gap
+samples. ``TableChunks`` computes them over ``RecordTable.chunk_blocks`` (a few million chunks at
+a time, in memory or one columnar part at a time from disk), so a run of 10^8 chunks needs the
+samples (8 bytes each, written straight into one array) and a few per-record arrays, never the
+chunk table (12 bytes per chunk) or a per-chunk record index. Definitions are those of
+``metrics.chunks`` and ``metrics.latency`` (gaps between consecutive token-carrying chunks of one
+record; a chunk of k tokens gives k ITL samples of gap / k): the same numbers, in the same order,
+as ``ChunkTable`` gives for the same records (a property test holds them to it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenpace.metrics.chunks import ChunkTable
+from tokenpace.metrics.window import Window
+from tokenpace.recordtable import RecordTable
+
+_NS_PER_MS = 1e6
+
+
+def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per segment ``[offsets[i], offsets[i+1])`` the sum of ``values`` (int64), by one cumsum."""
+    total = np.zeros(values.size + 1, dtype=np.int64)
+    np.cumsum(values, dtype=np.int64, out=total[1:])
+    return total[offsets[1:]] - total[offsets[:-1]]
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+class TableChunks:
+    """The chunks of the rows ``rows`` (a bool mask over ``table``'s rows) of ``table``, plus, for the
+    rows set in ``one`` (a mask over the selected rows), one chunk at ``one_ns`` carrying
+    ``one_tokens`` (``chunks.record_chunks``: a record with no chunk list but a last token and an
+    output count). Results are per selected row, in order, and cached per window."""
+
+    def __init__(self, table: RecordTable, rows: np.ndarray, one: np.ndarray, one_ns: np.ndarray,
+                 one_tokens: np.ndarray):
+        self.table, self.rows = table, rows
+        self.one, self.one_ns, self.one_tokens = one, one_ns, one_tokens
+        self._sums: dict = {}
+        self._token_sum: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.one.size)
+
+    def token_sum(self) -> np.ndarray:
+        """Per selected row, the sum of its chunk list's tokens (int64; 0 without chunks)."""
+        if self._token_sum is None:
+            self.scan()
+        return self._token_sum
+
+    def window_tokens(self, window: Window) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per selected row (float64): its tokens, those of chunks inside ``window``, and those of
+        token-carrying (tokens > 0) chunks inside ``window``."""
+        key = (window.start_ns, window.end_ns)
+        if key not in self._sums:
+            self.scan(window=window)
+        return self._sums[key]
+
+    def pooled(self, record_mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``latency.pooled_itl_and_chunk_gaps_ms`` of the selected rows set in ``record_mask``."""
+        return self.scan(itl_mask=np.ones(len(self), bool) if record_mask is None else record_mask)
+
+    def histogram(self, origin_ns: int, edges_s: np.ndarray) -> np.ndarray:
+        """Output tokens of the selected rows' chunks per time bin of the even ``edges_s`` (seconds
+        from ``origin_ns``; ``np.histogram``'s bins: half-open, the last one closed), block by block."""
+        bins = max(edges_s.size - 1, 0)
+        out = np.zeros(bins)
+        if not bins:
+            return out
+        width_ns, last_ns = float(edges_s[1] - edges_s[0]) * 1e9, float(edges_s[-1]) * 1e9
+
+        def add(ns: np.ndarray, tokens: np.ndarray | None) -> None:
+            since = ns - origin_ns
+            slot = np.minimum((since / width_ns).astype(np.int64), bins - 1)
+            valid = (since >= 0) & (since <= last_ns)
+            weights = None if tokens is None else tokens[valid]
+            out[:] += np.bincount(slot[valid], weights=weights, minlength=bins)[:bins]
+
+        for row, counts, ns, tokens in self.table.chunk_blocks():
+            rows = self.rows[row:row + counts.size]
+            if not rows.all():
+                keep = np.repeat(rows, counts)
+                ns, tokens = ns[keep], tokens[keep]
+            if ns.size:
+                add(ns, None if (tokens == 1).all() else tokens)
+        if self.one.any():
+            add(self.one_ns[self.one], self.one_tokens[self.one])
+        return out
+
+    def chunk_table(self) -> ChunkTable:
+        """Every chunk of the selected rows in one ``ChunkTable`` (small tables: tests, reports)."""
+        table = self.table.load_chunks().take(self.rows)
+        real, one = table.chunk_count > 0, self.one
+        rows = table.chunk_count + one
+        n = len(table)
+        record = np.repeat(np.arange(n, dtype=np.int64), rows)
+        from_real = np.repeat(real, rows)
+        ns = np.empty(record.size, dtype=np.int64)
+        tokens = np.empty(record.size, dtype=np.int64)
+        ns[from_real], tokens[from_real] = table.chunk_ns, table.chunk_tokens
+        ns[~from_real], tokens[~from_real] = self.one_ns[one], self.one_tokens[one]
+        return ChunkTable(record, ns, tokens)
+
+    def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None):
+        """One pass over the chunk blocks: the token sums (and those of ``window``), and the pooled
+        samples of the rows in ``itl_mask`` when given (returned)."""
+        table, rows = self.table, self.rows
+        n_all = len(table)
+        total = np.zeros(n_all, dtype=np.int64)
+        done = np.zeros(n_all, dtype=np.int64) if window is not None else None
+        carried = np.zeros(n_all, dtype=np.int64) if window is not None else None
+        pooled = None
+        if itl_mask is not None:
+            full = np.zeros(n_all, dtype=bool)
+            full[rows] = itl_mask
+            pooled = _Pooled(int(table.chunk_count[full].sum()))
+        for row, counts, ns, tokens in table.chunk_blocks():
+            offsets = _offsets(counts)
+            end = row + counts.size
+            one_token = bool((tokens == 1).all())
+            total[row:end] = counts if one_token else _segment_sums(tokens, offsets)
+            if window is not None:
+                inside = window.contains_all(ns)
+                if inside.all() or not inside.any():  # the usual case: a block wholly inside (or out)
+                    all_in = bool(inside.size and inside[0])
+                    done[row:end] = total[row:end] if all_in else 0
+                    carried[row:end] = (total[row:end] if one_token else
+                                        _segment_sums(np.maximum(tokens, 0), offsets)) if all_in else 0
+                elif one_token:
+                    done[row:end] = carried[row:end] = _segment_sums(inside, offsets)
+                else:
+                    done[row:end] = _segment_sums(np.where(inside, tokens, 0), offsets)
+                    carried[row:end] = _segment_sums(np.where(inside & (tokens > 0), tokens, 0), offsets)
+                del inside
+            if pooled is not None and full[row:end].any():
+                pooled.add(full[row:end], counts, offsets, ns, tokens, one_token)
+        self._token_sum = total[rows]
+        if window is not None:
+            inside_one = self.one & window.contains_all(self.one_ns)
+            totals = np.where(self.one, self.one_tokens, self._token_sum).astype(np.float64)
+            in_window = np.where(inside_one, self.one_tokens, done[rows]).astype(np.float64)
+            carrying = np.where(inside_one, np.maximum(self.one_tokens, 0), carried[rows]).astype(np.float64)
+            self._sums[(window.start_ns, window.end_ns)] = (totals, in_window, carrying)
+        return None if pooled is None else pooled.result()
+
+
+class _Pooled:
+    """The pooled ITL and chunk-gap samples (ms), block by block, written into one array sized
+    for every chunk of the rows asked for (pages never written are never touched)."""
+
+    def __init__(self, chunks: int):
+        self.gaps = np.empty(max(chunks, 0), dtype=np.float64)
+        self.size = 0
+        self.itl_parts: list[np.ndarray] | None = None  # only once a chunk carries more than one token
+
+    def add(self, keep_rows: np.ndarray, counts: np.ndarray, offsets: np.ndarray, ns: np.ndarray,
+            tokens: np.ndarray, one_token: bool) -> None:
+        carrying = tokens > 0
+        if not carrying.all():  # gaps run between token-carrying chunks only
+            ns, tokens = ns[carrying], tokens[carrying]
+            counts = _segment_sums(carrying, offsets)
+            offsets = _offsets(counts)
+        if ns.size < 2:
+            return
+        keep = np.repeat(keep_rows, counts)[1:]  # the later chunk of each gap is of a row asked for
+        starts = offsets[1:-1]
+        starts = starts[(starts > 0) & (starts < ns.size)]
+        keep[starts - 1] = False  # and not the first chunk of its row
+        gaps_ns = np.diff(ns)[keep]
+        at = self.size
+        self.size += gaps_ns.size
+        gaps = self.gaps[at:self.size]
+        np.divide(gaps_ns, _NS_PER_MS, out=gaps)
+        later = None if one_token else tokens[1:][keep]
+        if later is not None and (later != 1).any() and self.itl_parts is None:
+            self.itl_parts = [self.gaps[:at]]  # every earlier sample was one token's
+        if self.itl_parts is not None:
+            self.itl_parts.append(gaps if later is None or (later == 1).all()
+                                  else np.repeat(gaps_ns / later / _NS_PER_MS, later))
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        gaps = self.gaps[:self.size]
+        if self.itl_parts is None:
+            return gaps, gaps
+        return np.concatenate(self.itl_parts), gaps
