@@ -64,6 +64,13 @@ def test_the_same_command_writes_the_same_bytes_as_version_1(tmp_path, capsys, m
     assert same_numbers(new, old, added_ok=True)
 
 
+# Deliberate model changes since version 1, each with its reason: (key, old value) -> new value.
+CHANGED = {
+    # The H100's CUDA total as vLLM 0.19.0's start-up logs report it (RESULTS 20), not 79.11 GiB.
+    ("cuda_memory_gib", 79.11): 79.19,
+}
+
+
 def same_numbers(a, b, key: str = "", *, added_ok: bool = False) -> bool:
     """Equal, except that a mean or std may differ in its last digits (summation order), and (with
     ``added_ok``) ``a`` may have keys ``b`` has not."""
@@ -74,7 +81,7 @@ def same_numbers(a, b, key: str = "", *, added_ok: bool = False) -> bool:
         return len(a) == len(b) and all(same_numbers(x, y, key, added_ok=added_ok) for x, y in zip(a, b))
     if key in ("mean", "std") and isinstance(a, float) and isinstance(b, float):
         return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
-    return a == b
+    return a == CHANGED.get((key, b), b)
 
 
 def test_records_read_through_the_old_import_path_are_the_same(tmp_path):
