@@ -218,15 +218,13 @@ def _rps(entry: dict[str, Any]) -> float | None:
 
 @contextlib.contextmanager
 def _executor(config: SweepConfig) -> Iterator[Callable[[BenchConfig, Any], Any]]:
-    """A function that runs one step: simulated, or measured on one loop with one target."""
-    if config.sim is not None:
-        from tokenpace.runner.simulate import SimRunConfig, run_sim
+    """A function that runs one step: simulated, or measured on one loop with one target (its load
+    from one process, worker processes or Ray actors: the step's BenchConfig says)."""
+    if config.sim is not None:  # here, or fanned out to processes or Ray tasks (fanout.py)
+        from tokenpace.sweep.fanout import sim_executor
 
-        def simulate(cfg: BenchConfig, engine: Any) -> Any:
-            return run_sim(SimRunConfig(load=cfg, engine=engine, shared_prefix_tokens=config.shared_prefix_tokens,
-                                        calibration=config.calibration))
-
-        yield simulate
+        with sim_executor(config) as simulate:
+            yield simulate
         return
 
     from tokenpace.runner.bench import run_bench_async, target_for
