@@ -125,3 +125,29 @@ def test_a_measured_sweep_on_two_worker_processes_sends_what_one_process_sends(t
         assert a["summary"]["tokens"]["mismatch"] == b["summary"]["tokens"]["mismatch"]
         counts = b["summary"]["counts"]
         assert counts["sent"] == counts["ok"] == 16
+
+
+def test_sigterm_stops_a_fanned_out_sweep_with_its_processes_and_keeps_the_steps(tmp_path):
+    import signal
+    import time
+
+    import psutil
+
+    out = tmp_path / "s.json"
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", "sweep", "--sim", "--concurrency", "1,8,64,256",
+                             "--vary", "quant=bf16,fp8", "--duration-per-step", "900", "--jobs", "2",
+                             "--quiet", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.exists() and json.loads(out.read_text())["steps"]):
+        time.sleep(0.2)
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert children  # the pool's processes
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True and doc["steps"][0]["status"] == "ok"
+    assert len(doc["steps"]) < 8
+    psutil.wait_procs(children, timeout=10)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
