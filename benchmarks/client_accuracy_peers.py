@@ -200,13 +200,11 @@ def main() -> int:
         print(f"{tool}: running ...", flush=True)
         with truth_server(log, max_num_seqs=n, prefill_s=PREFILL_S, step_s=STEP_S) as server:
             model = json.load(urllib.request.urlopen(f"{server.url}/models", timeout=10))["data"][0]["id"]
-            server.mark()
             try:
                 row, cost = run_tool(tool, exe, w, Target(server.url, model, tok), run_dir, env)
             except Exception as exc:  # noqa: BLE001 - one tool failing is a line, not the end
                 print(f"  {tool} FAILED: {str(exc)[:1500]}")
                 continue
-            server_cores = server.cores_since_mark()
         truth = read_truth(log)
         joined, ids, load_cpu = (tokenpace_joined(run_dir, truth, n) if tool == "tokenpace" else (None, None, None))
         t = truth_figures(truth, ids)
@@ -215,7 +213,7 @@ def main() -> int:
         held = mean_in_flight(spans, arrivals[n - 1], arrivals[-1]) if len(arrivals) > n else None
         window_s = (max(e for _, e in spans) - arrivals[0]) / 1e9 if spans else None
         results[tool] = {"row": row.as_dict(), "truth": t, "joined": joined, "cost": cost, "held": held,
-                         "server_cores": server_cores, "window_s": window_s, "load_cpu_s": load_cpu}
+                         "window_s": window_s, "load_cpu_s": load_cpu}
         print(f"  {tool}: ok {row.ok}, failed {row.failed}; server saw {t['requests']} requests; "
               f"{cost['wall_s']:.0f} s wall, {cost['cpu_s']:.1f} CPU s", flush=True)
         rows.append(tool)
@@ -247,10 +245,10 @@ def main() -> int:
         load_only = (f"{chunks / x['load_cpu_s']:,.0f}" if x["load_cpu_s"] else "—")
         out_rows.append([tool, f"{x['held']:.1f}" if x["held"] is not None else "—", x["truth"]["requests"],
                          f"{rate:,.0f}" if rate else "—", f"{cpu:.1f}", f"{chunks / cpu:,.0f}" if cpu else "—",
-                         load_only, f"{x['server_cores']:.2f}", f"{x['cost']['wall_s']:.0f}",
+                         load_only, f"{x['cost']['wall_s']:.0f}",
                          "{:.1f} → {:.1f}".format(*x["cost"]["load_avg"])])
     print(table(["tool", f"in flight (of {n})", "requests", "chunks/s", "tool CPU s", "chunks per CPU-s",
-                 "per load CPU-s", "server cores", "wall s", "load avg"], out_rows))
+                 "per load CPU-s", "wall s", "load avg"], out_rows))
     print(f"\nHub canary connections: {len(canary.connections)} (any would mean a tool tried to reach a hub)")
     (out_dir / "client_accuracy_peers.json").write_text(json.dumps(results, indent=1, default=str))
     print(f"Figures: {out_dir / 'client_accuracy_peers.json'}")
