@@ -5,7 +5,7 @@ A simulated step is a pure function of its configuration, so the grid splits int
 tasks: one per step when the loads are given (`--concurrency 1,8,32`, `--rate 2,4`), one per
 `--vary` combination with `--rate auto` (there each step depends on the ones before: the probes
 choose the rates, a wide SLO miss skips the rest). A task runs the group's own logic
-(``run._run_group``) with nothing written and returns every step's run. The sweep then walks the
+(``run.run_group``) with nothing written and returns every step's run. The sweep then walks the
 grid in the serial order, as a serial sweep does, and takes each step's run from its task instead
 of simulating it (``Replay``): step numbers, file names, rows, analysis and files are those of the
 serial sweep, byte for byte; ``moved`` checks that each step was run with the settings the serial
@@ -70,7 +70,7 @@ def tasks_of(config: SweepConfig) -> list[Task]:
 
 def compute(config: SweepConfig, task: Task) -> list[Outcome]:
     """Run one task's steps, writing nothing (in a worker process or a Ray task)."""
-    from tokenpace.sweep.run import SweepResult, _run_group  # run.py imports this module
+    from tokenpace.sweep.run import SweepResult, run_group  # run.py imports this module
 
     sub = dataclasses.replace(config, loads=config.loads if task.loads is None else task.loads,
                               progress=False)
@@ -87,7 +87,7 @@ def compute(config: SweepConfig, task: Task) -> list[Outcome]:
 
     scratch = SweepResult(config=sub, steps=[], analysis={}, comparison=[], rate_choice={},
                           path=Path("fan-out.json"))
-    _run_group(sub, task.combo, apply_combination(config.sim, task.combo), execute, scratch,
+    run_group(sub, task.combo, apply_combination(config.sim, task.combo), execute, scratch,
                Path("fan-out.steps"), lambda: None, None, None)
     return outcomes
 

@@ -86,7 +86,7 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
         try:
             for combo in combinations(config.vary):
                 engine = None if config.sim is None else apply_combination(config.sim, combo)
-                _run_group(config, combo, engine, execute, result, steps_dir, save, on_step, on_start)
+                run_group(config, combo, engine, execute, result, steps_dir, save, on_step, on_start)
                 if result.interrupted:
                     break
         except KeyboardInterrupt:
@@ -97,7 +97,7 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
     return result
 
 
-def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute: Callable,
+def run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute: Callable,
                result: SweepResult, steps_dir: Path, save: Callable[[], None],
                on_step: StepCallback | None, on_start: Callable | None) -> None:
     group = combination_label(combo)
