@@ -31,15 +31,17 @@ GRIDS = {
 }
 
 
-def sim_sweep(folder: Path, grid: str, **fan_out) -> tuple[dict, dict[str, bytes]]:
+def sim_sweep(folder: Path, grid: str | dict, sim: SimConfig | None = None, **fan_out
+              ) -> tuple[dict, dict[str, bytes]]:
     """The sweep document and every step file's bytes; run in ``folder`` with a relative --out, so
     that the saved paths of two runs are the same strings."""
     folder.mkdir()
     cwd = os.getcwd()
     os.chdir(folder)
     try:
-        result = run_sweep(SweepConfig(base=BenchConfig(**BASE), sim=SimConfig(), out="sweep.json",
-                                       progress=False, **GRIDS[grid], **fan_out))
+        result = run_sweep(SweepConfig(base=BenchConfig(**BASE), sim=sim or SimConfig(), out="sweep.json",
+                                       progress=False, **(GRIDS[grid] if isinstance(grid, str) else grid),
+                                       **fan_out))
     finally:
         os.chdir(cwd)
     doc = json.loads((folder / "sweep.json").read_text())
@@ -70,6 +72,17 @@ def test_two_processes_give_the_serial_sweeps_files(tmp_path, grid):
     if grid == "auto":  # the second group's steps are numbered after the first group's, as serially
         first = [s for s in steps if s["group"] == steps[0]["group"]]
         assert steps[len(first)]["index"] == len(first) and steps[len(first)]["role"] == "sync"
+    same_sweep(serial, fanned)
+
+
+def test_a_step_that_fails_in_a_process_is_the_serial_sweeps_failed_step(tmp_path):
+    # A 70B model in bf16 does not fit one H100: the tp=1 steps fail when simulated, tp=4 runs.
+    grid = dict(axis="concurrency", loads=[1, 4], vary=[("tp", ["1", "4"])])
+    engine = SimConfig(model="llama-3.1-70b")
+    serial = sim_sweep(tmp_path / "serial", grid, sim=engine)
+    fanned = sim_sweep(tmp_path / "jobs", grid, sim=engine, jobs=2)
+    assert [s["status"] for s in serial[0]["steps"]] == ["failed", "failed", "ok", "ok"]
+    assert "no room for a KV cache" in serial[0]["steps"][0]["reason"]
     same_sweep(serial, fanned)
 
 
