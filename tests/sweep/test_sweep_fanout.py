@@ -14,6 +14,7 @@ import pytest
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import ExitCode
+from tokenpace.reports.sweep_provenance import provenance
 from tokenpace.servers import BuiltinServerConfig, start_server_process
 from tokenpace.simulator.config import SimConfig
 from tokenpace.sweep import SweepConfig, run_sweep
@@ -67,6 +68,10 @@ def test_two_processes_give_the_serial_sweeps_files(tmp_path, grid):
     fanned = sim_sweep(tmp_path / "jobs", grid, jobs=2)
     assert fanned[0]["config"]["fan_out"] == {"backend": "processes", "jobs": 2,
                                               "tasks": 6 if grid == "loads" else 2}
+    # the header says how the steps ran (console and HTML); a serial sweep has no such line
+    tasks = 6 if grid == "loads" else 2
+    assert ("Scale-out", f"steps simulated in 2 processes ({tasks} tasks)") in provenance(fanned[0])
+    assert "Scale-out" not in dict(provenance(serial[0]))
     steps = serial[0]["steps"]
     assert len({s["group"] for s in steps}) == 2 and all(s["status"] in ("ok", "skipped") for s in steps)
     if grid == "auto":  # the second group's steps are numbered after the first group's, as serially
@@ -131,6 +136,8 @@ def test_a_measured_sweep_on_two_worker_processes_sends_what_one_process_sends(t
     assert [s["status"] for s in one + two] == ["ok"] * 4
     # concurrency 1 holds one stream: one process; concurrency 4: the two asked for
     assert "workers" not in two[0]["load_generator"]
+    doc = json.loads((tmp_path / "two.json").read_text())
+    assert ("Scale-out", "each step's load from 2 worker processes") in provenance(doc)
     assert two[1]["load_generator"]["workers"]["count"] == 2
     assert two[1]["load_generator"]["workers"]["backend"] == "processes"
     for a, b in zip(one, two):
