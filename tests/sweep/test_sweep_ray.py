@@ -44,3 +44,22 @@ def test_a_measured_sweep_on_two_ray_actors_sends_what_one_process_sends(cluster
     for a, b in zip(one, two):
         assert step_view(a, tmp_path) == step_view(b, tmp_path)
         assert b["summary"]["counts"]["sent"] == b["summary"]["counts"]["ok"] == 16
+
+
+@pytest.mark.parametrize("sim", [True, False])
+def test_an_unreachable_cluster_fails_the_sweep_once_with_exit_code_9(tmp_path, sim):
+    import socket
+
+    from tokenpace.errors import ExitCode
+
+    from .test_sweep_fanout import _cli
+
+    with socket.socket() as s:  # a port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _cli("sweep", *(["--sim"] if sim else []), "--concurrency", "1,2", "--requests-per-step", "4",
+                "--ray", f"127.0.0.1:{port}", "--quiet", "--out", str(tmp_path / "s.json"))
+    assert proc.returncode == ExitCode.CLUSTER, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"tokenpace: error: cannot reach the Ray cluster at 127.0.0.1:{port}")
+    assert "Traceback" not in proc.stderr

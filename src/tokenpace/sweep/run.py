@@ -229,6 +229,10 @@ def _executor(config: SweepConfig) -> Iterator[Callable[[BenchConfig, Any], Any]
 
     from tokenpace.runner.bench import run_bench_async, target_for
 
+    if config.base.ray is not None:  # a cluster that cannot be joined fails the sweep once, not each step
+        from tokenpace.runner.ray_backend import connect_cluster
+
+        connect_cluster(config.base.ray)
     loop = _new_loop()
     target_cm = target_for(dataclasses.replace(config.base, progress=config.progress))
     previous = _catch_term()
