@@ -51,16 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "parametric: the simple timing model")
     g.add_argument("--tokens-per-chunk", type=int, default=1, metavar="N",
                    help="tokens the built-in server sends per chunk (parametric timing)")
-    g = p.add_argument_group("scale-out")
-    g.add_argument("--workers", type=_workers, default=None, metavar="N|auto",
-                   help="send the load from N processes, each with its own event loop (default 1; "
-                        "auto: one per 128 streams, at most one fewer than the CPUs). With --ray: "
-                        "the number of actors (default: one per node)")
-    g.add_argument("--ray", metavar="ADDRESS|auto",
-                   help="run the load as Ray actors on a cluster (`pip install 'tokenpace[ray]'`)")
-    g.add_argument("--max-clock-offset", dest="max_clock_offset_ms", type=float, default=50.0,
-                   metavar="MS", help="--ray: refuse a node whose clock is further than this from "
-                                      "this machine's (default 50)")
+    options.add_scale_out(p)
     options.add_engine_metrics(p)
     options.add_output(p, kind="bench")
     p.set_defaults(func=run)
@@ -76,19 +67,6 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         workers=args.workers, ray=args.ray, max_clock_offset_ms=args.max_clock_offset_ms,
         out=args.out, **options.progress_values(args),
     ).validate()
-
-
-def _workers(text: str) -> int:
-    """--workers: a count, or auto (0 in the config)."""
-    if text == "auto":
-        return 0
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or auto, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or auto, not {text!r}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -256,3 +256,51 @@ def warn_unset_key_variable(variable: str, default: str) -> None:
     if variable != default and not os.environ.get(variable):
         print(f"tokenpace: warning: --api-key-env {variable}: that variable is not set or empty; "
               "sending requests without an API key", file=sys.stderr, flush=True)
+
+
+def add_scale_out(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
+    """--workers, --ray, --max-clock-offset (bench and sweep); --jobs (sweep --sim)."""
+    g = p.add_argument_group("scale-out")
+    per = " of each step" if sweep else ""
+    g.add_argument("--workers", type=workers_count, default=None, metavar="N|auto",
+                   help=f"send the load{per} from N processes, each with its own event loop (default 1; "
+                        "auto: one per 128 streams, at most one fewer than the CPUs). With --ray: "
+                        "the number of actors (default: one per node)"
+                        + ("; a closed-loop step of c streams uses at most c" if sweep else ""))
+    g.add_argument("--ray", metavar="ADDRESS|auto",
+                   help="run the load as Ray actors on a cluster (`pip install 'tokenpace[ray]'`)"
+                        + ("; with --sim, run the simulated steps as Ray tasks on it" if sweep else ""))
+    g.add_argument("--max-clock-offset", dest="max_clock_offset_ms", type=float, default=50.0,
+                   metavar="MS", help="--ray: refuse a node whose clock is further than this from "
+                                      "this machine's (default 50)")
+    if sweep:
+        g.add_argument("--jobs", type=jobs_count, default=1, metavar="N|auto",
+                       help="with --sim: simulate the steps (or, with --rate auto, the --vary "
+                            "combinations) in N local processes (auto: one per CPU); the same files "
+                            "as one after another (default 1)")
+
+
+def workers_count(text: str) -> int:
+    """--workers: a count, or auto (0 in the config)."""
+    if text == "auto":
+        return 0
+    return _count(text)
+
+
+def jobs_count(text: str) -> int:
+    """--jobs: a count, or auto (one per CPU)."""
+    if text == "auto":
+        from tokenpace.sweep.fanout import default_jobs
+
+        return default_jobs()
+    return _count(text)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or auto, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or auto, not {text!r}")
+    return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from tokenpace.cli import options
 from tokenpace.config import API_HELP, APIS, CACHE_BREAKPOINTS, BenchConfig, default_api_key_env
@@ -25,6 +26,9 @@ examples:
       --vary quant=bf16,fp8                                   # what-if grid: one sweep per combination
   tokenpace sweep --url http://127.0.0.1:8000/v1 --model m --concurrency 1,8,32 --slo chat \
       --vary stream=on,off          # measured what-if: perceived latency, streamed against whole responses
+  tokenpace sweep --url http://127.0.0.1:8000/v1 --concurrency 64,256,512 --workers 4   # 4 client processes a step
+  tokenpace sweep --sim --concurrency 1,8,32,128 --vary quant=bf16,fp8 --jobs 4   # steps in 4 processes
+  tokenpace sweep --sim --rate auto --slo chat --vary tp=1,2,4 --ray auto         # grid as Ray tasks
 
 Without --url and --sim, the steps run against the built-in simulated server (started once).
 --rate auto (the default) first measures the synchronous rate (concurrency 1) and the saturation
@@ -43,6 +47,10 @@ client keys, measured against --url or the built-in server: stream (on/off), api
 and (also with --sim) output-tokens (a length spec, EOS ignored) and max-tokens (a cap, EOS honoured).
 With stream=on,off the report sets the perceived latency side by side at each load: when the first
 words appear against when the whole answer has arrived.
+Scale-out: --workers N and --ray spread each measured step's load over processes or Ray actors
+(records merged exactly, as bench does); the steps still run one after another. With --sim, --jobs N
+or --ray runs the steps (with --rate auto: the --vary combinations) in parallel, with the same files
+as a serial sweep.
 """
 
 
@@ -78,6 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --sim: every prompt starts with the same N tokens")
     options.add_load_workload_slo(p, sweep=True)
     options.add_engine_metrics(p)
+    options.add_scale_out(p, sweep=True)
     add_engine_arguments(p, calibration=True)
     options.add_output(p, kind="sweep")
     p.set_defaults(func=run)
@@ -112,7 +121,10 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         api_key_env=args.api_key_env or default_api_key_env(args.api),
         cache_breakpoint=args.cache_breakpoint, builtin_timing=args.builtin_timing, **values,
         **options.engine_metrics_values(args),
+        max_clock_offset_ms=args.max_clock_offset_ms,
         out=None, **options.progress_values(args)).validate()
+    if not args.sim:  # each step's load from workers or actors; each step checks its own count
+        base = dataclasses.replace(base, workers=args.workers, ray=args.ray)
     if not args.sim:
         options.warn_unset_key_variable(base.api_key_env, default_api_key_env(base.api))
     sim = None
@@ -122,6 +134,9 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
         raise UsageError("--calibration describes a simulated engine: it needs --sim")
     if args.sim and args.scrape_metrics is not None:
         raise UsageError("--scrape-metrics reads a real engine's /metrics: it does not apply to --sim")
+    if args.sim and args.workers is not None:
+        raise UsageError("--workers spreads a measured step's load: a simulated sweep has none "
+                         "(run its steps in parallel with --jobs N or --ray)")
     if args.shared_prefix_tokens and not args.sim:
         raise UsageError("--shared-prefix-tokens needs --sim (use --shared-prefix for a measured sweep)")
     if axis == "concurrency" and loads is None:
@@ -130,7 +145,8 @@ def config_from_args(args: argparse.Namespace):  # -> SweepConfig
                        saturation_concurrency=args.saturation_concurrency, sim=sim,
                        calibration=calibration_scope_of(args) if args.sim else None,
                        shared_prefix_tokens=args.shared_prefix_tokens, vary=parse_vary(args.vary),
-                       out=args.out, progress=args.progress_mode != "off").validate()
+                       out=args.out, progress=args.progress_mode != "off",
+                       jobs=args.jobs, ray=args.ray if args.sim else None).validate()
 
 
 def run(args: argparse.Namespace) -> int:

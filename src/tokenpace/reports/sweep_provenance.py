@@ -26,7 +26,27 @@ def provenance(doc: dict[str, Any]) -> list[tuple[str, str]]:
              ("Price", f"${base['gpu_hour_usd']:g} per GPU-hour × {base.get('gpus', 1)} GPU"
               if base.get("gpu_hour_usd") is not None else "none given (cost in GPU-hours)"),
              ("Tool", f"tokenpace {dig(doc, 'tool', 'version') or '?'}"), ("Date", date(doc))]
+    spread = scale_out(c)
+    if spread:
+        rows.insert(rows.index(("Load", load(c))) + 1, ("Scale-out", spread))
     return rows
+
+
+def scale_out(c: dict[str, Any]) -> str | None:
+    """How the steps ran, when not one after another from one process: None otherwise."""
+    fan = c.get("fan_out") or {}
+    if fan.get("backend") == "processes":
+        return f"steps simulated in {fan['jobs']} processes ({fan['tasks']} tasks)"
+    if fan.get("backend") == "ray":
+        return f"steps simulated as Ray tasks on {fan['address']} ({fan['tasks']} tasks)"
+    base = c.get("base") or {}
+    workers = base.get("workers")
+    if base.get("ray"):
+        actors = f"{workers} Ray actors" if workers else "Ray actors (one per node)"
+        return f"each step's load from {actors} on {base['ray']}"
+    if workers is not None and workers != 1:
+        return "each step's load from " + ("worker processes (auto)" if workers == 0 else f"{workers} worker processes")
+    return None
 
 
 def headline(doc: dict[str, Any]) -> str:

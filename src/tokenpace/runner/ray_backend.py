@@ -158,6 +158,48 @@ def _reachable(address: str | None) -> None:
         raise ClusterError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
+def join(ray: Any, address: str | None) -> None:
+    """Join the cluster at ``address`` unless this process already has (ClusterError: one line)."""
+    if ray.is_initialized():
+        return
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else type(exc).__name__
+        raise ClusterError(f"cannot join the Ray cluster at {address}: {first}") from None
+
+
+def connect_cluster(address: str | None) -> Any:
+    """Ray, joined to the cluster at ``address`` (for tasks rather than load actors: a sweep's
+    simulated steps). As ``RayBackend.connect``: no Ray, an address nothing listens on, or no answer
+    within CONNECT_TIMEOUT_S is a ClusterError."""
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("--ray needs Ray: pip install 'tokenpace[ray]'") from None
+    _reachable(address)
+    outcome: list[BaseException | None] = []
+    # A daemon thread: ray.init can hang on an address that answers but is no Ray cluster.
+    thread = threading.Thread(target=lambda: outcome.append(_try(join, ray, address)),
+                              name="tokenpace-ray-connect", daemon=True)
+    thread.start()
+    thread.join(CONNECT_TIMEOUT_S)
+    if not outcome:
+        raise ClusterError(f"no answer from the Ray cluster at {address} within {CONNECT_TIMEOUT_S:g} s "
+                           "(is it a Ray head node, and this machine allowed to join it?)")
+    if outcome[0] is not None:
+        raise outcome[0]
+    return ray
+
+
+def _try(fn: Any, *args: Any) -> BaseException | None:
+    try:
+        fn(*args)
+    except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+        return exc
+    return None
+
+
 class RayBackend:
     """The transport of WorkerPool (workers.py) over Ray actors."""
 
@@ -211,12 +253,7 @@ class RayBackend:
 
     @classmethod
     def _connect(cls, ray: Any, config: BenchConfig, clock_skew_ns: int) -> RayBackend:
-        if not ray.is_initialized():
-            try:
-                ray.init(address=config.ray, include_dashboard=False, log_to_driver=False)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else type(exc).__name__
-                raise ClusterError(f"cannot join the Ray cluster at {config.ray}: {first}") from None
+        join(ray, config.ray)
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         count = config.workers if config.workers else len(nodes) or 1
         remote = ray.remote(LoadActor).options(num_cpus=1, scheduling_strategy="SPREAD")

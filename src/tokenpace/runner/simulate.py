@@ -122,7 +122,9 @@ class SimRunConfig:
 SimRunResult = RunResult  # the name before runs of every kind shared one type (kept for callers)
 
 
-def run_sim(config: SimRunConfig) -> RunResult:
+def run_sim(config: SimRunConfig, *, write: bool = True) -> RunResult:
+    """Simulate the run and write its files (``write=False``: only return it, for a process that
+    computes a sweep's step and hands it back to be saved by ``moved`` and ``write_sim_files``)."""
     config.validate()
     c = config.load
     slo = parse_slo(c.slo) if c.slo else None
@@ -187,8 +189,26 @@ def run_sim(config: SimRunConfig) -> RunResult:
                        summary=summary, engine=engine_doc, result_path=result_path,
                        records_path=records_path, timeline_path=timeline_path, window_ns=window,
                        wall_s=wall_s, sim=sim, workload_info=workload_info)
-    write_sim_files(result, table)
+    if write:
+        write_sim_files(result, table)
     return result
+
+
+def moved(result: RunResult, load: BenchConfig) -> RunResult:
+    """``result`` as if it had been run with ``load``, which differs from its own only in where it
+    is saved and how it shows progress (``out``, ``progress``, ``progress_step``): a sweep step
+    computed in another process or on another node, saved under the name the serial sweep gives it."""
+    def how(c: BenchConfig) -> BenchConfig:
+        return dataclasses.replace(c, out=None, progress=False, progress_step=None, progress_mode="auto")
+
+    if how(load) != how(result.config.load):
+        raise ValueError("moved: the run was made with other load settings than the ones it is saved under")
+    result_path, records_path = result_paths(load.out, kind="sim")
+    timeline_path = timeline_path_of(records_path)
+    engine = dict(result.engine or {}, timeline_path=os.path.relpath(timeline_path, result_path.parent))
+    return dataclasses.replace(result, config=dataclasses.replace(result.config, load=load),
+                               result_path=result_path, records_path=records_path,
+                               timeline_path=timeline_path, engine=engine)
 
 
 def _sim_requests(workload: WorkloadSpec, block_size: int, ramp_s: float = 0.0) -> Iterator[SimRequest]:

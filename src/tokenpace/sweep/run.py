@@ -86,7 +86,7 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
         try:
             for combo in combinations(config.vary):
                 engine = None if config.sim is None else apply_combination(config.sim, combo)
-                _run_group(config, combo, engine, execute, result, steps_dir, save, on_step, on_start)
+                run_group(config, combo, engine, execute, result, steps_dir, save, on_step, on_start)
                 if result.interrupted:
                     break
         except KeyboardInterrupt:
@@ -97,7 +97,7 @@ def run_sweep(config: SweepConfig, *, on_step: StepCallback | None = None,
     return result
 
 
-def _run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute: Callable,
+def run_group(config: SweepConfig, combo: dict[str, str], engine: Any, execute: Callable,
                result: SweepResult, steps_dir: Path, save: Callable[[], None],
                on_step: StepCallback | None, on_start: Callable | None) -> None:
     group = combination_label(combo)
@@ -218,19 +218,21 @@ def _rps(entry: dict[str, Any]) -> float | None:
 
 @contextlib.contextmanager
 def _executor(config: SweepConfig) -> Iterator[Callable[[BenchConfig, Any], Any]]:
-    """A function that runs one step: simulated, or measured on one loop with one target."""
-    if config.sim is not None:
-        from tokenpace.runner.simulate import SimRunConfig, run_sim
+    """A function that runs one step: simulated, or measured on one loop with one target (its load
+    from one process, worker processes or Ray actors: the step's BenchConfig says)."""
+    if config.sim is not None:  # here, or fanned out to processes or Ray tasks (fanout.py)
+        from tokenpace.sweep.fanout import sim_executor
 
-        def simulate(cfg: BenchConfig, engine: Any) -> Any:
-            return run_sim(SimRunConfig(load=cfg, engine=engine, shared_prefix_tokens=config.shared_prefix_tokens,
-                                        calibration=config.calibration))
-
-        yield simulate
+        with sim_executor(config) as simulate:
+            yield simulate
         return
 
     from tokenpace.runner.bench import run_bench_async, target_for
 
+    if config.base.ray is not None:  # a cluster that cannot be joined fails the sweep once, not each step
+        from tokenpace.runner.ray_backend import connect_cluster
+
+        connect_cluster(config.base.ray)
     loop = _new_loop()
     target_cm = target_for(dataclasses.replace(config.base, progress=config.progress))
     previous = _catch_term()

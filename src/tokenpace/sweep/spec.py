@@ -154,6 +154,11 @@ class SweepConfig:
     vary: list[tuple[str, list[str]]] = field(default_factory=list)
     out: str | None = None
     progress: bool = True
+    # --sim: run the steps in this many local processes, or as Ray tasks on the cluster at ``ray``
+    # (sweep.fanout); the files are the serial sweep's. A measured sweep's load spreads by the
+    # base config's ``workers`` and ``ray`` instead (its steps run one after another).
+    jobs: int = 1
+    ray: str | None = None
 
     @property
     def auto(self) -> bool:
@@ -174,7 +179,18 @@ class SweepConfig:
             elif self.sim is None:
                 raise UsageError(f"--vary {key} is an engine parameter: it needs --sim "
                                  f"(against an endpoint: {', '.join(CLIENT_KEYS)})")
+        if not (isinstance(self.jobs, int) and self.jobs >= 1):
+            raise UsageError(f"--jobs must be a whole number >= 1 or auto, not {self.jobs}")
+        if self.sim is None and (self.jobs > 1 or self.ray is not None):
+            raise UsageError("--jobs and the steps' Ray tasks are for simulated sweeps (--sim): a measured "
+                             "sweep runs its steps one after another (spread each step's load with "
+                             "--workers or --ray)")
+        if self.jobs > 1 and self.ray is not None:
+            raise UsageError("give --jobs or --ray, not both: with --ray the cluster's CPUs run the steps")
         b = self.base
+        if self.sim is not None and (b.workers is not None or b.ray is not None):
+            raise UsageError("--workers spreads a measured step's load: a simulated sweep has none "
+                             "(run its steps in parallel with --jobs N or --ray)")
         if b.trace or b.conversations:
             raise UsageError("a sweep sets the load itself: --trace and --conversations runs cannot be swept")
         if b.requests is None and b.duration_s is None:
@@ -195,6 +211,8 @@ class SweepConfig:
         """The BenchConfig of one step (of the grid's combination ``combo``: its client keys)."""
         b = apply_client(self.base, combo or {})
         changes: dict[str, Any] = dict(concurrency=concurrency, rate=rate, out=out, progress=self.progress)
+        if rate is None and concurrency is not None and (b.workers or 1) > concurrency:
+            changes["workers"] = concurrency  # a closed-loop step of c streams has at most c workers
         if requests is not None:
             changes["requests"] = requests
         return dataclasses.replace(b, **changes).validate()
@@ -211,4 +229,11 @@ class SweepConfig:
             "base": base,
             "engine": None if self.sim is None else self.sim.to_dict(),
             "calibration": None if self.calibration is None else self.calibration.get("path"),
+            "fan_out": fan_out(self),
         }
+
+
+def fan_out(config: SweepConfig) -> dict[str, Any]:
+    from tokenpace.sweep.fanout import describe  # fanout.py imports this module
+
+    return describe(config)
