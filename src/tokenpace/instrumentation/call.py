@@ -8,7 +8,7 @@ the bench client's: the same ``Progress`` stamps it and ``finish_record`` fills 
 from __future__ import annotations
 
 import itertools
-import uuid
+from random import getrandbits
 from collections.abc import Callable
 from time import monotonic_ns
 from typing import Any
@@ -81,7 +81,8 @@ class RecordFactory:
         self.hasher = hasher  # advise.hashchain.PromptHasher: records keep their prompt's hash chain
 
     def start(self, api: str, stream: bool, max_tokens: Any = None, model: Any = None) -> CallRecorder:
-        record = RequestRecord(request_id=uuid.uuid4().hex, index=next(self._counter), api=api, stream=stream,
+        # 128 random bits as a uuid4's hex would carry, without its os.urandom system call per request
+        record = RequestRecord(request_id=f"{getrandbits(128):032x}", index=next(self._counter), api=api, stream=stream,
                                model=model if type(model) is str else None)
         if type(max_tokens) is int:
             record.requested_output_tokens = max_tokens
