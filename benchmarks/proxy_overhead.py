@@ -104,10 +104,34 @@ def layout(pin: bool) -> dict[str, int | None]:
     return {"server": cpus[0], "client": cpus[1], "relay": cpus[2]}
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+def cpu_split(pid: int) -> np.ndarray:
+    """(user, system) CPU seconds of a process so far (/proc/PID/stat): user is the relay's own
+    code, system mostly the kernel's socket reads and writes (on loopback, a send also delivers)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return np.array([int(fields[11]), int(fields[12])]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far."""
+    return float(cpu_split(pid).sum())
+
+
+def hashing_cost(words: int, runs: int = 200) -> str:
+    """What ``--prompt-hashes`` costs the proxy per request (done after the answer is relayed): a
+    chat body of ``words`` words, a fresh user turn each time, hashed by the proxy's PromptHasher."""
+    from tokenpace.advise.hashchain import PromptHasher
+
+    hasher = PromptHasher(b"salt")
+    system = " ".join(f"w{i % 997}" for i in range(words))
+    times = []
+    for i in range(runs):
+        body = {"model": "m", "messages": [{"role": "system", "content": system},
+                                            {"role": "user", "content": f"question {i} " * 10}]}
+        start = time.thread_time_ns()
+        hasher(body)
+        times.append(time.thread_time_ns() - start)
+    p50, p99 = np.percentile(times, [50, 99]) / 1e3
+    return f"{words:,} words: CPU p50 {p50:.0f} µs, p99 {p99:.0f} µs ({p50 / (words / 16):.2f} µs a block)"
 
 
 def rss_mib(pid: int) -> float:
@@ -168,13 +192,15 @@ def main() -> None:
         results: dict[str, list[dict]] = {name: [] for name in paths}
         rss = []
         cpu = {name: 0.0 for name in pids}
+        split = {name: np.zeros(2) for name in pids}
         for rep in range(args.rounds):  # interleaved, so drift in the machine's load hits all three
             for name, url in paths.items():
-                before = cpu_s(pids[name]) if name in pids else 0.0
+                before = cpu_split(pids[name]) if name in pids else None
                 results[name] += stamp_load(url, f"{name[:6].replace(' ', '')}{rep}", args.streams, args.tokens,
                                             cpus["client"])
-                if name in pids:
-                    cpu[name] += cpu_s(pids[name]) - before
+                if before is not None:
+                    split[name] += cpu_split(pids[name]) - before
+                    cpu[name] = float(split[name].sum())
             rss.append(rss_mib(ours.pid))
         histogram = proxy_added_histogram(ours_port)
         server_cpu = cpu_s(server.pid) if hasattr(server, "pid") else float("nan")
@@ -214,6 +240,10 @@ def main() -> None:
     print("relay CPU per relayed chunk (process CPU time / chunks; does not depend on load): " + "; ".join(
         f"{name} {seconds / chunks * 1e6:.1f} µs" for name, seconds in cpu.items())
         + (f"; ratio {cpu['tokenpace proxy'] / cpu['aiohttp pass-through']:.2f}" if cpu["aiohttp pass-through"] else ""))
+    print("  of which user (the relay's own code) / system (the kernel's socket work): " + "; ".join(
+        f"{name} {u / chunks * 1e6:.1f} / {k / chunks * 1e6:.1f} µs" for name, (u, k) in split.items()))
+    print("--prompt-hashes, per request, after the answer is relayed: "
+          + "; ".join(hashing_cost(words) for words in (500, 2000, 8000)))
     print(f"tokenpace proxy RSS after each round, MiB: {', '.join(f'{m:.1f}' for m in rss)}")
     wall = time.monotonic() - wall_start
     print(f"CPU time: server {server_cpu:.1f} s, stamp-only client {CLIENT_CPU_S[0]:.1f} s, relays "

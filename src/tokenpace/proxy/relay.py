@@ -1,5 +1,5 @@
 """One request through the proxy: forwarded upstream, the answer relayed to the client read by read
-(never buffered: each read is written before it is parsed), and measured on the way into the same
+(never buffered: each read is written before it is parsed; reads are parsed in batches), and measured on the way into the same
 ``RequestRecord`` the bench client fills, with the bench client's own parsing and stamping.
 
 Stamps are the proxy's: ``sent_ns`` when the request reached the proxy, each chunk when it arrived
@@ -41,6 +41,9 @@ _RESPONSE_DROP = frozenset(("connection", "keep-alive", "transfer-encoding", "co
                             "content-encoding", "upgrade", "trailer"))
 GENERATION_PATHS = {"chat/completions": "chat", "completions": "completions"}
 _ERROR_BODY_BYTES = 64 * 1024
+# Reads of a stream relayed before they are parsed, together: the relay loop only writes and stamps.
+# Stamps are taken at each read, so batching changes when a chunk is parsed, never its time.
+PARSE_BATCH = 16
 
 
 def forward_headers(headers: Any) -> dict[str, str]:
@@ -155,27 +158,48 @@ async def _relay_stream(resp: web.StreamResponse, upstream: aiohttp.ClientRespon
                         progress: Progress, timing: Timing) -> None:
     parser = SSEParser(strict=True)
     read = upstream.content.readany
-    measuring = True  # false once the measurement has ended (an error in the stream): relaying goes on
+    write = resp.write
+    pending: list[tuple[int, bytes]] = []  # reads relayed and stamped, not yet parsed
+    measuring = True  # false once the measurement has ended ([DONE], an error in the stream): relaying goes on
     first = True
-    while True:
-        data = await read()
-        now = monotonic_ns()
-        if not data:
-            break
-        try:
-            await resp.write(data)  # relay first, measure after: the client never waits for the parse
-        except (ConnectionError, RuntimeError) as exc:  # aiohttp: "Cannot write to closing transport"
-            raise ClientGone from exc
-        if first:
-            timing.added_ns += monotonic_ns() - now
-            first = False
-        if measuring and not progress.saw_done:
-            progress.last_read_ns = now
-            if apply_events(parser.feed(data), now, record, progress) or parser_stopped(parser, progress, now):
-                measuring = False
-    if measuring and not progress.saw_done:
+    try:
+        while True:
+            data = await read()
+            now = monotonic_ns()
+            if not data:
+                break
+            try:
+                await write(data)  # relay first, measure after: the client never waits for the parse
+            except (ConnectionError, RuntimeError) as exc:  # aiohttp: "Cannot write to closing transport"
+                raise ClientGone from exc
+            if first:
+                timing.added_ns += monotonic_ns() - now
+                first = False
+            if measuring:
+                pending.append((now, data))
+                if len(pending) >= PARSE_BATCH:
+                    measuring = _measure(pending, parser, record, progress)
+    finally:  # what arrived before a failure is measured before the failure is recorded
+        if measuring and pending:
+            measuring = _measure(pending, parser, record, progress)
+    if measuring:
         stream_ended(parser, record, progress, monotonic_ns())
     await resp.write_eof()
+
+
+def _measure(pending: list[tuple[int, bytes]], parser: SSEParser, record: RequestRecord, progress: Progress) -> bool:
+    """Parse reads already relayed, each stamped with its own arrival; empties ``pending``. False
+    once the measurement has ended (``[DONE]``, or an error in the stream)."""
+    try:
+        for now, data in pending:
+            progress.last_read_ns = now
+            if apply_events(parser.feed(data), now, record, progress) or parser_stopped(parser, progress, now):
+                return False
+            if progress.saw_done:
+                return False
+        return True
+    finally:
+        pending.clear()
 
 
 async def _relay_whole(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str],
