@@ -38,6 +38,7 @@ import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from tokenpace.record import RequestRecord  # noqa: E402
 from tokenpace.servers import BuiltinServerConfig, read_send_log, start_server_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -114,6 +115,42 @@ def cpu_split(pid: int) -> np.ndarray:
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far."""
     return float(cpu_split(pid).sum())
+
+
+def measuring_cost(tokens: int = 64, streams: int = 2000) -> str:
+    """The proxy's measurement alone, in-process: a stream's reads (one SSE event each, as the
+    built-in server sends them) through the relay's batched parse, stamping and record finishing,
+    CPU time per chunk; the rest of the relay's CPU is aiohttp's and the kernel's."""
+    from tokenpace.client.progress import Progress, finish_record
+    from tokenpace.client.responses import stream_ended
+    from tokenpace.client.sse import SSEParser
+    from tokenpace.proxy.relay import PARSE_BATCH, _measure
+
+    base = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "tokenpace-sim"}
+    events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+    events += [{**base, "choices": [{"index": 0, "delta": {"content": f" tok{i}"}, "finish_reason": None}]}
+               for i in range(tokens)]
+    events.append({**base, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": tokens,
+                                                    "total_tokens": tokens + 9}})
+    reads = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+    start = time.process_time_ns()
+    for _ in range(streams):
+        record, progress, parser = RequestRecord(request_id="x", index=0), Progress(streaming=True), SSEParser(strict=True)
+        pending, measuring = [], True
+        for data in reads:
+            now = time.monotonic_ns()
+            if measuring:
+                pending.append((now, data))
+                if len(pending) >= PARSE_BATCH:
+                    measuring = _measure(pending, parser, record, progress)
+        if measuring and pending:
+            measuring = _measure(pending, parser, record, progress)
+        if measuring:
+            stream_ended(parser, record, progress, time.monotonic_ns())
+        finish_record(record, progress)
+    per_chunk = (time.process_time_ns() - start) / (streams * len(reads)) / 1e3
+    assert record.output_tokens == tokens and progress.saw_done
+    return f"{per_chunk:.1f} µs a chunk"
 
 
 def hashing_cost(words: int, runs: int = 200) -> str:
@@ -242,6 +279,7 @@ def main() -> None:
         + (f"; ratio {cpu['tokenpace proxy'] / cpu['aiohttp pass-through']:.2f}" if cpu["aiohttp pass-through"] else ""))
     print("  of which user (the relay's own code) / system (the kernel's socket work): " + "; ".join(
         f"{name} {u / chunks * 1e6:.1f} / {k / chunks * 1e6:.1f} µs" for name, (u, k) in split.items()))
+    print(f"  tokenpace proxy's measurement alone (parse, stamp, finish the record; in-process CPU): {measuring_cost()}")
     print("--prompt-hashes, per request, after the answer is relayed: "
           + "; ".join(hashing_cost(words) for words in (500, 2000, 8000)))
     print(f"tokenpace proxy RSS after each round, MiB: {', '.join(f'{m:.1f}' for m in rss)}")
