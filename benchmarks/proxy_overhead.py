@@ -274,7 +274,7 @@ def main() -> None:
     for line in verdicts:
         print("  " + line)
     print(f"\ntokenpace proxy's own tokenpace_proxy_added_seconds: {histogram}")
-    print("relay CPU per relayed chunk (process CPU time / chunks; does not depend on load): " + "; ".join(
+    print("relay CPU per relayed chunk (process CPU time / chunks; far less load-dependent than latency): " + "; ".join(
         f"{name} {seconds / chunks * 1e6:.1f} µs" for name, seconds in cpu.items())
         + (f"; ratio {cpu['tokenpace proxy'] / cpu['aiohttp pass-through']:.2f}" if cpu["aiohttp pass-through"] else ""))
     print("  of which user (the relay's own code) / system (the kernel's socket work): " + "; ".join(
