@@ -13,6 +13,7 @@ import tokenpace
 from tokenpace.cli.main import main
 from tokenpace.errors import UsageError
 from tokenpace.proxy import ProxyConfig
+from tests.workload.conftest import bpe_json  # noqa: F401 - a small tokenizer trained in the test session
 
 openai = pytest.importorskip("openai")
 
@@ -51,8 +52,8 @@ def send(client, body: dict, stream: bool) -> None:
             pass
 
 
-def reuse(capsys, path) -> dict:
-    code = main(["workload", "reuse", str(path), "--json"])
+def reuse(capsys, path, *flags: str) -> dict:
+    code = main(["workload", "reuse", str(path), "--json", *flags])
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)
@@ -85,6 +86,28 @@ def test_proxy_and_instrumented_records_reuse_like_the_bodies_and_hold_no_prompt
         assert got["requests"] == truth["requests"] == len(rows)
         text = path.read_text().lower()
         assert not [w for w in VOCAB if w in text], f"prompt words in {path.name}"
+
+
+def test_token_blocks_through_the_proxy_reuse_like_the_bodies_with_the_same_tokenizer(server_url, make_proxy,
+                                                                                      tmp_path, capsys, bpe_json):
+    from tokenpace.workload.tokenizer import load_tokenizer
+
+    rows = bodies()
+    plain = tmp_path / "requests.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proxied = tmp_path / "proxy.jsonl"
+    config = ProxyConfig(upstream=server_url, port=0, records_path=str(proxied), hash_salt=b"pepper",
+                         hash_block=8, tokenizer=load_tokenizer(bpe_json))
+    with make_proxy(config) as (url, _state):
+        client = openai.OpenAI(base_url=url, api_key="k", max_retries=0)
+        for body in rows:
+            send(client, body, stream=True)
+    truth = reuse(capsys, plain, "--tokenizer", str(bpe_json), "--block-size", "8")
+    got = reuse(capsys, proxied)
+    assert got["unit"] == truth["unit"] == "tokens"
+    assert got["ceiling"] == truth["ceiling"] and truth["ceiling"]["hit_units"] > 0
+    chains = [json.loads(line)["prompt_hash_chain"] for line in proxied.read_text().splitlines()]
+    assert {(c["unit"], c["block"]) for c in chains} == {("tokens", 8)}
 
 
 def test_without_prompt_hashes_records_carry_no_chain(server_url, make_proxy, tmp_path):
