@@ -10,16 +10,16 @@ import random
 import pytest
 
 import tokenpace
+from tests.workload.conftest import bpe_json  # noqa: F401 - a small tokenizer trained in the test session
 from tokenpace.cli.main import main
 from tokenpace.errors import UsageError
 from tokenpace.proxy import ProxyConfig
-from tests.workload.conftest import bpe_json  # noqa: F401 - a small tokenizer trained in the test session
 
 openai = pytest.importorskip("openai")
 
 MODEL = "tokenpace-sim"
-VOCAB = ("zanzibar quixotic marmalade fjord bramble cobalt lantern pelican saffron tundra "
-         "walrus yonder gossamer kestrel obsidian").split()
+VOCAB = ("zanzibar", "quixotic", "marmalade", "fjord", "bramble", "cobalt", "lantern", "pelican", "saffron",
+         "tundra", "walrus", "yonder", "gossamer", "kestrel", "obsidian")
 
 
 def words(n: int, seed: int) -> str:
@@ -88,8 +88,8 @@ def test_proxy_and_instrumented_records_reuse_like_the_bodies_and_hold_no_prompt
         assert not [w for w in VOCAB if w in text], f"prompt words in {path.name}"
 
 
-def test_token_blocks_through_the_proxy_reuse_like_the_bodies_with_the_same_tokenizer(server_url, make_proxy,
-                                                                                      tmp_path, capsys, bpe_json):
+def test_token_blocks_through_the_proxy_reuse_like_the_bodies_with_the_same_tokenizer(
+        server_url, make_proxy, tmp_path, capsys, bpe_json):  # noqa: F811 - the fixture imported above
     from tokenpace.workload.tokenizer import load_tokenizer
 
     rows = bodies()
@@ -140,3 +140,21 @@ def test_instrument_refuses_an_empty_salt():
     with pytest.raises(UsageError, match="salt"):
         tokenpace.instrument(openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="k"), prometheus=False,
                              prompt_hashes=b"")
+
+
+def test_the_salt_comes_from_the_file_without_its_newline_else_from_the_environment(tmp_path, monkeypatch):
+    import argparse
+
+    from tokenpace.cli import proxy_cmd
+
+    parser = argparse.ArgumentParser()
+    proxy_cmd.register(parser.add_subparsers())
+    monkeypatch.setenv("TOKENPACE_HASH_SALT", "from-env")
+    salt_file = tmp_path / "salt.txt"
+    salt_file.write_bytes(b"from-file\r\n")
+    base = ["proxy", "--upstream", "http://127.0.0.1:9/v1", "--prompt-hashes"]
+    config = proxy_cmd.config_from_args(parser.parse_args([*base, "--hash-salt-file", str(salt_file)]))
+    assert (config.hash_salt, config.hash_block, config.tokenizer) == (b"from-file", 16, None)
+    config = proxy_cmd.config_from_args(parser.parse_args([*base, "--hash-block", "32"]))
+    assert (config.hash_salt, config.hash_block) == (b"from-env", 32)
+    assert proxy_cmd.config_from_args(parser.parse_args(base[:3])).hash_salt is None  # no --prompt-hashes

@@ -8,8 +8,8 @@ the bench client's: the same ``Progress`` stamps it and ``finish_record`` fills 
 from __future__ import annotations
 
 import itertools
-from random import getrandbits
 from collections.abc import Callable
+from random import getrandbits
 from time import monotonic_ns
 from typing import Any
 

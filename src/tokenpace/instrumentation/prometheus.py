@@ -24,7 +24,11 @@ from collections import deque
 from time import monotonic_ns
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 from prometheus_client.utils import floatToGoString
 
 from tokenpace.metrics.chunks import record_chunks
