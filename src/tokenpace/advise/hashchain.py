@@ -93,7 +93,7 @@ class PromptHasher:
 
         try:
             units = raw_units(parse_record(body, 0, "body"), self._encoder)
-        except (ValueError, TypeError, KeyError):
+        except Exception:  # noqa: BLE001 - a body we cannot read (or a tokenizer's failure) gets no chain, never a failed request
             return None
         return chain_of_units(units, self.salt, block=self.block, unit=self.unit)
 
