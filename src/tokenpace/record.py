@@ -82,6 +82,9 @@ class RequestRecord:
     # The server's own timing of this request, when its response carries one (llama.cpp's
     # `timings`: prompt_n, prompt_ms, predicted_n, predicted_ms, ...; numbers only, as sent).
     server_timing: dict[str, float] | None = None
+    # A salted hash chain of the prompt's blocks, never its text (advise/hashchain.py): written by the
+    # proxy (--prompt-hashes) and the instrumentation (prompt_hashes=) when asked, read by `workload reuse`.
+    prompt_hash_chain: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

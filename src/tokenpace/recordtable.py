@@ -13,7 +13,7 @@ Encoding, one rule per kind of field:
   ``chunk_tokens`` does not have one entry per chunk gets one token per chunk, as the metrics read
   it (``metrics.chunks.record_chunks``).
 
-Kept out (they stay in the JSONL journal): ``request_id`` and ``server_timing``.
+Kept out (they stay in the JSONL journal): ``request_id``, ``server_timing`` and ``prompt_hash_chain``.
 """
 
 from __future__ import annotations

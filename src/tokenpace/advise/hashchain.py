@@ -54,13 +54,48 @@ def chain_of_units(units: np.ndarray, salt: bytes, *, block: int, unit: str) -> 
         raise ValueError("block must be >= 1")
     if not salt:
         raise ValueError("the salt must not be empty")
+    data = np.asarray(units).astype("<u8").tobytes()
+    keyed = hashlib.blake2b(key=salt[:64], digest_size=8)  # copied per block: keying once is half the cost
+    step = block * 8
     hashes, prev = [], b""
-    for i in range(len(units) // block):
-        h = hashlib.blake2b(prev + units[i * block:(i + 1) * block].astype("<u8").tobytes(),
-                            key=salt[:64], digest_size=8).digest()
-        hashes.append(h.hex())
-        prev = h
+    for start in range(0, (len(units) // block) * step, step):
+        h = keyed.copy()
+        h.update(prev)
+        h.update(data[start:start + step])
+        prev = h.digest()
+        hashes.append(prev.hex())
     return {"v": VERSION, "unit": unit, "block": block, "units": int(len(units)), "salt_id": salt_id(salt), "hashes": hashes}
+
+
+class PromptHasher:
+    """``body_hash_chain`` for a long-lived process (the proxy, an instrumented client): one salt,
+    block size and tokenizer, and one encoder whose memory of texts already encoded is shared by
+    every request (a system prompt sent a million times is split into units once).
+
+    ``hasher(body)`` gives the field, or None for a body that is not an OpenAI or Anthropic
+    request (a record then has no chain; it never fails the request)."""
+
+    def __init__(self, salt: bytes | str, *, block: int = 16, tokenizer: Any = None) -> None:
+        from tokenpace.advise.units import Encoder
+
+        salt = salt.encode() if isinstance(salt, str) else bytes(salt)
+        if not salt:
+            raise ValueError("the salt must not be empty")
+        if block < 1:
+            raise ValueError("block must be >= 1")
+        self.salt, self.block = salt, block
+        self.unit = "tokens" if tokenizer is not None else "words"
+        self._encoder = Encoder(tokenizer)
+
+    def __call__(self, body: Any) -> dict[str, Any] | None:
+        from tokenpace.advise.logs import parse_record
+        from tokenpace.advise.units import raw_units
+
+        try:
+            units = raw_units(parse_record(body, 0, "body"), self._encoder)
+        except Exception:  # noqa: BLE001 - a body we cannot read (or a tokenizer's failure) gets no chain, never a failed request
+            return None
+        return chain_of_units(units, self.salt, block=self.block, unit=self.unit)
 
 
 def read_chain(field: Any) -> tuple[tuple[int, ...], int, str, int | None]:

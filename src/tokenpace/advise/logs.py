@@ -120,7 +120,7 @@ def parse_record(item: Any, index: int, where: str) -> LoggedRequest:
     response = item.get("response") if isinstance(item.get("response"), dict) else {}
     req = LoggedRequest(index, where, "chat")
     req.timestamp = _timestamp(item)
-    if "prompt_hash_chain" in item:
+    if item.get("prompt_hash_chain") is not None:  # (a record written without one has null here)
         from tokenpace.advise.hashchain import read_chain
 
         req.kind, req.model = "hash-chain", item.get("model")

@@ -36,6 +36,7 @@ class Reuse:
         self.usage_requests = self.usage_prompt = self.usage_cached = 0
         self.usage_pred_lru = self.usage_pred_ceiling = 0
         self.other_blocks: dict[int, int] = {}  # hash-chain or trace requests at another block size
+        self.given_units: dict[str, int] = {}  # requests that came as block hashes, by their unit
         self.previews: dict[int, str] = {}
         self.wheres: dict[int, str] = {}
         self._trace = open(trace_path, "wb") if trace_path else None
@@ -49,6 +50,7 @@ class Reuse:
             keys = np.array(req.block_hashes, dtype=np.uint64)
             block = req.block_units
             total = req.prompt_tokens or len(keys) * block
+            self.given_units[req.unit] = self.given_units.get(req.unit, 0) + 1
             if block != self.block:
                 self.other_blocks[block] = self.other_blocks.get(block, 0) + 1
         else:
@@ -115,12 +117,21 @@ class Reuse:
         prefix = round(sum(x.depth * self.block * x.requests for x in groups) / reqs)
         return f"groups={len(groups)},prefix-tokens={max(prefix, 1)},per-group={max(1, round(reqs / len(groups)))}"
 
+    def _given_unit(self) -> dict[str, str]:
+        """When every request came as block hashes (hash chains, traces) in one unit, that unit is
+        the report's, whatever --tokenizer says: the hashes were made from it."""
+        if len(self.given_units) != 1 or sum(self.given_units.values()) != self.requests:
+            return {}
+        unit = next(iter(self.given_units))
+        return {"unit": unit, "unit_source": f"the log's block hashes ({unit})"}
+
     def report(self) -> dict[str, Any]:
         rate = lambda hits: hits / self.units if self.units else 0.0  # noqa: E731
         out: dict[str, Any] = {
             "kind": "reuse", "unit": self.enc.unit,
             "unit_source": self.enc.tokenizer.source if self.enc.tokenizer is not None
             else "words (no --tokenizer): approximate",
+            **self._given_unit(),
             "block_size": self.block, "requests": self.requests, "prompt_units": self.units,
             "ceiling": {"hit_units": self.ceiling_hits, "hit_rate": rate(self.ceiling_hits)},
             "lru": None if self.lru is None else {"cache_units": self.cache_units, "hit_units": self.lru_hits,

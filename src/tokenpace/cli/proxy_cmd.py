@@ -12,6 +12,12 @@ examples:
   tokenpace proxy --upstream http://127.0.0.1:8000/v1 --watch     # live console view
   curl -s http://127.0.0.1:9000/metrics                           # Prometheus text
   tokenpace report live.jsonl --html live.html                    # the same reports as a load test
+  TOKENPACE_HASH_SALT=s3cret tokenpace proxy --upstream http://127.0.0.1:8000/v1 --records live.jsonl \
+      --prompt-hashes                                             # + each prompt's salted hash chain
+  tokenpace workload reuse live.jsonl                             # prefix reuse from those chains
+
+--prompt-hashes needs a salt (--hash-salt-file FILE, else the TOKENPACE_HASH_SALT environment
+variable); without one it exits 2. Records then hold hashes of the prompt's blocks, never its text.
 """
 
 
@@ -33,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=float, default=60.0, metavar="SECONDS",
                    help="sliding window of goodput and the live view (default 60)")
     p.add_argument("--watch", action="store_true", help="show a live console view")
+    p.add_argument("--prompt-hashes", action="store_true", help="keep a salted hash chain of each prompt's "
+                   "blocks in its record (never the text), for `tokenpace workload reuse`")
+    p.add_argument("--hash-salt-file", metavar="FILE", help="the salt for --prompt-hashes (default: the "
+                   "TOKENPACE_HASH_SALT environment variable); a trailing newline is not part of it")
+    p.add_argument("--hash-block", type=int, default=16, metavar="N", help="units per hashed block (default 16)")
+    p.add_argument("--tokenizer", metavar="PATH|NAME", help="hash blocks of this local tokenizer's tokens "
+                   "(default: words)")
     p.set_defaults(func=run)
 
 
@@ -54,9 +67,41 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - ProxyConfig, i
     if args.records_max_mib <= 0 or args.records_backups < 0 or args.window <= 0:
         raise UsageError("--records-max-mib and --window must be > 0, --records-backups >= 0")
     host, port = parse_listen(args.listen)
+    salt, tokenizer = _prompt_hashing(args)
     return ProxyConfig(upstream=args.upstream, host=host, port=port, slo=args.slo, records_path=args.records,
                        records_max_bytes=int(args.records_max_mib * 1024 * 1024),
-                       records_backups=args.records_backups, window_s=args.window)
+                       records_backups=args.records_backups, window_s=args.window,
+                       hash_salt=salt, hash_block=args.hash_block, tokenizer=tokenizer)
+
+
+def _prompt_hashing(args: argparse.Namespace) -> tuple[bytes | None, object]:
+    """(salt, tokenizer) for --prompt-hashes; (None, None) without it."""
+    import os
+
+    if not args.prompt_hashes:
+        if args.hash_salt_file or args.tokenizer:
+            raise UsageError("--hash-salt-file and --tokenizer go with --prompt-hashes")
+        return None, None
+    if args.hash_block < 1:
+        raise UsageError(f"--hash-block {args.hash_block}: must be >= 1")
+    if args.hash_salt_file:
+        try:
+            with open(args.hash_salt_file, "rb") as f:
+                salt = f.read().rstrip(b"\r\n")
+        except OSError as exc:
+            raise UsageError(f"--hash-salt-file {args.hash_salt_file}: {exc.strerror or exc}") from None
+        if not salt:
+            raise UsageError(f"--hash-salt-file {args.hash_salt_file} is empty: put a secret in it")
+    else:
+        salt = os.environ.get("TOKENPACE_HASH_SALT", "").encode()
+        if not salt:
+            raise UsageError("--prompt-hashes needs a salt: give --hash-salt-file FILE or set TOKENPACE_HASH_SALT")
+    tokenizer = None
+    if args.tokenizer:
+        from tokenpace.workload.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(args.tokenizer)
+    return salt, tokenizer
 
 
 def run(args: argparse.Namespace) -> int:

@@ -51,11 +51,46 @@ def _extra(obj: Any, fields: dict[str, Any], name: str) -> Any:
     return value
 
 
+# The common chunk, one choice whose delta holds only text, has no usage and no finish reason: its
+# ChunkInfo depends only on the text's length and is never changed by a reader, so it is made once
+# per length and shared (no allocation per chunk).
+_TEXT_ONLY: dict[int, ChunkInfo] = {}
+_TEXT_ONLY_MAX = 4096
+
+
+def _text_only(top: dict[str, Any], part: str) -> ChunkInfo | None:
+    """The shared ChunkInfo when the chunk (its fields: ``top``) is the common one, else None (the
+    general path decides). Pydantic v2 keeps declared fields in ``__dict__``; dicts are their own."""
+    choices = top.get("choices")
+    if not choices or len(choices) != 1 or top.get("usage") is not None:
+        return None
+    choice = choices[0]
+    fields = choice if type(choice) is dict else getattr(choice, "__dict__", None)
+    if fields is None or fields.get("finish_reason") is not None or fields.get("text") is not None:
+        return None
+    delta_obj = fields.get(part)
+    delta = delta_obj if type(delta_obj) is dict else getattr(delta_obj, "__dict__", None)
+    if delta is None:
+        return None
+    content = delta.get("content")
+    if type(content) is not str or delta.get("tool_calls") or delta.get("reasoning_content") is not None \
+            or delta.get("reasoning") is not None or getattr(delta_obj, "__pydantic_extra__", None):
+        return None
+    info = _TEXT_ONLY.get(len(content))
+    if info is None and len(content) <= _TEXT_ONLY_MAX:
+        info = _TEXT_ONLY[len(content)] = ChunkInfo(len(content))
+    return info
+
+
 def _classify(obj: Any, part: str) -> ChunkInfo:
+    top = _fields(obj)
+    if part == "delta":
+        info = _text_only(top, part)
+        if info is not None:
+            return info
     content_chars = reasoning_chars = tool_call_chars = 0
     has_tool_call = False
     finish_reason = None
-    top = _fields(obj)
     for choice in top.get("choices") or ():
         fields = _fields(choice)
         reason = fields.get("finish_reason")

@@ -30,6 +30,8 @@ def apportion_tokens(total: int, weights: Sequence[int]) -> list[int]:
     if n == 0:
         return []
     total = max(0, total)
+    if total == n:  # the usual stream, one token a chunk: at least one each leaves exactly one each
+        return [1] * n
     counts = [0] * n
     free = list(range(n))  # chunks whose count is still proportional
     rest = total

@@ -33,7 +33,9 @@ _DEFAULT_EXPORTER: PrometheusExporter | None = None
 def instrument(client: Any, *, slo: str | SLO | None = None,
                records: str | Path | list[RequestRecord] | Callable[[RequestRecord], Any] | None = None,
                prometheus: bool | PrometheusExporter = True, otel: Any = False,
-               observers: Iterable[Observer] = (), inject_usage: bool = True) -> InstrumentedClient:
+               observers: Iterable[Observer] = (), inject_usage: bool = True,
+               prompt_hashes: bytes | str | None = None, hash_block: int = 16,
+               tokenizer: Any = None) -> InstrumentedClient:
     """Wrap an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` client so that every
     ``chat.completions.create`` and ``completions.create`` call is recorded.
 
@@ -43,11 +45,34 @@ def instrument(client: Any, *, slo: str | SLO | None = None,
     is the first one given); or an exporter of your own. ``otel``: True for the global
     OpenTelemetry ``MeterProvider``/``TracerProvider``, a ``MeterProvider``, or an ``OTelExporter``. ``inject_usage``:
     ask streams for usage (``stream_options.include_usage``) when the caller did not, and hide
-    the extra usage-only chunk from the caller.
+    the extra usage-only chunk from the caller. ``prompt_hashes``: a secret salt; each record then
+    keeps a salted hash chain of its prompt's blocks of ``hash_block`` words (tokens with
+    ``tokenizer``: a tokenpace Tokenizer or a path for ``load_tokenizer``), never the text, for
+    ``tokenpace workload reuse``; hashed when the call has ended.
     """
     return InstrumentedClient(client, RecordFactory(observers_for(slo=slo, records=records, prometheus=prometheus,
-                                                                  otel=otel, observers=observers)),
+                                                                  otel=otel, observers=observers),
+                                                    prompt_hasher(prompt_hashes, hash_block, tokenizer)),
                               inject_usage=inject_usage)
+
+
+def prompt_hasher(salt: bytes | str | None, block: int = 16, tokenizer: Any = None) -> Any:
+    """The ``PromptHasher`` of ``instrument(prompt_hashes=...)``; None without a salt; UsageError for
+    an empty salt or a block under 1."""
+    if salt is None:
+        if tokenizer is not None:
+            raise UsageError("tokenizer= goes with prompt_hashes=")
+        return None
+    from tokenpace.advise.hashchain import PromptHasher
+
+    if isinstance(tokenizer, (str, Path)):
+        from tokenpace.workload.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer)
+    try:
+        return PromptHasher(salt, block=block, tokenizer=tokenizer)
+    except ValueError as exc:
+        raise UsageError(f"prompt_hashes: {exc}") from None
 
 
 def observe_events(events: AsyncIterator[Any], *, api: str = "chat", slo: str | SLO | None = None,

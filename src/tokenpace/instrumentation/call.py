@@ -8,8 +8,8 @@ the bench client's: the same ``Progress`` stamps it and ``finish_record`` fills 
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections.abc import Callable
+from random import getrandbits
 from time import monotonic_ns
 from typing import Any
 
@@ -21,7 +21,7 @@ Observer = Callable[[RequestRecord], None]
 
 
 class CallRecorder:
-    __slots__ = ("record", "progress", "_observers", "finished", "injected_usage")
+    __slots__ = ("record", "progress", "_observers", "finished", "injected_usage", "hasher", "prompt")
 
     def __init__(self, record: RequestRecord, observers: tuple[Observer, ...], *, streaming: bool) -> None:
         self.record = record
@@ -29,6 +29,8 @@ class CallRecorder:
         self._observers = observers
         self.finished = False
         self.injected_usage = False  # the caller did not ask for usage: the usage-only chunk is ours
+        self.hasher: Any = None  # advise.hashchain.PromptHasher, when the prompt's hash chain is kept...
+        self.prompt: dict[str, Any] | None = None  # ...of this request body, hashed in finish()
 
     def chunk(self, info: ChunkInfo, now_ns: int) -> None:
         self.progress.last_read_ns = now_ns
@@ -58,6 +60,9 @@ class CallRecorder:
         if progress.status == "ok" and not progress.saw_done:  # it stopped short of its end
             progress.fail("cancelled", "abandoned", None, monotonic_ns())
         finish_record(self.record, progress)
+        if self.prompt is not None:  # hashed once the caller has its answer, never before the call
+            self.record.prompt_hash_chain = self.hasher(self.prompt)
+            self.prompt = None
         for observer in self._observers:
             try:
                 observer(self.record)
@@ -68,20 +73,33 @@ class CallRecorder:
 class RecordFactory:
     """Numbers the calls of one instrumented client and gives each a fresh record."""
 
-    __slots__ = ("_counter", "observers")
+    __slots__ = ("_counter", "observers", "hasher")
 
-    def __init__(self, observers: tuple[Observer, ...]) -> None:
+    def __init__(self, observers: tuple[Observer, ...], hasher: Any = None) -> None:
         self._counter = itertools.count()
         self.observers = observers
+        self.hasher = hasher  # advise.hashchain.PromptHasher: records keep their prompt's hash chain
 
     def start(self, api: str, stream: bool, max_tokens: Any = None, model: Any = None) -> CallRecorder:
-        record = RequestRecord(request_id=uuid.uuid4().hex, index=next(self._counter), api=api, stream=stream,
+        # 128 random bits as a uuid4's hex would carry, without its os.urandom system call per request
+        record = RequestRecord(request_id=f"{getrandbits(128):032x}", index=next(self._counter), api=api, stream=stream,
                                model=model if type(model) is str else None)
         if type(max_tokens) is int:
             record.requested_output_tokens = max_tokens
         recorder = CallRecorder(record, self.observers, streaming=stream)
+        recorder.hasher = self.hasher
         record.sent_ns = recorder.progress.last_read_ns = monotonic_ns()
         return recorder
+
+
+_PROMPT_KEYS = ("messages", "prompt", "tools", "system", "model")
+
+
+def prompt_of(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a call's arguments a hash chain reads, lists copied (a caller that appends to its
+    ``messages`` after the call does not change what is hashed)."""
+    return {k: list(v) if type(v) is list else v for k, v in kwargs.items()
+            if k in _PROMPT_KEYS and isinstance(v, (str, list, dict))}
 
 
 def classify_exception(exc: BaseException, response_seen: bool) -> tuple[str, str, str, int | None]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tokenpace.client.chunk_objects import classify_response_object
 
-from .call import CallRecorder, RecordFactory, classify_exception
+from .call import CallRecorder, RecordFactory, classify_exception, prompt_of
 from .streams import InstrumentedAsyncStream, InstrumentedStream
 
 
@@ -68,6 +68,8 @@ class _Create:
             if not (isinstance(options, dict) and options.get("include_usage")):
                 kwargs["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
                 recorder.injected_usage = True
+        if recorder.hasher is not None:
+            recorder.prompt = prompt_of(kwargs)
         headers = kwargs.get("extra_headers")
         kwargs["extra_headers"] = {**(headers or {}), "X-Request-ID": recorder.record.request_id}
         try:

@@ -53,8 +53,11 @@ class InstrumentedStream:
                 _on_error(recorder, exc)
                 raise
             now = monotonic_ns()
-            recorder.chunk(classify_chunk_object(chunk), now)
-            if not _is_injected_usage_chunk(chunk, recorder):
+            info = classify_chunk_object(chunk)
+            progress = recorder.progress  # CallRecorder.chunk, inlined: this runs once a chunk
+            progress.last_read_ns = now
+            progress.add(recorder.record, info, now)
+            if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):
                 return chunk
 
     def close(self) -> None:
@@ -104,8 +107,11 @@ class InstrumentedAsyncStream:
                 _on_error(recorder, exc)
                 raise
             now = monotonic_ns()
-            recorder.chunk(classify_chunk_object(chunk), now)
-            if not _is_injected_usage_chunk(chunk, recorder):
+            info = classify_chunk_object(chunk)
+            progress = recorder.progress  # CallRecorder.chunk, inlined: this runs once a chunk
+            progress.last_read_ns = now
+            progress.add(recorder.record, info, now)
+            if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):
                 return chunk
 
     async def close(self) -> None:

@@ -35,6 +35,11 @@ class ProxyState:
         self.in_flight_gauge = Gauge("tokenpace_proxy_in_flight", "Generation requests in flight", registry=registry)
         self.sink = (RotatingRecordSink(config.records_path, max_bytes=config.records_max_bytes,
                                         backups=config.records_backups) if config.records_path else None)
+        self.hasher = None
+        if config.hash_salt is not None:
+            from tokenpace.advise.hashchain import PromptHasher
+
+            self.hasher = PromptHasher(config.hash_salt, block=config.hash_block, tokenizer=config.tokenizer)
         self.session: aiohttp.ClientSession | None = None
         self.total = 0
         self.in_flight = 0
@@ -102,7 +107,7 @@ async def _route(request: web.Request) -> web.StreamResponse:
         state.in_flight += 1
         state.in_flight_gauge.inc()
         try:
-            return await relay_generation(request, state.session, url, api, state.record_done)
+            return await relay_generation(request, state.session, url, api, state.record_done, state.hasher)
         finally:
             state.in_flight -= 1
             state.in_flight_gauge.dec()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tokenpace.instrumentation.sink import DEFAULT_BACKUPS, DEFAULT_MAX_BYTES
 
@@ -18,3 +19,7 @@ class ProxyConfig:
     records_backups: int = DEFAULT_BACKUPS
     window_s: float = 60.0  # the sliding window of goodput and the live view
     upstream_timeout_s: float = 600.0  # one request's whole life upstream
+    # --prompt-hashes: a salted hash chain of each prompt's blocks in its record (never the text).
+    hash_salt: bytes | None = None  # None: no chain
+    hash_block: int = 16  # units per block
+    tokenizer: Any = None  # a tokenpace Tokenizer: blocks of tokens; None: blocks of words
