@@ -23,6 +23,7 @@ from tokenpace.advise import volatile
 from tokenpace.advise.logs import LoggedRequest
 
 _SPACES = re.compile(r"\s+")
+_BATCH_CHARS = 4096  # longer texts gain nothing from a batch: numpy's fixed cost is already small beside them
 _MEMO_CHARS = 16_000_000  # characters of distinct texts remembered per memo, then it starts afresh
 
 
@@ -51,6 +52,38 @@ class Encoder:
         n = text.count(" ") + 1 - text.startswith(" ")
         return n - (n > 0 and text.endswith(" "))
 
+    def prefetch(self, texts: list[str]) -> None:
+        """Encode the texts not yet remembered in one pass (words only: numpy's fixed cost per
+        call is most of the time a short text takes). Word ids do not depend on where a word
+        sits, so the words of texts joined by one space are the texts' words one after another,
+        once each text's one leading and one trailing space (which make no word) are dropped."""
+        if self.tokenizer is not None:
+            return
+        memo, todo, seen = self._memo, [], set()
+        for t in texts:
+            if t not in memo and t not in seen:
+                core = t[1:] if t.startswith(" ") else t
+                core = core[:-1] if core.endswith(" ") else core
+                if core and len(core) <= _BATCH_CHARS:  # ("", runs of spaces and long texts: one by one)
+                    seen.add(t)
+                    todo.append((t, core))
+        if len(todo) < 2:
+            return
+        # a guard word at each end: a core that starts or ends with a space keeps its empty word
+        ids = word_units(" ".join(["x", *(core for _, core in todo), "x"]))
+        pos = 1
+        for t, core in todo:
+            n = core.count(" ") + 1
+            self._remember(t, ids[pos:pos + n].copy())  # (a view would keep the whole batch alive)
+            pos += n
+
+    def _remember(self, text: str, units: np.ndarray) -> None:
+        self._chars += len(text)
+        if self._chars > _MEMO_CHARS:
+            self._memo.clear()
+            self._chars = len(text)
+        self._memo[text] = units
+
     def __call__(self, text: str) -> np.ndarray:
         got = self._memo.get(text)
         if got is None:
@@ -58,11 +91,7 @@ class Encoder:
                 got = np.asarray(self.tokenizer.encode(text), dtype=np.uint64)
             else:
                 got = word_units(text)
-            self._chars += len(text)
-            if self._chars > _MEMO_CHARS:
-                self._memo.clear()
-                self._chars = len(text)
-            self._memo[text] = got
+            self._remember(text, got)
         return got
 
 
