@@ -410,3 +410,26 @@ def test_reuse_counts_tokens_with_a_tokenizer(tmp_path, capsys, bpe_json):
     shared_blocks = len(load_tokenizer(bpe_json).encode(system)) // 16
     assert code == 0 and r["unit"] == "tokens" and "tokenizer.json" in r["unit_source"]
     assert r["ceiling"]["hit_units"] == 2 * shared_blocks * 16
+
+
+def test_proxy_records_with_a_hash_chain_reuse_like_their_bodies_and_carry_the_provider_counts(tmp_path, capsys):
+    from tokenpace.advise.hashchain import body_hash_chain
+    from tokenpace.record import RequestRecord
+
+    system = words(300, 76)
+    bodies = [chat(system, f"q{i} " + words(20, 400 + i)) for i in range(5)]
+    code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "text.jsonl", bodies), "--json")
+    from_text = json.loads(out)["ceiling"]["hit_units"]
+    rows = []
+    for i, body in enumerate(bodies):  # what a proxy writes: its request record, the chain in place of the text
+        rec = RequestRecord(request_id=f"r{i}", index=i, model="m", prompt_tokens=400 + i,
+                            cached_prompt_tokens=0 if i == 0 else 384, output_tokens=7).to_dict()
+        rec["prompt_hash_chain"] = body_hash_chain(body, b"secret")
+        rows.append(rec)
+    code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "records.jsonl", rows), "--json")
+    r = json.loads(out)
+    assert code == 0 and r["log"]["formats"] == {"hash-chain": 5}
+    assert r["ceiling"]["hit_units"] == from_text == 4 * 288
+    p = r["provider_reported"]
+    assert p["requests"] == 5 and p["prompt_tokens"] == sum(400 + i for i in range(5))
+    assert p["cached_tokens"] == 4 * 384 and p["predicted_cached_units"] == 4 * 288

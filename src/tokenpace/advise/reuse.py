@@ -73,9 +73,9 @@ class Reuse:
         if n < _PREVIEW_REQUESTS and req.segments:
             self.previews[self.ceiling.clock] = req.segments[0].text[:_PREVIEW_CHARS]
             self.wheres[self.ceiling.clock] = req.where
-        if req.cached_tokens is not None and req.prompt_tokens:
+        if req.cached_tokens is not None and req.reported_prompt_tokens:
             self.usage_requests += 1
-            self.usage_prompt += req.prompt_tokens
+            self.usage_prompt += req.reported_prompt_tokens
             self.usage_cached += req.cached_tokens
             self.usage_pred_lru += lru
             self.usage_pred_ceiling += c
