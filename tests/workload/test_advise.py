@@ -433,3 +433,34 @@ def test_proxy_records_with_a_hash_chain_reuse_like_their_bodies_and_carry_the_p
     p = r["provider_reported"]
     assert p["requests"] == 5 and p["prompt_tokens"] == sum(400 + i for i in range(5))
     assert p["cached_tokens"] == 4 * 384 and p["predicted_cached_units"] == 4 * 288
+
+
+def _word_id(word: str) -> int:
+    """The word id as defined (units.word_units): sum of mix(byte_k) * BASE^k mod 2^64, XOR the length."""
+    from tokenpace.advise.units import _BASE, _BYTE_MIX
+
+    h, p = 0, 1
+    for byte in word.encode("utf-8"):
+        h = (h + int(_BYTE_MIX[byte]) * p) % 2**64
+        p = p * int(_BASE) % 2**64
+    return h ^ len(word.encode("utf-8"))
+
+
+def test_word_units_and_batched_encoding_match_the_definition_word_by_word():
+    from tokenpace.advise.units import Encoder, word_units
+
+    rng = random.Random(5)
+    pieces = ["a", "bb", "ccc", " ", "  ", "é", "", "\n", "x1", "naïve"]
+    for _ in range(400):
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 9))) for _ in range(rng.randint(0, 6))]
+        enc = Encoder()
+        enc.prefetch(texts)  # several texts encoded in one pass
+        for t in texts:
+            words = t.split(" ")
+            if t.startswith(" "):
+                words = words[1:]
+            if t.endswith(" ") and words:
+                words = words[:-1]
+            want = [_word_id(w) for w in words] if t else []
+            assert word_units(t).tolist() == want, t
+            assert enc(t).tolist() == want, (texts, t)
