@@ -3,6 +3,13 @@ peak memory of each command in its own process, and the reuse replay against a p
 per-block LRU, an ordered dict with one entry per block hash) on the same block hashes.
 
     .venv/bin/python benchmarks/cache_advise_scale.py --requests 100000 [--words 1500] [--keep LOG]
+    .venv/bin/python benchmarks/cache_advise_scale.py --requests 1000000 --log /tmp/requests-1m.jsonl
+    git archive COMMIT src | tar -x -C /tmp/base    # an earlier version, to compare in the same run:
+    .venv/bin/python benchmarks/cache_advise_scale.py --requests 100000 --baseline-src /tmp/base/src --repeat 3
+
+``--log PATH`` writes the log there once and reuses it on later runs (a 1M log is ~9 GB: keep it
+outside the repository). ``--baseline-src DIR`` runs each command also with that source tree first
+on PYTHONPATH, alternating with this one, and prints the ratio of the medians.
 
 The log: OpenAI chat bodies of ~--words words each (a word is ~1.3 tokens: 1,500 words is ~2,000
 tokens): 40 system prompts of ~90% of the length, a third of them opening with the current time
@@ -52,11 +59,12 @@ def make_log(path: Path, requests: int, words: int, seed: int = 0) -> int:
     return size
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str, float]:
+def timed(cmd: list[str], src: str | None = None) -> tuple[float, float, str, float]:
     """Wall seconds, peak RSS (MiB) of the command's own process, its output, and its CPU seconds
-    (user + system: on a shared machine the steadier figure)."""
+    (user + system: on a shared machine the steadier figure). ``src``: a source tree to run instead."""
+    env = dict(os.environ, PYTHONPATH=src) if src else None
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     out = proc.stdout.read().decode()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
@@ -98,40 +106,67 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (median reported)")
     ap.add_argument("--peer-requests", type=int, default=20_000)
     ap.add_argument("--keep", metavar="LOG", help="write the log here and keep it")
+    ap.add_argument("--log", metavar="PATH", help="the log: written here if absent, else reused (kept)")
+    ap.add_argument("--baseline-src", metavar="DIR", help="also run an earlier source tree (its src/)")
+    ap.add_argument("--skip-peer", action="store_true", help="skip the radix-against-ordered-dict replay")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cache-advise-")
-    log = Path(args.keep) if args.keep else Path(tmp) / "requests.jsonl"
+    log = Path(args.log or args.keep or Path(tmp) / "requests.jsonl")
     t = time.perf_counter()
-    size = make_log(log, args.requests, args.words)
-    print(f"log: {args.requests:,} requests, ~{args.words} words each, {size / 2**20:,.0f} MiB, "
-          f"written in {time.perf_counter() - t:.1f} s · load average {os.getloadavg()[0]:.2f}")
+    if args.log and log.exists():
+        with open(log, "rb") as fh:
+            lines = sum(1 for _ in fh)
+        if lines != args.requests:
+            raise SystemExit(f"{log} holds {lines:,} requests, not --requests {args.requests:,}")
+        size = log.stat().st_size
+        print(f"log: {log} reused, {lines:,} requests, {size / 2**20:,.0f} MiB")
+    else:
+        size = make_log(log, args.requests, args.words)
+        print(f"log: {args.requests:,} requests, ~{args.words} words each, {size / 2**20:,.0f} MiB, "
+              f"written in {time.perf_counter() - t:.1f} s")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     exe = [sys.executable, "-m", "tokenpace"]
     commands = {"lint": exe + ["lint", str(log), "--json"],
                 "reuse": exe + ["workload", "reuse", str(log), "--cache-tokens", "500000", "--json"]}
     per_million = 1_000_000 / args.requests
     for name, cmd in commands.items():
-        runs = [timed(cmd) for _ in range(args.repeat)]
-        wall = statistics.median(r[0] for r in runs)
-        cpu = statistics.median(r[3] for r in runs)
-        rss = max(r[1] for r in runs)
-        report = json.loads(runs[-1][2])
-        extra = ""
-        if name == "lint":
-            extra = " · findings: " + ", ".join(f"{f['kind']} ×{f['requests']:,}" for f in report["findings"])
-        else:
-            extra = (f" · ceiling {report['ceiling']['hit_rate']:.1%}, LRU(500k words) "
-                     f"{report['lru']['hit_rate']:.1%}")
-        print(f"{name}: wall {wall:.1f} s, CPU {cpu:.1f} s, medians of {len(runs)} ({args.requests / wall:,.0f} "
-              f"requests/s wall; per 1M requests, extrapolated linearly: {wall * per_million:.0f} s wall, "
-              f"{cpu * per_million:.0f} s CPU), peak RSS {rss:.0f} MiB{extra}")
+        trees = [("this tree", None)] + ([("baseline", args.baseline_src)] if args.baseline_src else [])
+        runs: dict[str, list] = {label: [] for label, _ in trees}
+        for _ in range(args.repeat):  # alternating, so both see the same machine
+            for label, src in trees:
+                runs[label].append(timed(cmd, src))
+        medians = {}
+        for label, rs in runs.items():
+            wall = statistics.median(r[0] for r in rs)
+            cpu = statistics.median(r[3] for r in rs)
+            rss = max(r[1] for r in rs)
+            medians[label] = (wall, cpu)
+            report = json.loads(rs[-1][2])
+            if name == "lint":
+                extra = " · findings: " + ", ".join(f"{f['kind']} ×{f['requests']:,}" for f in report["findings"])
+            else:
+                extra = (f" · ceiling {report['ceiling']['hit_rate']:.1%}, LRU(500k words) "
+                         f"{report['lru']['hit_rate']:.1%}")
+            print(f"{name} ({label}): wall {wall:.1f} s, CPU {cpu:.1f} s, medians of {len(rs)} "
+                  f"({args.requests / wall:,.0f} requests/s wall; per 1M requests: {wall * per_million:.0f} s wall, "
+                  f"{cpu * per_million:.0f} s CPU), peak RSS {rss:.0f} MiB · load average "
+                  f"{os.getloadavg()[0]:.2f}{extra}")
+        if args.baseline_src:
+            (w, c), (bw, bc) = medians["this tree"], medians["baseline"]
+            print(f"{name}: baseline / this tree = {bc / c:.2f}x CPU, {bw / w:.2f}x wall")
+    if args.skip_peer:
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        print("command: .venv/bin/python benchmarks/cache_advise_scale.py " + " ".join(sys.argv[1:]))
+        return
     peer = peer_vs_radix(log, min(args.peer_requests, args.requests), 16)
     print(f"replay of {peer['requests']:,} requests ({peer['blocks_per_request']:.0f} blocks each) through an "
           f"LRU of 20 system prompts: radix tree {peer['radix_s']:.2f} s, per-block ordered dict "
           f"{peer['per_block_lru_s']:.2f} s ({peer['per_block_lru_s'] / peer['radix_s']:.1f}x), same hits")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print("command: .venv/bin/python benchmarks/cache_advise_scale.py " + " ".join(sys.argv[1:]))
-    if not args.keep:
+    if not args.keep and not args.log:
         log.unlink()
+    if not any(Path(tmp).iterdir()):
         os.rmdir(tmp)
 
 

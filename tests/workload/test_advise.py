@@ -311,8 +311,8 @@ def test_the_fast_volatile_matcher_finds_what_the_plain_pattern_finds():
     pieces = ["2026-11-24T10:00:05Z", "Tuesday, November 24, 2026 at 10:05 AM", "user: Alice Smith", "a.b@x.io",
               "sess_abc123XYZ", "550e8400-e29b-41d4-a716-446655440000", "turn 7", "1.2.3", "24 Nov 2026",
               "1764000000", "10:05:33", "11/24/2026", "req_9f8e7d6c", "name=Bob", "x1y2", "v2.0", "\n",
-              "order_" + "x" * 120, "deadbeef0eadbeefdeadbeef"]
-    filler = ["lorem ipsum dolor sit amet ", "the quick brown fox ", " " * 300]
+              "order_" + "x" * 120, "deadbeef0eadbeefdeadbeef", "\u0662\u0660\u0662\u0666"]  # (Arabic-Indic digits)
+    filler = ["lorem ipsum dolor sit amet ", "the quick brown fox ", " " * 300, "naïve café "]
     for trial in range(600):
         rng = random.Random(trial)
         dense = rng.random() < 0.5
@@ -410,3 +410,57 @@ def test_reuse_counts_tokens_with_a_tokenizer(tmp_path, capsys, bpe_json):
     shared_blocks = len(load_tokenizer(bpe_json).encode(system)) // 16
     assert code == 0 and r["unit"] == "tokens" and "tokenizer.json" in r["unit_source"]
     assert r["ceiling"]["hit_units"] == 2 * shared_blocks * 16
+
+
+def test_proxy_records_with_a_hash_chain_reuse_like_their_bodies_and_carry_the_provider_counts(tmp_path, capsys):
+    from tokenpace.advise.hashchain import body_hash_chain
+    from tokenpace.record import RequestRecord
+
+    system = words(300, 76)
+    bodies = [chat(system, f"q{i} " + words(20, 400 + i)) for i in range(5)]
+    code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "text.jsonl", bodies), "--json")
+    from_text = json.loads(out)["ceiling"]["hit_units"]
+    rows = []
+    for i, body in enumerate(bodies):  # what a proxy writes: its request record, the chain in place of the text
+        rec = RequestRecord(request_id=f"r{i}", index=i, model="m", prompt_tokens=400 + i,
+                            cached_prompt_tokens=0 if i == 0 else 384, output_tokens=7).to_dict()
+        rec["prompt_hash_chain"] = body_hash_chain(body, b"secret")
+        rows.append(rec)
+    code, out, _ = cli(capsys, "workload", "reuse", write(tmp_path / "records.jsonl", rows), "--json")
+    r = json.loads(out)
+    assert code == 0 and r["log"]["formats"] == {"hash-chain": 5}
+    assert r["ceiling"]["hit_units"] == from_text == 4 * 288
+    p = r["provider_reported"]
+    assert p["requests"] == 5 and p["prompt_tokens"] == sum(400 + i for i in range(5))
+    assert p["cached_tokens"] == 4 * 384 and p["predicted_cached_units"] == 4 * 288
+
+
+def _word_id(word: str) -> int:
+    """The word id as defined (units.word_units): sum of mix(byte_k) * BASE^k mod 2^64, XOR the length."""
+    from tokenpace.advise.units import _BASE, _BYTE_MIX
+
+    h, p = 0, 1
+    for byte in word.encode("utf-8"):
+        h = (h + int(_BYTE_MIX[byte]) * p) % 2**64
+        p = p * int(_BASE) % 2**64
+    return h ^ len(word.encode("utf-8"))
+
+
+def test_word_units_and_batched_encoding_match_the_definition_word_by_word():
+    from tokenpace.advise.units import Encoder, word_units
+
+    rng = random.Random(5)
+    pieces = ["a", "bb", "ccc", " ", "  ", "é", "", "\n", "x1", "naïve"]
+    for _ in range(400):
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 9))) for _ in range(rng.randint(0, 6))]
+        enc = Encoder()
+        enc.prefetch(texts)  # several texts encoded in one pass
+        for t in texts:
+            words = t.split(" ")
+            if t.startswith(" "):
+                words = words[1:]
+            if t.endswith(" ") and words:
+                words = words[:-1]
+            want = [_word_id(w) for w in words] if t else []
+            assert word_units(t).tolist() == want, t
+            assert enc(t).tolist() == want, (texts, t)

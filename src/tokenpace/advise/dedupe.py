@@ -7,7 +7,9 @@ request had the same key and the same normalized text, and a near hit at thresho
 earlier one with the same key has similarity >= t. Similarity is the Jaccard similarity of the sets
 of character 5-grams, estimated by MinHash (128 permutations, standard error sqrt(J(1-J)/128),
 0.027 at 0.9), with candidates found by LSH (32 bands of 4: at similarity 0.6 a pair is a
-candidate with probability 0.99, at 0.5 0.87, so points below 0.6 are lower bounds).
+candidate with probability 0.99, at 0.5 0.87, so points below 0.6 are lower bounds). With an
+embedding model (``embeddings``, embed.py) the similarity is instead the cosine of the normalized
+model2vec vectors of the normalized final user turn; the curve, examples and savings are the same.
 
 MinHash is implemented here with numpy (one vectorized pass per request) rather than taken from a
 library: it is 20 lines, and datasketch, the well-kept one, updates its signature one shingle at a
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenpace.advise.embed import EmbeddingIndex
 from tokenpace.advise.logs import LoggedRequest
 from tokenpace.advise.units import Encoder
 
@@ -64,8 +67,10 @@ class MinHasher:
 
 class Dedupe:
     def __init__(self, enc: Encoder, similarity: float = 0.9, *, input_price: float | None = None,
-                 output_price: float | None = None) -> None:
+                 output_price: float | None = None, embeddings: EmbeddingIndex | None = None) -> None:
         self.enc, self.similarity = enc, similarity
+        self.embeddings = embeddings
+        self._embedded_texts: dict[tuple[int, int], str] = {}  # (key, ring slot) -> text, for examples
         self.input_price, self.output_price = input_price, output_price
         self.hasher = MinHasher()
         self.rows = PERMS // BANDS
@@ -96,6 +101,9 @@ class Dedupe:
             self.best.append(1.0)
             return
         self.exact.add(key)
+        if self.embeddings is not None:
+            self._feed_embedding(req, context, question)
+            return
         sig = self.hasher.signature(question)
         best, match = 0.0, -1
         bands = [(context, i, sig[i * self.rows:(i + 1) * self.rows].tobytes()) for i in range(BANDS)]
@@ -115,11 +123,26 @@ class Dedupe:
         for band in bands:
             self.buckets.setdefault(band, deque(maxlen=_BUCKET_KEEP)).append(idx)
         if match >= 0:
-            bin_ = max((t for t in THRESHOLDS if t <= best), default=None)
-            if bin_ is not None and len(self.examples[bin_]) < _EXAMPLES:
-                self.examples[bin_].append({"request": req.where, "text": question[:200],
-                                            "earlier": self.texts[match], "similarity_estimated": round(best, 3),
-                                            "jaccard_exact": round(jaccard(question[:200], self.texts[match]), 3)})
+            self._example(req, question, self.texts[match], best)
+
+    def _feed_embedding(self, req: LoggedRequest, context: int, question: str) -> None:
+        index = self.embeddings
+        v = index.vector(question)
+        best, slot = index.best(context, v)
+        earlier = self._embedded_texts.get((context, slot)) if slot >= 0 else None
+        best = min(max(best, 0.0), 0.999)  # not an exact duplicate after normalizing, so below 1
+        self.best.append(best)
+        self._embedded_texts[(context, index.add(context, v))] = question[:200]
+        if earlier is not None:
+            self._example(req, question, earlier, best)
+
+    def _example(self, req: LoggedRequest, question: str, earlier: str, best: float) -> None:
+        bin_ = max((t for t in THRESHOLDS if t <= best), default=None)
+        if bin_ is not None and len(self.examples[bin_]) < _EXAMPLES:
+            self.examples[bin_].append({"request": req.where, "text": question[:200], "earlier": earlier,
+                                        "similarity_estimated" if self.embeddings is None else "cosine":
+                                        round(best, 3),
+                                        "jaccard_exact": round(jaccard(question[:200], earlier), 3)})
 
     def report(self) -> dict[str, Any]:
         best = np.array(self.best) if self.best else np.zeros(0)
@@ -142,8 +165,10 @@ class Dedupe:
         return {
             "kind": "dedupe", "unit": "tokens" if any(o is not None for o in self.output_tokens)
             or self.enc.tokenizer is not None else "words",
-            "similarity": {"measure": f"Jaccard of character {NGRAM}-grams of the normalized final user "
-                                      f"turn, MinHash estimate ({PERMS} permutations, LSH {BANDS}x{self.rows})",
+            "similarity": {"measure": self.embeddings.describe() if self.embeddings is not None else
+                           f"Jaccard of character {NGRAM}-grams of the normalized final user "
+                           f"turn, MinHash estimate ({PERMS} permutations, LSH {BANDS}x{self.rows})",
+                           "method": "embeddings" if self.embeddings is not None else "minhash",
                            "threshold": self.similarity},
             "key": "sampling parameters + everything before the final user turn (exact)",
             "requests": self.requests, "requests_without_text": self.no_text,

@@ -47,13 +47,15 @@ class RadixTree:
         node, i = self.root, 0
         matched = None
         while i < n:
-            child = node.children.get(int(seq[i]))
+            child = node.children.get(seq.item(i))
             if child is None:
                 break
             key = child.key
             m = min(len(key), n - i)
-            diff = np.flatnonzero(key[:m] != seq[i:i + m])
-            j = int(diff[0]) if len(diff) else m
+            if key[:m].tobytes() == seq[i:i + m].tobytes():  # (one memory comparison: most edges match whole)
+                j = m
+            else:
+                j = int((key[:m] != seq[i:i + m]).argmax())
             if j < len(key):
                 child = self._split(child, j)
             child.last = now
@@ -65,7 +67,7 @@ class RadixTree:
         if i < n:
             leaf = Node(np.array(seq[i:], dtype=np.uint64), node, now, node.depth + n - i, now)
             leaf.requests = 1
-            node.children[int(seq[i])] = leaf
+            node.children[seq.item(i)] = leaf
             self.size += n - i
             self._push(leaf)
         else:

@@ -44,6 +44,11 @@ class Reuse:
         self._t0: float | None = None
         self.default_output_tokens = default_output_tokens
 
+    def feed_many(self, reqs: list[LoggedRequest]) -> None:
+        self.enc.prefetch([s.text for r in reqs for s in r.segments])
+        for req in reqs:
+            self.feed(req)
+
     def feed(self, req: LoggedRequest) -> None:
         units = None
         if req.block_hashes is not None:
@@ -70,9 +75,9 @@ class Reuse:
         if n < _PREVIEW_REQUESTS and req.segments:
             self.previews[self.ceiling.clock] = req.segments[0].text[:_PREVIEW_CHARS]
             self.wheres[self.ceiling.clock] = req.where
-        if req.cached_tokens is not None and req.prompt_tokens:
+        if req.cached_tokens is not None and req.reported_prompt_tokens:
             self.usage_requests += 1
-            self.usage_prompt += req.prompt_tokens
+            self.usage_prompt += req.reported_prompt_tokens
             self.usage_cached += req.cached_tokens
             self.usage_pred_lru += lru
             self.usage_pred_ceiling += c
@@ -149,10 +154,18 @@ class Reuse:
         return out
 
 
-def reuse(requests: Iterable[LoggedRequest], analysis: Reuse) -> dict[str, Any]:
+def reuse(requests: Iterable[LoggedRequest], analysis: Reuse, *, batch: int = 8) -> dict[str, Any]:
+    """Requests are fed in log order, ``batch`` at a time so that their new texts are encoded in
+    one pass (Encoder.prefetch); 8, as larger batches allocate arrays big enough to be mapped and
+    unmapped each time (page faults cost more than the batch saves)."""
     try:
+        pending: list[LoggedRequest] = []
         for req in requests:
-            analysis.feed(req)
+            pending.append(req)
+            if len(pending) >= batch:
+                analysis.feed_many(pending)
+                pending = []
+        analysis.feed_many(pending)
     finally:
         analysis.close()
     return analysis.report()

@@ -23,6 +23,7 @@ from tokenpace.advise import volatile
 from tokenpace.advise.logs import LoggedRequest
 
 _SPACES = re.compile(r"\s+")
+_BATCH_CHARS = 4096  # longer texts gain nothing from a batch: numpy's fixed cost is already small beside them
 _MEMO_CHARS = 16_000_000  # characters of distinct texts remembered per memo, then it starts afresh
 
 
@@ -51,6 +52,38 @@ class Encoder:
         n = text.count(" ") + 1 - text.startswith(" ")
         return n - (n > 0 and text.endswith(" "))
 
+    def prefetch(self, texts: list[str]) -> None:
+        """Encode the texts not yet remembered in one pass (words only: numpy's fixed cost per
+        call is most of the time a short text takes). Word ids do not depend on where a word
+        sits, so the words of texts joined by one space are the texts' words one after another,
+        once each text's one leading and one trailing space (which make no word) are dropped."""
+        if self.tokenizer is not None:
+            return
+        memo, todo, seen = self._memo, [], set()
+        for t in texts:
+            if t not in memo and t not in seen:
+                core = t[1:] if t.startswith(" ") else t
+                core = core[:-1] if core.endswith(" ") else core
+                if core and len(core) <= _BATCH_CHARS:  # ("", runs of spaces and long texts: one by one)
+                    seen.add(t)
+                    todo.append((t, core))
+        if len(todo) < 2:
+            return
+        # a guard word at each end: a core that starts or ends with a space keeps its empty word
+        ids = word_units(" ".join(["x", *(core for _, core in todo), "x"]))
+        pos = 1
+        for t, core in todo:
+            n = core.count(" ") + 1
+            self._remember(t, ids[pos:pos + n].copy())  # (a view would keep the whole batch alive)
+            pos += n
+
+    def _remember(self, text: str, units: np.ndarray) -> None:
+        self._chars += len(text)
+        if self._chars > _MEMO_CHARS:
+            self._memo.clear()
+            self._chars = len(text)
+        self._memo[text] = units
+
     def __call__(self, text: str) -> np.ndarray:
         got = self._memo.get(text)
         if got is None:
@@ -58,11 +91,7 @@ class Encoder:
                 got = np.asarray(self.tokenizer.encode(text), dtype=np.uint64)
             else:
                 got = word_units(text)
-            self._chars += len(text)
-            if self._chars > _MEMO_CHARS:
-                self._memo.clear()
-                self._chars = len(text)
-            self._memo[text] = got
+            self._remember(text, got)
         return got
 
 
@@ -264,21 +293,33 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 def word_units(text: str) -> np.ndarray:
-    """One id per space-separated word (a space at either end of ``text`` makes no empty word)."""
-    b = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    n = len(b)
+    """One id per space-separated word (a space at either end of ``text`` makes no empty word).
+
+    A word's id is sum(mix(byte_k) * BASE^k) over its bytes (mod 2^64), XOR its length: one prefix
+    sum over the text's bytes, differenced at the word edges and shifted back by BASE^-start, so
+    the same word has the same id anywhere. Sums run in int64 (the same bits as uint64, and
+    numpy's int64 cumsum is about twice as fast); indices are intp (numpy's fast take path)."""
+    raw = text.encode("utf-8")
+    n = len(raw)
     if n == 0:
         return np.empty(0, np.uint64)
+    b = np.frombuffer(raw, dtype=np.uint8)
     cuts = (b == 32).nonzero()[0]
-    starts = np.concatenate((np.zeros(1, np.int64), cuts + 1))
-    ends = np.concatenate((cuts, np.full(1, n, np.int64)))
-    lo = 1 if b[0] == 32 else 0
-    hi = len(starts) - (1 if b[-1] == 32 and len(starts) > lo else 0)
-    starts, ends = starts[lo:hi], ends[lo:hi]
-    # (uint64 arrays wrap around silently: no overflow warnings to silence here)
-    prefix = np.concatenate((np.zeros(1, np.uint64), np.cumsum(_BYTE_MIX[b] * _powers(n), dtype=np.uint64)))
-    ids = (prefix[ends] - prefix[starts]) * _inverse_powers(n)[starts]  # the same word anywhere, the same id
-    return ids ^ (ends - starts).astype(np.uint64)
+    k = len(cuts)
+    bounds = np.empty(k + 2, np.intp)
+    bounds[0], bounds[k + 1] = -1, n
+    bounds[1:k + 1] = cuts
+    lo = 1 if raw[0] == 32 else 0
+    hi = k + 1 - (1 if raw[-1] == 32 and k + 1 > lo else 0)
+    starts = bounds[lo:hi] + 1
+    ends = bounds[lo + 1:hi + 1]
+    h = np.empty(n + 1, np.int64)
+    h[0] = 0
+    np.cumsum((_BYTE_MIX.take(b.astype(np.intp)) * _powers(n)).view(np.int64), out=h[1:])
+    h = h.view(np.uint64)
+    ids = (h.take(ends) - h.take(starts)) * _inverse_powers(n).take(starts)
+    ids ^= (ends - starts).astype(np.uint64)
+    return ids
 
 
 _BYTE_MIX = _mix(np.arange(256, dtype=np.uint64))
@@ -298,9 +339,14 @@ def _inverse_powers(n: int) -> np.ndarray:
     return _INV[:n]
 
 
+def _wrapping_cumsum(x: np.ndarray) -> np.ndarray:
+    """cumsum of uint64 values mod 2^64, run as int64 (the same bits, twice numpy's uint64 speed)."""
+    return np.cumsum(x.view(np.int64)).view(np.uint64)
+
+
 def prefix_hashes(units: np.ndarray) -> np.ndarray:
     """Element k identifies the prefix units[:k + 1]."""
-    return np.cumsum(_mix(units) * _powers(len(units)), dtype=np.uint64)
+    return _wrapping_cumsum(_mix(units) * _powers(len(units)))
 
 
 def block_hashes(units: np.ndarray, block: int, *, spread: bool = False) -> np.ndarray:
@@ -310,4 +356,4 @@ def block_hashes(units: np.ndarray, block: int, *, spread: bool = False) -> np.n
     if full == 0:
         return np.empty(0, np.uint64)
     u = units[:full] if spread else _mix(units[:full])
-    return np.cumsum(u * _powers(full), dtype=np.uint64)[block - 1::block]
+    return _wrapping_cumsum(u * _powers(full))[block - 1::block].copy()  # (contiguous: a view would keep it all)

@@ -21,10 +21,13 @@ DEDUPE_EPILOG = """\
 examples:
   tokenpace workload dedupe live.jsonl --similarity 0.9
   tokenpace workload dedupe live.jsonl --similarity 0.85 --input-price 3 --output-price 15 --json
+  tokenpace workload dedupe live.jsonl --embeddings ./potion-base-8M --similarity 0.9
 
 The cache key holds the sampling parameters and everything before the final user turn; the final
-user turn is compared by the Jaccard similarity of its character 5-grams (MinHash). Exit 2 on a
-bad flag or log line (file:line).
+user turn is compared by the Jaccard similarity of its character 5-grams (MinHash), or with
+--embeddings by the cosine of a local model2vec model's embeddings (a folder; nothing is
+downloaded; pip install 'tokenpace[embed]'). Exit 2 on a bad flag, model folder or log line
+(file:line).
 """
 
 
@@ -54,6 +57,8 @@ def register(inner: argparse._SubParsersAction) -> None:
                    help="threshold for a near hit (default 0.9)")
     d.add_argument("--tokenizer", metavar="PATH|NAME", help="count prompt tokens with this local "
                    "tokenizer when the log has no usage (default: words)")
+    d.add_argument("--embeddings", metavar="DIR", help="compare by the cosine of the embeddings of this local "
+                   "model2vec model folder instead of MinHash (nothing is downloaded; extra 'embed')")
     d.add_argument("--input-price", type=float, metavar="USD_PER_MTOK", help="input price per 1M tokens")
     d.add_argument("--output-price", type=float, metavar="USD_PER_MTOK", help="output price per 1M tokens")
     d.add_argument("--skip-bad-lines", action="store_true", help="skip (and count) bad log lines")
@@ -100,9 +105,14 @@ def run_dedupe(args: argparse.Namespace) -> int:
         v = getattr(args, name)
         if v is not None and not v >= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
+    index = None
+    if args.embeddings is not None:
+        from tokenpace.advise.embed import EmbeddingIndex, load_embedding_model
+
+        index = EmbeddingIndex(load_embedding_model(args.embeddings), source=args.embeddings)
     stats = LogStats(args.log)
     analysis = Dedupe(_encoder(args.tokenizer), args.similarity, input_price=args.input_price,
-                      output_price=args.output_price)
+                      output_price=args.output_price, embeddings=index)
     report = dedupe(read_log(args.log, skip_bad=args.skip_bad_lines, stats=stats), analysis)
     report["log"] = {"path": args.log, "requests": stats.requests, "skipped_lines": len(stats.skipped)}
     print(json.dumps(report, indent=2) if args.json else render_dedupe(report))
@@ -147,5 +157,6 @@ def render_dedupe(r: dict[str, Any]) -> str:
     for c in r["curve"]:
         out.append(f"  {c['threshold']:>5.2f}   {c['hit_rate']:6.1%}")
         for e in c["examples"]:
-            out.append(f"          {e['similarity_estimated']:.2f}: {e['text'][:60]!r} ~ {e['earlier'][:60]!r}")
+            sim = e["cosine"] if "cosine" in e else e["similarity_estimated"]
+            out.append(f"          {sim:.2f}: {e['text'][:60]!r} ~ {e['earlier'][:60]!r}")
     return "\n".join(out)
