@@ -20,6 +20,7 @@ echoes it is masked in the record.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from time import monotonic_ns
 from typing import Any
@@ -44,6 +45,7 @@ _ERROR_BODY_BYTES = 64 * 1024
 # Reads of a stream relayed before they are parsed, together: the relay loop only writes and stamps.
 # Stamps are taken at each read, so batching changes when a chunk is parsed, never its time.
 PARSE_BATCH = 16
+_STAGGER = itertools.count()
 
 
 def forward_headers(headers: Any) -> dict[str, str]:
@@ -162,11 +164,17 @@ async def _relay_stream(resp: web.StreamResponse, upstream: aiohttp.ClientRespon
     pending: list[tuple[int, bytes]] = []  # reads relayed and stamped, not yet parsed
     measuring = True  # false once the measurement has ended ([DONE], an error in the stream): relaying goes on
     first = True
+    # Streams that move in step (one engine step sends a chunk to each) would otherwise all parse at
+    # the same reads: the first batch's size is staggered across streams, and a batch is parsed only
+    # after the loop has relayed what else arrived with it.
+    batch = next(_STAGGER) % PARSE_BATCH + 1
+    eof_ns = 0
     try:
         while True:
             data = await read()
             now = monotonic_ns()
             if not data:
+                eof_ns = now
                 break
             try:
                 await write(data)  # relay first, measure after: the client never waits for the parse
@@ -177,14 +185,22 @@ async def _relay_stream(resp: web.StreamResponse, upstream: aiohttp.ClientRespon
                 first = False
             if measuring:
                 pending.append((now, data))
-                if len(pending) >= PARSE_BATCH:
+                if len(pending) >= batch:
+                    batch = PARSE_BATCH
+                    await asyncio.sleep(0)  # behind the other streams' reads that are ready now
                     measuring = _measure(pending, parser, record, progress)
-    finally:  # what arrived before a failure is measured before the failure is recorded
+    except BaseException:  # what arrived before a failure is measured before the failure is recorded
+        if measuring and pending:
+            _measure(pending, parser, record, progress)
+        raise
+    try:  # the client has the whole answer before this stream's end work, done behind the other streams' reads
+        await resp.write_eof()
+        await asyncio.sleep(0)
+    finally:
         if measuring and pending:
             measuring = _measure(pending, parser, record, progress)
-    if measuring:
-        stream_ended(parser, record, progress, monotonic_ns())
-    await resp.write_eof()
+        if measuring:
+            stream_ended(parser, record, progress, eof_ns)
 
 
 def _measure(pending: list[tuple[int, bytes]], parser: SSEParser, record: RequestRecord, progress: Progress) -> bool:
