@@ -30,6 +30,10 @@ GRIDS = {
     "auto": dict(axis="rate", loads=None, auto_steps=3, saturation_concurrency=16,
                  vary=[("policy", ["chunked-prefill", "prefill-first"])]),
 }
+# More chunks a step than a columnar part holds when written record by record (131,072), so that
+# the parts are compared too: a step saved in the fan-out's parent once split them where the serial
+# one did not.
+BASE_BY_GRID = {"loads": dict(requests=600, output_tokens="uniform:min=200,max=300")}
 
 
 def sim_sweep(folder: Path, grid: str | dict, sim: SimConfig | None = None, **fan_out
@@ -40,7 +44,8 @@ def sim_sweep(folder: Path, grid: str | dict, sim: SimConfig | None = None, **fa
     cwd = os.getcwd()
     os.chdir(folder)
     try:
-        result = run_sweep(SweepConfig(base=BenchConfig(**BASE), sim=sim or SimConfig(), out="sweep.json",
+        base = BASE | BASE_BY_GRID.get(grid, {}) if isinstance(grid, str) else BASE
+        result = run_sweep(SweepConfig(base=BenchConfig(**base), sim=sim or SimConfig(), out="sweep.json",
                                        progress=False, **(GRIDS[grid] if isinstance(grid, str) else grid),
                                        **fan_out))
     finally:

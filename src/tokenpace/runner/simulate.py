@@ -305,7 +305,8 @@ def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None
     # orjson serializes dataclasses itself: the same bytes as RecordSink's to_dict(), much faster
     # for records of thousands of chunks (asdict deep-copies every list).
     _write_jsonl(result.records_path, result.records)
-    write_table(columns_path(result.records_path), result.records if table is None else table)
+    # Always from one table (one part), so a step written in a fan-out's parent is the serial step's bytes.
+    write_table(columns_path(result.records_path), RecordTable.from_records(result.records) if table is None else table)
     _write_jsonl(result.timeline_path, result.sim.timeline if result.sim else [])
     write_result(result)
 
