@@ -96,7 +96,9 @@ def _std(values: np.ndarray, mean: float) -> float:
     squares = 0.0
     for i in range(0, n, _STD_BLOCK):
         deviations = values[i:i + _STD_BLOCK] - mean
-        squares += float(np.dot(deviations, deviations))
+        # numpy's own pairwise sum, not np.dot: BLAS sums in an order that depends on its thread
+        # count, so the same samples gave a different last digit in a Ray task (one thread).
+        squares += float(np.square(deviations, out=deviations).sum())
     return math.sqrt(squares / n)
 
 
