@@ -120,9 +120,15 @@ def judge_goodput(records: Iterable[RequestRecord], slo: SLO | str,
                   window: tuple[int, int] | Window | None = None) -> dict:
     """The summary's ``goodput`` section alone (the same numbers ``summarize`` gives for this SLO):
     cheap enough to judge one run against several SLOs."""
+    return judge_goodputs(records, [slo], window)[0]
+
+
+def judge_goodputs(records: Iterable[RequestRecord], slos: Sequence[SLO | str],
+                   window: tuple[int, int] | Window | None = None) -> list[dict]:
+    """``judge_goodput`` for several SLOs, the records' columns made once."""
     measured = [r for r in records if r.measured]
-    return goodput(columns(measured), parse_slo(slo) if isinstance(slo, str) else slo,
-                   measurement_window(measured, window))
+    cols, span = columns(measured), measurement_window(measured, window)
+    return [goodput(cols, parse_slo(slo) if isinstance(slo, str) else slo, span) for slo in slos]
 
 
 def _copy(stats: dict | None) -> dict | None:

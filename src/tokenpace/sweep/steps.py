@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tokenpace.metrics import SLO_PRESETS, judge_goodput
+from tokenpace.metrics import SLO_PRESETS, judge_goodputs
 from tokenpace.results import RunResult
 from tokenpace.sweep.achieved import load_figures
 
@@ -31,8 +31,9 @@ def entry_of_result(result: RunResult, *, index: int, role: str, group: str, com
     summary = result.summary
     status, reason = result.status.status, result.status.reason  # the one rule (results.status)
     by_preset = {}
-    for name in RECOMMEND_PRESETS:
-        g = judge_goodput(result.records, SLO_PRESETS[name], window=result.window_ns)
+    judged = judge_goodputs(result.records, [SLO_PRESETS[name] for name in RECOMMEND_PRESETS],
+                            window=result.window_ns)
+    for name, g in zip(RECOMMEND_PRESETS, judged):
         by_preset[name] = {"fraction": g["fraction"], "met": g["verdict"]["met"],
                            "good_requests_s": g["requests_s"], "good_output_tokens_s": g["output_tokens_s"]}
     thr = summary["throughput"]
