@@ -47,8 +47,13 @@ class GoodputWindow:
     def __init__(self, slo: SLO | None, window_s: float = DEFAULT_WINDOW_S) -> None:
         self.slo = slo
         self.window_s = window_s
-        # (finished at, good, TTFT ms, TPOT ms): a few numbers per request, never the record itself
-        self._events: deque[tuple[int, bool, float | None, float | None]] = deque()
+        # Finished at, good, TTFT ms, TPOT ms: a few numbers per request, never the record itself.
+        # Four queues of plain numbers rather than one of tuples: numbers are not tracked by the
+        # garbage collector, so a window of thousands of requests adds nothing to its passes.
+        self._at: deque[int] = deque()
+        self._good: deque[bool] = deque()
+        self._ttft: deque[float | None] = deque()
+        self._tpot: deque[float | None] = deque()
         self._lock = threading.Lock()
 
     def add(self, record: RequestRecord, now_ns: int | None = None) -> None:
@@ -58,27 +63,32 @@ class GoodputWindow:
     def add_values(self, now_ns: int, good: bool, ttft_ms: float | None, tpot_ms: float | None) -> None:
         """A request finished at ``now_ns``, its TTFT and TPOT already computed."""
         with self._lock:
-            self._events.append((now_ns, good, ttft_ms, tpot_ms))
+            self._at.append(now_ns)
+            self._good.append(good)
+            self._ttft.append(ttft_ms)
+            self._tpot.append(tpot_ms)
             self._prune(now_ns)
 
     def _prune(self, now_ns: int | None) -> None:
         horizon = (monotonic_ns() if now_ns is None else now_ns) - int(self.window_s * 1e9)
-        events = self._events
-        while events and events[0][0] < horizon:
-            events.popleft()
+        at = self._at
+        while at and at[0] < horizon:
+            at.popleft()
+            self._good.popleft()
+            self._ttft.popleft()
+            self._tpot.popleft()
 
     def latencies_ms(self, now_ns: int | None = None) -> tuple[list[float], list[float]]:
         """The TTFTs and TPOTs of the window's requests, ms (for a live view's percentiles)."""
         with self._lock:
             self._prune(now_ns)
-            events = list(self._events)
-        return ([t for _, _, t, _ in events if t is not None], [t for _, _, _, t in events if t is not None])
+            return [t for t in self._ttft if t is not None], [t for t in self._tpot if t is not None]
 
     def counts(self, now_ns: int | None = None) -> tuple[int, int]:
         """(finished, good) in the window."""
         with self._lock:
             self._prune(now_ns)
-            return len(self._events), sum(1 for event in self._events if event[1])
+            return len(self._at), sum(self._good)
 
 
 class PrometheusExporter:
