@@ -31,3 +31,17 @@ def server_url():
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A Ray cluster of the test module's own: two CPUs on 127.0.0.1 (the `ray` extra)."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a loopback-only test cluster
+    # address="local": always a new cluster of its own, never one `ray start` left on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -3,7 +3,6 @@ as Ray tasks gives the serial sweep's files; a measured sweep's steps run on Ray
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -13,27 +12,16 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a loopback-only test cluster
-    # address="local": always a new cluster of its own, never one `ray start` left on this machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
 
 @pytest.mark.parametrize("grid", ["loads", "auto"])
-def test_ray_tasks_give_the_serial_sweeps_files(cluster, tmp_path, grid):
+def test_ray_tasks_give_the_serial_sweeps_files(ray_cluster, tmp_path, grid):
     serial = sim_sweep(tmp_path / "serial", grid)
     on_ray = sim_sweep(tmp_path / "ray", grid, ray="auto")
     assert on_ray[0]["config"]["fan_out"]["backend"] == "ray"
     same_sweep(serial, on_ray)
 
 
-def test_a_measured_sweep_on_two_ray_actors_sends_what_one_process_sends(cluster, tmp_path):
+def test_a_measured_sweep_on_two_ray_actors_sends_what_one_process_sends(ray_cluster, tmp_path):
     one = measured_sweep(tmp_path, "one")
     two = measured_sweep(tmp_path, "ray", ray="auto", workers=2)
     assert [s["status"] for s in one + two] == ["ok"] * 4

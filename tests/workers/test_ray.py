@@ -18,17 +18,6 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a loopback-only test cluster
-    # address="local": always a new cluster of its own, never one `ray start` left on this machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
 
 def _run(tmp_path, name, **scale):
     log = tmp_path / f"{name}.sends.jsonl"
@@ -43,7 +32,7 @@ def _run(tmp_path, name, **scale):
     return result, read_send_log(log)
 
 
-def test_two_ray_actors_send_what_one_process_sends(cluster, tmp_path):
+def test_two_ray_actors_send_what_one_process_sends(ray_cluster, tmp_path):
     one, one_events = _run(tmp_path, "one")
     two, two_events = _run(tmp_path, "ray", ray="auto", workers=2)
 
@@ -62,7 +51,7 @@ def test_two_ray_actors_send_what_one_process_sends(cluster, tmp_path):
     assert counts["sent"] == counts["ok"] == 30
 
 
-def test_a_node_clock_beyond_the_limit_is_refused_and_one_within_is_measured(cluster):
+def test_a_node_clock_beyond_the_limit_is_refused_and_one_within_is_measured(ray_cluster):
     from tokenpace.runner.ray_backend import RayBackend
 
     config = BenchConfig(ray="auto", workers=2, max_clock_offset_ms=50.0)
@@ -96,7 +85,7 @@ def test_an_unreachable_cluster_is_one_line_and_exit_code_8(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_an_actor_killed_mid_run_leaves_every_request_accounted(cluster, tmp_path):
+def test_an_actor_killed_mid_run_leaves_every_request_accounted(ray_cluster, tmp_path):
     import signal
     import threading
     import time

@@ -33,7 +33,7 @@ from prometheus_client.utils import floatToGoString
 
 from tokenpace.metrics.chunks import record_chunks
 from tokenpace.metrics.latency import e2e, tpot, ttft
-from tokenpace.metrics.slo import LIMITED_METRICS, SLO, VACUOUS_WHEN_UNDEFINED
+from tokenpace.metrics.slo import LIMITED_METRICS, SLO, meets
 from tokenpace.record import RequestRecord
 
 from . import buckets
@@ -149,15 +149,8 @@ class PrometheusExporter:
     def _good(self, first_ms: float | None, per_token_ms: float | None, whole_ms: float | None,
               record: RequestRecord) -> bool:
         """``SLO.is_good`` on the values already computed."""
-        for metric, limit in self._slo_limits:
-            value = first_ms if metric == "ttft" else per_token_ms if metric == "tpot" else \
-                whole_ms if metric == "e2e" else LIMITED_METRICS[metric](record)
-            if value is None:
-                if metric not in VACUOUS_WHEN_UNDEFINED:
-                    return False
-            elif not value <= limit:
-                return False
-        return True
+        return meets(self._slo_limits, lambda metric: first_ms if metric == "ttft" else per_token_ms
+                     if metric == "tpot" else whole_ms if metric == "e2e" else LIMITED_METRICS[metric](record))
 
 
 _TOKEN_TYPES = ("input", "output", "cached_input", "reasoning")

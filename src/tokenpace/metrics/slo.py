@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -80,14 +80,7 @@ class SLO:
         # The same rule for one record without numpy: live exports judge every record as it ends.
         if record.status != "ok":
             return False
-        for metric, limit in self.limits_ms().items():
-            value = LIMITED_METRICS[metric](record)
-            if value is None:
-                if metric not in VACUOUS_WHEN_UNDEFINED:
-                    return False
-            elif not value <= limit:
-                return False
-        return True
+        return meets(self.limits_ms().items(), lambda metric: LIMITED_METRICS[metric](record))
 
     def to_dict(self) -> dict:
         return {"name": self.name, "ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms,
@@ -176,3 +169,16 @@ def _attainment(value: str, part: str) -> float:
 
 def _preset_names() -> str:
     return ", ".join(SLO_PRESETS)
+
+
+def meets(limits: Iterable[tuple[str, float]], value_of: Callable[[str], float | None]) -> bool:
+    """Every (metric, limit ms) met by ``value_of(metric)``; an undefined value fails a limit
+    unless the metric is vacuous when undefined (see the module docstring)."""
+    for metric, limit in limits:
+        value = value_of(metric)
+        if value is None:
+            if metric not in VACUOUS_WHEN_UNDEFINED:
+                return False
+        elif not value <= limit:
+            return False
+    return True

@@ -23,6 +23,7 @@ the results are the same, byte for byte, as stepping each sequence.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
 from heapq import heappop, heappush, heapreplace
 
 from tokenpace.simulator.sequence import Sequence
@@ -151,16 +152,7 @@ class DecodeCohort:
         def extra_blocks(steps: int) -> int:  # step i needs room for i + 1 more tokens
             return sum(-(-(steps - r) // bs) for r in rooms if r < steps)
 
-        if extra_blocks(k) <= free:
-            return k
-        lo, hi = 1, k
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if extra_blocks(mid) <= free:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return longest_fit(k, extra_blocks, free)
 
     def allocate(self, kv, step: int, k: int) -> None:  # type: ignore[no-untyped-def]
         """Give the members ``jump_length`` found short the blocks for ``k`` steps from ``step``."""
@@ -181,3 +173,18 @@ class DecodeCohort:
             if self._valid_finish(*entry):
                 out.append(entry[2])
         return out
+
+
+def longest_fit(k: int, extra_blocks: Callable[[int], int], free: int) -> int:
+    """The most steps, up to ``k``, whose extra KV blocks fit in ``free`` (``extra_blocks``
+    grows with the steps, and ``extra_blocks(1) == 0``: the first step is already allocated)."""
+    if extra_blocks(k) <= free:
+        return k
+    lo, hi = 1, k
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if extra_blocks(mid) <= free:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -16,7 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from tokenpace.simulator.cohort import DecodeCohort
+from tokenpace.simulator.cohort import DecodeCohort, longest_fit
 from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
@@ -241,16 +241,7 @@ class Engine:
             return sum(self.kv.blocks_to_grow(s, s.num_computed + s.tokens_after(steps - 1) + g)
                        for s in batch.decode)
 
-        if extra_blocks(k) <= free:
-            return k
-        lo, hi = 1, k  # extra_blocks(1) == 0: the first step is already allocated
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if extra_blocks(mid) <= free:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return longest_fit(k, extra_blocks, free)
 
     def _run_ends(self, batch: Batch, t_ns: int, d0: float, k: int,
                   horizon_ns: int | None) -> tuple[list[int], int]:

@@ -84,23 +84,8 @@ class ChunkedPrefill(Scheduler):
         if fresh:
             self.outside = [s for s in self.outside if s.co_from < 0]
         batch = Batch(decode=co.members, cohort=co)
-        budget = self.limits.max_batched_tokens - len(co.members)
-        all_ran = True
-        for seq in prompts:  # then prompts already under way
-            if seq.state != RUNNING:
-                continue
-            if budget <= 0:
-                all_ran = False
-                break
-            n = min(seq.to_compute, budget)
-            if self.reserve(seq, seq.num_computed + n, step):
-                batch.prefill.append((seq, n))
-                budget -= n
-        if self.preemptions == before:
-            self._admit(batch, budget, step)
-        if not batch.prefill and all_ran and self.preemptions == before:
-            batch.repeat_limit = UNBOUNDED
-        return batch
+        return self._prompts_then_admit(batch, prompts, self.limits.max_batched_tokens - len(co.members),
+                                        step, before, all_ran=True)
 
     def _decode_victim(self, seq: Sequence, prompts: list[Sequence]) -> Sequence:
         """``_victim`` during the cohort's decode pass: the last running sequence when it comes
@@ -188,7 +173,12 @@ class ChunkedPrefill(Scheduler):
                 continue
             decode.append(seq)
             budget -= g
-        for seq in prompts:  # then prompts already under way
+        return self._prompts_then_admit(batch, prompts, budget, step, before, all_ran=all_ran)
+
+    def _prompts_then_admit(self, batch: Batch, prompts: list[Sequence], budget: int, step: int,
+                            before: int, *, all_ran: bool) -> Batch:
+        """After the decodes: the prompts already under way, in order, then new admissions."""
+        for seq in prompts:
             if seq.state != RUNNING:
                 continue
             if budget <= 0:
