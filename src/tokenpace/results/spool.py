@@ -1,0 +1,109 @@
+"""A measured run's records, spilled to the columnar parts while the load runs: memory stays
+bounded however long the run (``RecordSpool``).
+
+Where the work goes, and why (measured in ``benchmarks/bench_memory.py``): on the event loop that
+stamps the requests, each ended record only has its fields appended to the array columns of the
+current ``columnar.Batch`` (a few microseconds, the same order as its JSONL line), and a full batch
+is sealed without copying (views of those arrays). Everything that takes milliseconds (the part's
+arrays written into its archive, the file written and renamed) runs in one writer thread fed by a
+queue. Handing the record objects themselves to the thread was not chosen: the per-field Python
+work would then run in the thread and take the interpreter lock from the loop for up to the switch
+interval (5 ms) at a time, delaying the stamps of chunks that arrive meanwhile, whereas the part
+writer spends nearly all its time in calls that release the lock (crc32, file writes).
+
+Memory: the batch being filled (at most ``BATCH_RECORDS`` records or ``BATCH_CHUNKS`` chunks) and
+the sealed batches waiting in the queue for the thread (the thread writes a part in milliseconds,
+so the queue is empty or one batch long unless the disk stalls). Every earlier record is on disk.
+
+A part that cannot be written (a full disk): the columnar file is given up (its directory removed:
+reports read the JSONL journal then) and the batches are kept in memory from then on, so that the
+run's summary still covers every record; a full disk stops the load through the JSONL anyway.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import threading
+from pathlib import Path
+
+from tokenpace.errors import NotSaved
+from tokenpace.record import RequestRecord
+from tokenpace.recordtable import RecordTable
+from tokenpace.results.columnar import BATCH_CHUNKS, BATCH_RECORDS, Batch, ColumnarWriter, read_parts, read_table
+
+
+class RecordSpool:
+    """``add`` each record as it ends (on the loop); ``close`` after the load: the run's table."""
+
+    def __init__(self, path: str | Path, *, batch_records: int = BATCH_RECORDS,
+                 batch_chunks: int = BATCH_CHUNKS) -> None:
+        self.path = Path(path)
+        self.batch_records, self.batch_chunks = batch_records, batch_chunks
+        self.count = 0  # records added
+        self.error: NotSaved | None = None  # the part that could not be written; set by the thread
+        self._writer = ColumnarWriter(self.path, batch_records=batch_records, batch_chunks=batch_chunks)
+        self._batch = Batch()
+        self._held: list[RecordTable] = []  # after a failed write: every batch, kept in memory
+        self._queue: queue.SimpleQueue[RecordTable | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._drain, name="tokenpace-columnar-writer", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    def add(self, record: RequestRecord) -> None:
+        self._batch.add(record)
+        self.count += 1
+        if len(self._batch) >= self.batch_records or self._batch.chunks >= self.batch_chunks:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        if len(self._batch):
+            table, self._batch = self._batch.seal(), Batch()
+            self._queue.put(table)
+
+    def _drain(self) -> None:
+        while (table := self._queue.get()) is not None:
+            if self.error is None:
+                try:
+                    self._writer.add_table(table)
+                    continue
+                except NotSaved as exc:
+                    self.error = exc
+                    self._give_up()
+            self._held.append(table)
+
+    def _give_up(self) -> None:
+        """The columnar file cannot be written: what is on disk comes back into memory."""
+        try:
+            if self._writer.parts:
+                self._held.append(read_parts(self.path, self._writer.parts))
+        finally:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def close(self) -> RecordTable:
+        """Write what is left and the manifest; the run's records as one table, in the order they
+        ended: from the parts (the chunks left on disk, read part by part) when the file was
+        written whole, else from memory. Blocks until the writer thread is done."""
+        if not self._closed:
+            self._closed = True
+            self._hand_on()
+            self._queue.put(None)
+            self._thread.join()
+            if self.error is None:
+                try:
+                    self._writer.close()
+                except NotSaved as exc:
+                    self.error = exc
+                    self._give_up()
+        if self.error is None:
+            return read_table(self.path, chunks=False)
+        return RecordTable.concat(self._held)
+
+    def abandon(self) -> None:
+        """Stop the thread without finishing the file (the run failed before its end): the
+        directory is removed, as an unfinished file would mislead."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()
+            shutil.rmtree(self.path, ignore_errors=True)
