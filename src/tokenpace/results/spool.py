@@ -11,9 +11,12 @@ work would then run in the thread and take the interpreter lock from the loop fo
 interval (5 ms) at a time, delaying the stamps of chunks that arrive meanwhile, whereas the part
 writer spends nearly all its time in calls that release the lock (crc32, file writes).
 
-Memory: the batch being filled (at most ``BATCH_RECORDS`` records or ``BATCH_CHUNKS`` chunks) and
-the sealed batches waiting in the queue for the thread (the thread writes a part in milliseconds,
-so the queue is empty or one batch long unless the disk stalls). Every earlier record is on disk.
+Memory: the batch being filled (at most ``BATCH_RECORDS`` records or ``BATCH_CHUNKS`` chunks), the
+sealed batches waiting in the queue for the thread, at most ``MAX_QUEUED`` (the thread writes a part
+in milliseconds, so the queue is empty or one batch long), and the part being written (its arrays
+and the archive's bytes). Every earlier record is on disk. A disk too slow to keep up fills the
+queue and then ``add`` waits for room: the loop pauses (it shows as schedule lag) rather than
+memory growing without bound.
 
 A part that cannot be written (a full disk): the columnar file is given up (its directory removed:
 reports read the JSONL journal then) and the batches are kept in memory from then on, so that the
@@ -32,12 +35,14 @@ from tokenpace.record import RequestRecord
 from tokenpace.recordtable import RecordTable
 from tokenpace.results.columnar import BATCH_CHUNKS, BATCH_RECORDS, Batch, ColumnarWriter, read_parts, read_table
 
+MAX_QUEUED = 4  # sealed batches waiting for the writer thread
+
 
 class RecordSpool:
     """``add`` each record as it ends (on the loop); ``close`` after the load: the run's table."""
 
     def __init__(self, path: str | Path, *, batch_records: int = BATCH_RECORDS,
-                 batch_chunks: int = BATCH_CHUNKS) -> None:
+                 batch_chunks: int = BATCH_CHUNKS, max_queued: int = MAX_QUEUED) -> None:
         self.path = Path(path)
         self.batch_records, self.batch_chunks = batch_records, batch_chunks
         self.count = 0  # records added
@@ -45,7 +50,7 @@ class RecordSpool:
         self._writer = ColumnarWriter(self.path, batch_records=batch_records, batch_chunks=batch_chunks)
         self._batch = Batch()
         self._held: list[RecordTable] = []  # after a failed write: every batch, kept in memory
-        self._queue: queue.SimpleQueue[RecordTable | None] = queue.SimpleQueue()
+        self._queue: queue.Queue[RecordTable | None] = queue.Queue(maxsize=max_queued)
         self._thread = threading.Thread(target=self._drain, name="tokenpace-columnar-writer", daemon=True)
         self._thread.start()
         self._closed = False
@@ -67,8 +72,9 @@ class RecordSpool:
                 try:
                     self._writer.add_table(table)
                     continue
-                except NotSaved as exc:
-                    self.error = exc
+                except Exception as exc:  # NotSaved, or any failure: never leave the loop blocked on put
+                    self.error = exc if isinstance(exc, NotSaved) else NotSaved(
+                        f"cannot write the columnar records {self.path}: {exc}")
                     self._give_up()
             self._held.append(table)
 
@@ -76,7 +82,7 @@ class RecordSpool:
         """The columnar file cannot be written: what is on disk comes back into memory."""
         try:
             if self._writer.parts:
-                self._held.append(read_parts(self.path, self._writer.parts))
+                self._held.append(read_parts(self.path, self._writer.parts))  # copied: chunks too
         finally:
             shutil.rmtree(self.path, ignore_errors=True)
 
