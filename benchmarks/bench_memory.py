@@ -1,0 +1,173 @@
+"""The memory of a long `tokenpace bench` run: resident memory over time, which must stay flat
+however many requests the run has ended (issue 17: records spilled to the columnar parts as they
+end), against the same run of another source tree in the same invocation (``--against``: e.g.
+the code before the change, which kept every record in memory until the end).
+
+Each run is `tokenpace bench` in a child process against the built-in server (in its own process,
+2 ms decode steps, 1 ms prefill: fast enough that the client is the limit), bounded by its request
+count and by ``--timeout``. The child's resident memory (RSS) is sampled every ``--every``
+seconds, with how many records its JSONL journal holds by then. Printed per run: RSS over time,
+the growth of RSS per 100,000 ended requests (a least-squares line over the samples after the first
+quarter of the run: allocator warm-up before that), peak RSS, the child's CPU seconds (user +
+system) and wall time, and the load generator's schedule lag from its result file. Then the
+on-loop costs of the record path, in-process: the JSONL line, ``Batch.add`` per record, sealing a
+batch, and writing one part (in the writer thread).
+
+    .venv/bin/python benchmarks/bench_memory.py                                 # 200,000 requests
+    .venv/bin/python benchmarks/bench_memory.py --requests 200000 --against OLD/src
+    git archive 4f3cea2 src | tar -x -C OLD    # a source tree to compare with (OLD/src)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import psutil
+
+from _harness import machine_line, table, truth_server
+
+
+def run_bench(url: str, args: argparse.Namespace, out: Path, pythonpath: str | None) -> dict:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    cmd = [sys.executable, "-m", "tokenpace", "bench", "--url", url, "--concurrency", str(args.concurrency),
+           "--requests", str(args.requests), "--input-tokens", "64", "--output-tokens", str(args.tokens),
+           "--no-progress", "--quiet", "--out", str(out)]
+    if args.rate:
+        cmd += ["--rate", str(args.rate)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    handle = psutil.Process(proc.pid)
+    journal = out.with_name(out.stem + ".records.jsonl")
+    samples = []  # (elapsed s, records ended, RSS MiB)
+    line_bytes = None
+    while proc.poll() is None:
+        try:
+            rss = handle.memory_info().rss / 2**20
+        except psutil.NoSuchProcess:
+            break
+        size = journal.stat().st_size if journal.exists() else 0
+        if line_bytes is None and size > 1_000_000:
+            with open(journal, "rb") as fh:  # the mean line length, from the first thousand lines
+                head = [fh.readline() for _ in range(1000)]
+            line_bytes = sum(map(len, head)) / len(head)
+        samples.append((time.perf_counter() - t0, size, rss))
+        if time.perf_counter() - t0 > args.timeout:
+            proc.kill()
+            raise SystemExit(f"bench ran past --timeout {args.timeout} s")
+        time.sleep(args.every)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 5):
+        raise SystemExit(f"bench failed ({code}): {proc.stderr.read().decode()[-800:]}")
+    doc = orjson.loads(out.read_bytes())
+    line_bytes = line_bytes or (journal.stat().st_size / max(1, doc["summary"]["counts"]["sent"]))
+    rows = [(t, size / line_bytes, rss) for t, size, rss in samples]
+    return {"rows": rows, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_mib": usage.ru_maxrss / 1024, "load": doc["load_generator"],
+            "counts": doc["summary"]["counts"], "code": code}
+
+
+def growth_per_100k(rows: list[tuple[float, float, float]]) -> float:
+    """MiB of RSS per 100,000 ended requests: a least-squares line over the last three quarters."""
+    pts = [(n, rss) for _, n, rss in rows[len(rows) // 4:] if n > 0]
+    if len(pts) < 3:
+        return float("nan")
+    n, rss = np.array(pts).T
+    return float(np.polyfit(n, rss, 1)[0] * 100_000)
+
+
+def over_time(rows: list[tuple[float, float, float]], points: int = 9) -> list[list]:
+    picks = np.linspace(0, len(rows) - 1, min(points, len(rows))).round().astype(int)
+    return [[f"{rows[i][0]:.0f}", f"{rows[i][1]:,.0f}", f"{rows[i][2]:.0f}"] for i in picks]
+
+
+def loop_costs(tokens: int, n: int = 20_000) -> list[list]:
+    """Per record on the event loop: the JSONL line and Batch.add; per batch: seal; in the thread:
+    writing one part. Medians of 5 repeats, CPU time of this thread."""
+    from tokenpace.record import RequestRecord
+    from tokenpace.results.columnar import BATCH_RECORDS, Batch, ColumnarWriter
+
+    records = [RequestRecord(request_id=f"r{i}", index=i, sent_ns=i, scheduled_ns=i, first_token_ns=i + 5,
+                             last_token_ns=i + 9, done_ns=i + 9, chunk_ns=list(range(i, i + tokens)),
+                             chunk_tokens=[1] * tokens, output_tokens=tokens, prompt_tokens=64,
+                             output_tokens_source="usage", status="ok", finish_reason="length")
+               for i in range(n)]
+
+    def timed(fn) -> float:
+        runs = []
+        for _ in range(5):
+            t = time.thread_time()
+            fn()
+            runs.append(time.thread_time() - t)
+        return float(np.median(runs))
+
+    line = timed(lambda: [orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records]) / n
+    batches: list[Batch] = []
+
+    def add_all() -> None:
+        batch = Batch()
+        for r in records[:BATCH_RECORDS]:
+            batch.add(r)
+        batches.append(batch)
+
+    add = timed(add_all) / BATCH_RECORDS
+    seal = timed(lambda: batches[-1].seal())
+    with tempfile.TemporaryDirectory(prefix="tp-part-") as tmp:
+        writer = ColumnarWriter(Path(tmp) / "c.columns")
+        table_ = batches[-1].seal()
+        write = timed(lambda: writer.add_table(table_))
+    return [["JSONL line (orjson), per record, on the loop", f"{line * 1e6:.1f} µs"],
+            ["Batch.add, per record, on the loop", f"{add * 1e6:.1f} µs"],
+            [f"seal a batch of {BATCH_RECORDS} records, on the loop", f"{seal * 1e6:.1f} µs"],
+            [f"write one part of {BATCH_RECORDS} records, in the writer thread", f"{write * 1e3:.2f} ms"]]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=200_000)
+    ap.add_argument("--concurrency", type=int, default=128)
+    ap.add_argument("--rate", type=float, default=None, help="open loop at this rate (default: closed loop)")
+    ap.add_argument("--tokens", type=int, default=32, help="output tokens per request (default 32)")
+    ap.add_argument("--every", type=float, default=1.0, help="RSS sample interval, s")
+    ap.add_argument("--timeout", type=float, default=900.0, help="give up on a run after this many s")
+    ap.add_argument("--against", default=None, metavar="SRC", help="also run this source tree (PYTHONPATH)")
+    args = ap.parse_args()
+    print(machine_line())
+    print("Command: .venv/bin/python benchmarks/bench_memory.py " + shlex.join(sys.argv[1:]))
+    runs = [("this tree", None)] + ([(f"--against {args.against}", str(Path(args.against).resolve()))]
+                                    if args.against else [])
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="tp-benchmem-") as tmp, \
+            truth_server(None, max_num_seqs=4096, prefill_s=0.001, step_s=0.002, realtime=False) as server:
+        for name, path in runs:
+            results[name] = r = run_bench(server.url, args, Path(tmp) / f"{len(results)}.json", path)
+            print(f"\n{name}: RSS over time")
+            print(table(["s", "requests ended", "RSS MiB"], over_time(r["rows"])))
+    print("\n" + table(
+        ["run", "requests", "wall s", "CPU s", "peak RSS MiB", "RSS growth MiB / 100k req", "lag p99 ms", "load"],
+        [[name, r["counts"]["sent"], r["wall_s"], r["cpu_s"], r["peak_mib"], growth_per_100k(r["rows"]),
+          (r["load"]["schedule_lag_ms"] or {}).get("p99", float("nan")),
+          "valid" if r["load"]["valid"] else "invalid"] for name, r in results.items()]))
+    if len(results) == 2:
+        new, old = results.values()
+        print(f"\nratio against --against: peak RSS {old['peak_mib'] / new['peak_mib']:.2f}x lower, "
+              f"CPU {old['cpu_s'] / new['cpu_s']:.2f}x")
+    print(f"load average after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("\nOn-loop costs of the record path (this process, CPU time, median of 5):")
+    print(table(["what", "cost"], loop_costs(args.tokens)))
+
+
+if __name__ == "__main__":
+    main()
