@@ -11,7 +11,9 @@ the growth of RSS per 100,000 ended requests (a least-squares line over the samp
 quarter of the run: allocator warm-up before that), peak RSS, the child's CPU seconds (user +
 system) and wall time, and the load generator's schedule lag from its result file. Then the
 on-loop costs of the record path, in-process: the JSONL line, ``Batch.add`` per record, sealing a
-batch, and writing one part (in the writer thread).
+batch, and writing one part (in the writer thread); and the lateness of a 1 ms ticker on an event
+loop ending 4,000 records a second, with the record path's work on the loop (the chosen design) or
+handed whole to a thread (the alternative).
 
     .venv/bin/python benchmarks/bench_memory.py                                 # 200,000 requests
     .venv/bin/python benchmarks/bench_memory.py --requests 200000 --against OLD/src
@@ -134,6 +136,72 @@ def loop_costs(tokens: int, n: int = 20_000) -> list[list]:
             [f"write one part of {BATCH_RECORDS} records, in the writer thread", f"{write * 1e3:.2f} ms"]]
 
 
+def loop_lag(tokens: int, rate: int = 4000, seconds: float = 4.0) -> list[list]:
+    """Where the record path's work should run, measured: an event loop ends ``rate`` records a
+    second (a burst every millisecond) while a ticker asks to wake every millisecond; the ticker's
+    lateness is what the stamps of arriving chunks would suffer. Three ways: the records dropped
+    (the floor), ``RecordSpool.add`` on the loop (the chosen design: array appends on the loop, parts
+    written by the thread), and every record handed whole to a thread that does the appends too."""
+    import asyncio
+    import queue
+    import threading
+
+    from tokenpace.record import RequestRecord
+    from tokenpace.results.spool import RecordSpool
+
+    def record(i: int) -> RequestRecord:
+        return RequestRecord(request_id=f"r{i}", index=i, sent_ns=i, scheduled_ns=i, first_token_ns=i + 5,
+                             last_token_ns=i + 9, done_ns=i + 9, chunk_ns=list(range(i, i + tokens)),
+                             chunk_tokens=[1] * tokens, output_tokens=tokens, prompt_tokens=64,
+                             output_tokens_source="usage", status="ok", finish_reason="length")
+
+    async def drive(sink) -> np.ndarray:
+        late: list[float] = []
+        per_ms = max(1, rate // 1000)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        i = 0
+        while loop.time() < end:
+            for _ in range(per_ms):
+                sink(record(i))
+                i += 1
+            t = loop.time()
+            await asyncio.sleep(0.001)
+            late.append((loop.time() - t - 0.001) * 1e3)
+        return np.array(late)
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tp-lag-") as tmp:
+        for name in ("records dropped (floor)", "RecordSpool.add on the loop (chosen)",
+                     "records handed to a thread that appends"):
+            spool = RecordSpool(Path(tmp) / f"{len(rows)}.columns")
+            worker = None
+            if name.startswith("records dropped"):
+                sink = lambda r: None  # noqa: E731
+            elif name.startswith("RecordSpool"):
+                sink = spool.add
+            else:
+                handoff: queue.SimpleQueue = queue.SimpleQueue()
+
+                def work() -> None:
+                    while (r := handoff.get()) is not None:
+                        spool.add(r)
+
+                worker = threading.Thread(target=work)
+                worker.start()
+                sink = handoff.put
+            cpu = time.process_time()
+            late = asyncio.run(drive(sink))
+            if worker is not None:
+                handoff.put(None)
+                worker.join()
+            spool.close()
+            cpu = time.process_time() - cpu
+            rows.append([name, f"{np.percentile(late, 50):.3f}", f"{np.percentile(late, 99):.3f}",
+                         f"{late.max():.2f}", f"{cpu:.2f}"])
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=200_000)
@@ -143,9 +211,20 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=1.0, help="RSS sample interval, s")
     ap.add_argument("--timeout", type=float, default=900.0, help="give up on a run after this many s")
     ap.add_argument("--against", default=None, metavar="SRC", help="also run this source tree (PYTHONPATH)")
+    ap.add_argument("--costs-only", action="store_true", help="only the in-process costs (no bench runs)")
     args = ap.parse_args()
     print(machine_line())
     print("Command: .venv/bin/python benchmarks/bench_memory.py " + shlex.join(sys.argv[1:]))
+    if not args.costs_only:
+        runs_(args)
+    print("\nOn-loop costs of the record path (this process, CPU time, median of 5):")
+    print(table(["what", "cost"], loop_costs(args.tokens)))
+    print("\nTicker lateness while an event loop ends 4,000 records/s (ms; CPU s of the whole process):")
+    print(table(["where the record path's work runs", "p50", "p99", "max", "CPU s"], loop_lag(args.tokens)))
+    print(f"load average after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def runs_(args: argparse.Namespace) -> None:
     runs = [("this tree", None)] + ([(f"--against {args.against}", str(Path(args.against).resolve()))]
                                     if args.against else [])
     results = {}
@@ -164,9 +243,6 @@ def main() -> None:
         new, old = results.values()
         print(f"\nratio against --against: peak RSS {old['peak_mib'] / new['peak_mib']:.2f}x lower, "
               f"CPU {old['cpu_s'] / new['cpu_s']:.2f}x")
-    print(f"load average after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("\nOn-loop costs of the record path (this process, CPU time, median of 5):")
-    print(table(["what", "cost"], loop_costs(args.tokens)))
 
 
 if __name__ == "__main__":

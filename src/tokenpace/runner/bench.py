@@ -3,9 +3,9 @@
 Order of work: resolve the target (the built-in server in its own process when no URL is given),
 check it with one preflight call, drive the load, append each record to the JSONL as it completes
 and to the columnar parts (in batches, spilled to disk: ``results.spool``), so that memory does not
-grow with the run; then summarize from the parts and write the result file. Ctrl-C or SIGTERM stops sending; requests in
-flight get the grace period; a second signal cancels them at once. Partial results are always saved
-(interrupts.py: what a signal does before and after the load).
+grow with the run; then summarize from the parts and write the result file. Ctrl-C or SIGTERM
+stops sending; requests in flight get the grace period; a second signal cancels them at once.
+Partial results are always saved (interrupts.py: what a signal does before and after the load).
 """
 
 from __future__ import annotations
