@@ -46,6 +46,7 @@ import orjson
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
+from tokenpace.heap import release_freed_memory
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.recordtable import RecordTable
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
@@ -189,6 +190,7 @@ def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = Tr
         sim.records = []
         del records
         gc.collect()  # the records' lists are freed now, before the summary's arrays are made
+        release_freed_memory()
         table = read_table(columns_path(records_path), chunks=False)
     else:
         # The records as columns, made once: the summary works on whole arrays (the same figures as
