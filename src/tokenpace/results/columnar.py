@@ -147,7 +147,7 @@ class ColumnarWriter:
                 # A fixed member time (np.savez stamps the clock): same records, same bytes.
                 with archive.open(zipfile.ZipInfo(name + ".npy", _EPOCH), "w", force_zip64=True) as fh:
                     np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
-        write_whole(self.path / _PART.format(self.parts), buffer.getvalue(), what="the columnar records")
+        write_whole(self.path / _PART.format(self.parts), buffer.getbuffer(), what="the columnar records")
         self.parts += 1
         self.count += len(table)
 
