@@ -33,7 +33,8 @@ from pathlib import Path
 from tokenpace.errors import NotSaved
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import RecordTable
-from tokenpace.results.columnar import BATCH_CHUNKS, BATCH_RECORDS, Batch, ColumnarWriter, read_parts, read_table
+from tokenpace.results import columnar
+from tokenpace.results.columnar import Batch, ColumnarWriter, read_parts, read_table
 
 MAX_QUEUED = 4  # sealed batches waiting for the writer thread
 
@@ -41,9 +42,13 @@ MAX_QUEUED = 4  # sealed batches waiting for the writer thread
 class RecordSpool:
     """``add`` each record as it ends (on the loop); ``close`` after the load: the run's table."""
 
-    def __init__(self, path: str | Path, *, batch_records: int = BATCH_RECORDS,
-                 batch_chunks: int = BATCH_CHUNKS, max_queued: int = MAX_QUEUED) -> None:
+    def __init__(self, path: str | Path, *, batch_records: int | None = None,
+                 batch_chunks: int | None = None, max_queued: int = MAX_QUEUED) -> None:
+        """``batch_records``, ``batch_chunks``: a part's size (None: ``columnar.BATCH_RECORDS``
+        and ``BATCH_CHUNKS``, read when the spool is made)."""
         self.path = Path(path)
+        batch_records = columnar.BATCH_RECORDS if batch_records is None else batch_records
+        batch_chunks = columnar.BATCH_CHUNKS if batch_chunks is None else batch_chunks
         self.batch_records, self.batch_chunks = batch_records, batch_chunks
         self.count = 0  # records added
         self.error: NotSaved | None = None  # the part that could not be written; set by the thread
