@@ -84,10 +84,14 @@ class RecordSpool:
             self._held.append(table)
 
     def _give_up(self) -> None:
-        """The columnar file cannot be written: what is on disk comes back into memory."""
+        """The columnar file cannot be written: what is on disk comes back into memory (and if
+        even that fails, the thread still goes on: the loop must never wait on it for ever)."""
         try:
             if self._writer.parts:
                 self._held.append(read_parts(self.path, self._writer.parts))  # copied: chunks too
+        except Exception as exc:  # noqa: BLE001
+            self.error = NotSaved(f"{self.error}; the parts already written could not be read back "
+                                  f"either ({exc}): the summary lacks their records")
         finally:
             shutil.rmtree(self.path, ignore_errors=True)
 
