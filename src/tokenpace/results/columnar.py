@@ -70,7 +70,10 @@ class Batch:
     def add(self, record: RequestRecord) -> None:
         for name, column in self.ints.items():
             value = getattr(record, name)
-            column.append(NULL if value is None else value)
+            try:
+                column.append(NULL if value is None else value)
+            except TypeError:  # a whole float (3.0), as np.array(..., int64) took it
+                column.append(int(value))
         for name, column in self.bools.items():
             column.append(1 if getattr(record, name) else 0)
         for name, column in self.floats.items():
