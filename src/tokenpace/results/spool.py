@@ -1,15 +1,17 @@
 """A measured run's records, spilled to the columnar parts while the load runs: memory stays
 bounded however long the run (``RecordSpool``).
 
-Where the work goes, and why (measured in ``benchmarks/bench_memory.py``): on the event loop that
-stamps the requests, each ended record only has its fields appended to the array columns of the
-current ``columnar.Batch`` (a few microseconds, the same order as its JSONL line), and a full batch
-is sealed without copying (views of those arrays). Everything that takes milliseconds (the part's
-arrays written into its archive, the file written and renamed) runs in one writer thread fed by a
-queue. Handing the record objects themselves to the thread was not chosen: the per-field Python
-work would then run in the thread and take the interpreter lock from the loop for up to the switch
-interval (5 ms) at a time, delaying the stamps of chunks that arrive meanwhile, whereas the part
-writer spends nearly all its time in calls that release the lock (crc32, file writes).
+Where the work goes, and why (measured in ``benchmarks/bench_memory.py``, RESULTS.md 17c): on the
+event loop that stamps the requests, each ended record only has its fields appended to the array
+columns of the current ``columnar.Batch`` (5-6 microseconds, less than its JSONL line's 8-9), and a
+full batch is sealed without copying (views of those arrays, about 35 microseconds per 4,096
+records). Everything that takes milliseconds (the part's arrays written into its archive, the file
+written and renamed: 3-4 ms a part) runs in one writer thread fed by a queue. The alternative,
+every record handed whole to a thread that also does the appends, measured a lower p99 lateness of
+a 1 ms ticker on the loop at 4,000 records/s (0.62-0.65 ms against 0.72-1.13, floor 0.53-0.56)
+but more CPU (0.51-0.52 s against 0.41-0.48 s of the whole process for the same 16,000 records,
+floor 0.25-0.27: the hand-off, and the interpreter lock passed back and forth); bench's client is
+CPU-bound at high rates, so the appends stay on the loop, both ways far inside the 10 ms lag limit.
 
 Memory: the batch being filled (at most ``BATCH_RECORDS`` records or ``BATCH_CHUNKS`` chunks), the
 sealed batches waiting in the queue for the thread, at most ``MAX_QUEUED`` (the thread writes a part
