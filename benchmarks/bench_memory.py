@@ -7,9 +7,10 @@ Each run is `tokenpace bench` in a child process against the built-in server (in
 2 ms decode steps, 1 ms prefill: fast enough that the client is the limit), bounded by its request
 count and by ``--timeout``. The child's resident memory (RSS) is sampled every ``--every``
 seconds, with how many records its JSONL journal holds by then. Printed per run: RSS over time,
-the growth of RSS per 100,000 ended requests (a least-squares line over the samples after the first
-quarter of the run: allocator warm-up before that), peak RSS, the child's CPU seconds (user +
-system) and wall time, and the load generator's schedule lag from its result file. Then the
+the growth of RSS per 100,000 ended requests while the load runs (a least-squares line over those
+samples after their first quarter: allocator warm-up before that), the peak RSS while the load runs
+and the whole process's (the summary at the end included), the child's CPU seconds (user + system)
+and wall time, and the load generator's schedule lag from its result file. Then the
 on-loop costs of the record path, in-process: the JSONL line, ``Batch.add`` per record, sealing a
 batch, and writing one part (in the writer thread); and the lateness of a 1 ms ticker on an event
 loop ending 4,000 records a second, with the record path's work on the loop (the chosen design) or
