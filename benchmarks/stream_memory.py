@@ -5,8 +5,8 @@ Each level is one closed-loop run (`tokenpace bench` in a child process, one eve
 the built-in server (decode step 40 ms, so the server keeps up), each stream sending
 ``--waves`` requests of ``--tokens`` output tokens. The child's resident memory (RSS) is sampled
 every 50 ms; the figure is its peak. Per stream = (peak at the high level - peak at the low level)
-/ (high - low): the connection, its buffers, the request in flight and, kept until the summary,
-every finished record (chunk timestamps included).
+/ (high - low): the connection, its buffers, the request in flight and the stream's share of the
+end-of-run summary (finished records are no longer kept: they go to the columnar parts as they end).
 
     .venv/bin/python benchmarks/stream_memory.py                       # 64 and 512 streams
     .venv/bin/python benchmarks/stream_memory.py --levels 64,256 --tokens 256
@@ -63,8 +63,9 @@ def main() -> None:
     print(table(["streams", "requests", "tokens each", "peak RSS MiB", "run"], rows))
     per_stream = (peaks[high] - peaks[low]) * 1024 / (high - low)
     per_request = per_stream / args.waves
-    print(f"\nPer added stream: {per_stream:.0f} KiB ({per_request:.0f} KiB per request of {args.tokens} "
-          f"tokens kept until the summary, plus the stream's connection)")
+    print(f"\nPer added stream: {per_stream:.0f} KiB (its connection, buffers and request in flight, and its "
+          f"{args.waves} requests' share of the summary at the end: {per_request:.0f} KiB per request of "
+          f"{args.tokens} tokens)")
 
 
 if __name__ == "__main__":

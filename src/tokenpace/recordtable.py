@@ -155,7 +155,9 @@ class RecordTable:
             chunk_tokens=np.zeros(0, np.int32))
 
     @classmethod
-    def from_records(cls, records: Sequence[RequestRecord]) -> RecordTable:
+    def from_records(cls, records: Sequence[RequestRecord], *, chunks: bool = True) -> RecordTable:
+        """``chunks=False``: the per-record columns only (``chunk_ns``/``chunk_tokens`` empty), for
+        what reads no chunk."""
         n = len(records)
         ints = {}
         for name in INT_FIELDS:
@@ -167,6 +169,9 @@ class RecordTable:
                                     dtype=np.float64, count=n) for name in FLOAT_FIELDS}
         texts = {name: _text(getattr(r, name) for r in records) for name in TEXT_FIELDS}
         counts = np.fromiter((len(r.chunk_ns) for r in records), dtype=np.int64, count=n)
+        if not chunks:
+            return cls(ints=ints, bools=bools, floats=floats, texts=texts, chunk_count=counts,
+                       chunk_ns=np.zeros(0, np.int64), chunk_tokens=np.zeros(0, np.int32))
         total = int(counts.sum())
         tokens = (r.chunk_tokens if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * len(r.chunk_ns)
                   for r in records)

@@ -78,3 +78,69 @@ def test_the_console_says_why_completions_outnumber_sends(tmp_path):
     assert (w["requests_in_flight_at_start"] + w["requests_sent"]
             == w["requests_completed"] + w["requests_in_flight_at_end"])
     assert "16 already in flight when it began" in inside_counts(w)
+
+
+def _mixed(seed: int) -> list:
+    """Random records: warmup, retried attempts, never sent, failures without tokens, late sends."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(rng.randint(1, 60)):
+        sent = None if rng.random() < 0.1 else rng.uniform(0, 5000)
+        chunks = [] if sent is None or rng.random() < 0.2 else \
+            sorted((sent + rng.uniform(1, 800), 1) for _ in range(rng.randint(1, 6)))
+        out.append(record(sent=sent, chunks=chunks, index=i, warmup=rng.random() < 0.15,
+                          retried=rng.random() < 0.1, attempt=rng.choice((1, 1, 2)),
+                          scheduled=None if sent is None else sent - rng.uniform(0, 20),
+                          done=None if sent is None and rng.random() < 0.5 else
+                          (chunks[-1][0] if chunks else (sent or 0.0) + rng.uniform(0, 50)),
+                          status="ok" if chunks else "error"))
+    return out
+
+
+def _reference_load(records: list, window) -> dict:
+    """The load report's figures record by record (the definitions, as the per-record code had them)."""
+    import numpy as np
+
+    sent = [r for r in records if r.sent_ns is not None]
+    measured = [r for r in sent if not r.warmup]
+    lags = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in sent
+            if r.scheduled_ns is not None and r.attempt == 1 and not r.warmup]
+    sends = sorted(r.sent_ns for r in measured)
+    achieved = ((len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9)
+                if len(sends) > 1 and sends[-1] > sends[0] else None)
+    spans = [(r.sent_ns, r.done_ns) for r in measured if r.done_ns]
+    in_flight = None
+    if spans:
+        lo = window.start_ns if window else min(s for s, _ in spans)
+        hi = window.end_ns if window else max(d for _, d in spans)
+        if hi > lo:
+            in_flight = sum(max(0, min(d, hi) - max(s, lo)) for s, d in spans) / (hi - lo)
+    lag = None
+    if lags:
+        p50, p99 = np.percentile(lags, [50, 99])
+        lag = {"p50": float(p50), "p99": float(p99), "max": max(lags)}
+    return {"schedule_lag_ms": lag, "achieved_rate_rps": achieved, "mean_in_flight": in_flight}
+
+
+def test_a_record_table_gives_the_window_and_load_report_its_records_give():
+    """bench computes the window and the load report from its columnar parts (a RecordTable): the
+    same window as from the records, and the load report's figures as defined record by record,
+    on random runs."""
+    from tokenpace.config import BenchConfig
+    from tokenpace.recordtable import RecordTable
+    from tokenpace.runner.loadcheck import load_report
+
+    config = BenchConfig(concurrency=4, requests=10)
+    for seed in range(200):
+        records = _mixed(seed)
+        table = RecordTable.from_records(records)
+        for closed, c, warmup_s, duration_s in ((True, 4, 0.0, None), (False, None, 0.5, 3.0), (True, 2, 1.0, 2.0)):
+            args = dict(closed_loop=closed, concurrency=c, start_ns=0, warmup_s=warmup_s,
+                        duration_s=duration_s, send_end_ns=ns(4000))
+            assert steady_window(table, **args) == steady_window(records, **args), seed
+        for window in (None, steady_window(records, closed_loop=False, concurrency=None, start_ns=0)):
+            got = load_report(table, config=config, mode="open", cpu_s=1.0, wall_s=5.0, window=window)
+            assert {k: got[k] for k in ("schedule_lag_ms", "achieved_rate_rps", "mean_in_flight")} == \
+                _reference_load(records, window), seed

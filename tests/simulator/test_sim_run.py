@@ -110,3 +110,31 @@ def test_trace_replay_keeps_its_arrival_times_and_shares_its_blocks(tmp_path):
     # The third request repeats the first one's first two 512-token blocks.
     assert res.records[2].cached_prompt_tokens == 1024
     assert res.engine["stats"]["prefix_cache_hit_rate"] > 0.2
+
+
+def test_records_dropped_before_the_summary_give_the_same_files_summary_and_records(tmp_path):
+    """``tokenpace sim`` writes the records and drops them before summarizing from the columnar
+    file (``hold_records=False``): byte for byte the same files, the same summary and the same
+    records (read back from the JSONL) as the run that holds them, with warmup, timeouts and
+    the cancellation after the grace in play."""
+    from tokenpace.results.columnar import columns_path, read_table
+
+    def one(name: str, hold: bool):
+        load = BenchConfig(concurrency=8, duration_s=4.0, warmup_s=1.0, grace_s=0.5, warmup_requests=3,
+                           ttft_timeout_s=0.4, input_tokens="512", output_tokens="uniform:min=16,max=2000",
+                           out=str(tmp_path / name / "sim.json"))
+        return run_sim(SimRunConfig(load=load, engine=SimConfig()), hold_records=hold)
+
+    held, lean = one("held", True), one("lean", False)
+    statuses = {r.status for r in held.records}
+    assert {"ok", "cancelled"} <= statuses  # the cut after the grace is in play
+    assert isinstance(held.records, list) and not isinstance(lean.records, list)
+    assert list(lean.records) == held.records
+    assert lean.summary == held.summary
+    for name in ("sim.json", "sim.records.jsonl", "sim.timeline.jsonl"):  # the result names its --out
+        lean_bytes = (tmp_path / "lean" / name).read_bytes().replace(b"/lean/", b"/held/")
+        assert lean_bytes == (tmp_path / "held" / name).read_bytes(), name
+    a, b = (read_table(columns_path(tmp_path / d / "sim.records.jsonl")) for d in ("held", "lean"))
+    for name, column in a.ints.items():
+        assert (b.ints[name] == column).all(), name
+    assert (a.chunk_ns == b.chunk_ns).all() and (a.chunk_tokens == b.chunk_tokens).all()

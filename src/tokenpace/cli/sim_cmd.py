@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from tokenpace.results import result_document
     from tokenpace.runner.simulate import run_sim
 
-    result = run_sim(config_from_args(args))
+    result = run_sim(config_from_args(args), hold_records=False)  # records to disk, then out of memory
     render_run(result_document(result), console)
     sim_s = result.sim.duration_s if result.sim else 0.0
     speed = f" ({sim_s / result.wall_s:,.0f}× real time)" if result.wall_s > 0 else ""

@@ -9,7 +9,7 @@ already a core dependency and pyarrow only an optional extra, and the summary wo
 arrays anyway; an uncompressed part reads back at disk speed with no decoding.
 
 Memory while writing: at most one batch (``BATCH_RECORDS`` requests or ``BATCH_CHUNKS`` chunks,
-whichever fills first) is held, as per-field lists; every earlier batch is on disk. So the
+whichever fills first) is held, in array columns (``Batch``); every earlier batch is on disk. So the
 writer's memory does not grow with the run's length.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from array import array
 import struct
 import zipfile
 from collections.abc import Iterable
@@ -43,12 +44,70 @@ def columns_path(records_path: Path) -> Path:
     return records_path.with_name(records_path.name.replace(".records.jsonl", ".columns"))
 
 
-class ColumnarWriter:
-    """Append records as they finish; full batches go to disk as parts (module docstring).
+class Batch:
+    """One part's records, field by field, as they come: each record's fields are appended to
+    ``array.array`` columns (a few microseconds a record, like its JSONL line), so that sealing a
+    full batch into a ``RecordTable`` is only a view of those buffers (``np.frombuffer``, no copy
+    and no per-element work). That keeps the step that hands a batch on from ever pausing the
+    event loop that stamps the requests (``results.spool``)."""
 
-    Each record's fields are appended to per-field lists as it comes (a few microseconds, like the
-    JSONL line), so that a full batch only has lists to turn into arrays: a short pause, kept
-    short by the batch size, on the event loop that measures the requests."""
+    def __init__(self) -> None:
+        self.ints = {k: array("q") for k in INT_FIELDS}
+        self.bools = {k: array("b") for k in BOOL_FIELDS}
+        self.floats = {k: array("d") for k in FLOAT_FIELDS}
+        self.texts: dict[str, tuple[array, dict[str, int]]] = {k: (array("i"), {}) for k in TEXT_FIELDS}
+        self.chunk_count = array("q")
+        self.chunk_ns = array("q")
+        self.chunk_tokens = array("i")
+
+    def __len__(self) -> int:
+        return len(self.chunk_count)
+
+    @property
+    def chunks(self) -> int:
+        return len(self.chunk_ns)
+
+    def add(self, record: RequestRecord) -> None:
+        for name, column in self.ints.items():
+            value = getattr(record, name)
+            try:
+                column.append(NULL if value is None else value)
+            except TypeError:  # a whole float (3.0), as np.array(..., int64) took it
+                column.append(int(value))
+        for name, column in self.bools.items():
+            column.append(1 if getattr(record, name) else 0)
+        for name, column in self.floats.items():
+            value = getattr(record, name)
+            column.append(np.nan if value is None else value)
+        for name, (codes, vocab) in self.texts.items():
+            value = getattr(record, name)
+            codes.append(-1 if value is None else vocab.setdefault(str(value), len(vocab)))
+        chunks = record.chunk_ns
+        self.chunk_count.append(len(chunks))
+        self.chunk_ns.extend(chunks)
+        tokens = record.chunk_tokens
+        if len(tokens) == len(chunks):
+            self.chunk_tokens.extend(tokens)
+        else:
+            self.chunk_tokens.extend([1] * len(chunks))
+
+    def seal(self) -> RecordTable:
+        """The batch as a table: views of its buffers (the batch must not be added to after)."""
+        return RecordTable(
+            ints={k: _view(v, np.int64) for k, v in self.ints.items()},
+            bools={k: _view(v, np.int8).view(bool) for k, v in self.bools.items()},
+            floats={k: _view(v, np.float64) for k, v in self.floats.items()},
+            texts={k: Text(_view(codes, np.int32), list(vocab)) for k, (codes, vocab) in self.texts.items()},
+            chunk_count=_view(self.chunk_count, np.int64), chunk_ns=_view(self.chunk_ns, np.int64),
+            chunk_tokens=_view(self.chunk_tokens, np.int32))
+
+
+def _view(column: array, dtype) -> np.ndarray:
+    return np.frombuffer(column, dtype=dtype) if len(column) else np.zeros(0, dtype)
+
+
+class ColumnarWriter:
+    """Append records as they finish; full batches go to disk as parts (module docstring)."""
 
     def __init__(self, path: str | Path, *, batch_records: int = BATCH_RECORDS,
                  batch_chunks: int = BATCH_CHUNKS):
@@ -58,36 +117,12 @@ class ColumnarWriter:
         self.path.mkdir(parents=True)
         self.parts = 0
         self.count = 0  # records written to parts
-        self._batch_records, self._batch_chunks = batch_records, batch_chunks
-        self._reset()
-
-    def _reset(self) -> None:
-        self._ints: dict[str, list] = {k: [] for k in INT_FIELDS}
-        self._bools: dict[str, list] = {k: [] for k in BOOL_FIELDS}
-        self._floats: dict[str, list] = {k: [] for k in FLOAT_FIELDS}
-        self._texts: dict[str, tuple[list, dict]] = {k: ([], {}) for k in TEXT_FIELDS}
-        self._chunk_count: list[int] = []
-        self._chunk_ns: list[int] = []
-        self._chunk_tokens: list[int] = []
+        self.batch_records, self.batch_chunks = batch_records, batch_chunks
+        self._batch = Batch()
 
     def add(self, record: RequestRecord) -> None:
-        for name, column in self._ints.items():
-            value = getattr(record, name)
-            column.append(NULL if value is None else value)
-        for name, column in self._bools.items():
-            column.append(bool(getattr(record, name)))
-        for name, column in self._floats.items():
-            value = getattr(record, name)
-            column.append(np.nan if value is None else value)
-        for name, (codes, vocab) in self._texts.items():
-            value = getattr(record, name)
-            codes.append(-1 if value is None else vocab.setdefault(str(value), len(vocab)))
-        chunks = record.chunk_ns
-        self._chunk_count.append(len(chunks))
-        self._chunk_ns.extend(chunks)
-        tokens = record.chunk_tokens
-        self._chunk_tokens.extend(tokens if len(tokens) == len(chunks) else [1] * len(chunks))
-        if len(self._chunk_count) >= self._batch_records or len(self._chunk_ns) >= self._batch_chunks:
+        self._batch.add(record)
+        if len(self._batch) >= self.batch_records or self._batch.chunks >= self.batch_chunks:
             self.flush()
 
     def add_table(self, table: RecordTable) -> None:
@@ -96,17 +131,8 @@ class ColumnarWriter:
         self._write(table)
 
     def flush(self) -> None:
-        if self._chunk_count:
-            table = RecordTable(
-                ints={k: np.array(v, dtype=np.int64) for k, v in self._ints.items()},
-                bools={k: np.array(v, dtype=bool) for k, v in self._bools.items()},
-                floats={k: np.array(v, dtype=np.float64) for k, v in self._floats.items()},
-                texts={k: Text(np.array(codes, dtype=np.int32), list(vocab))
-                       for k, (codes, vocab) in self._texts.items()},
-                chunk_count=np.array(self._chunk_count, dtype=np.int64),
-                chunk_ns=np.array(self._chunk_ns, dtype=np.int64),
-                chunk_tokens=np.array(self._chunk_tokens, dtype=np.int32))
-            self._reset()
+        if len(self._batch):
+            table, self._batch = self._batch.seal(), Batch()
             self._write(table)
 
     def _write(self, table: RecordTable) -> None:
@@ -124,7 +150,7 @@ class ColumnarWriter:
                 # A fixed member time (np.savez stamps the clock): same records, same bytes.
                 with archive.open(zipfile.ZipInfo(name + ".npy", _EPOCH), "w", force_zip64=True) as fh:
                     np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
-        write_whole(self.path / _PART.format(self.parts), buffer.getvalue(), what="the columnar records")
+        write_whole(self.path / _PART.format(self.parts), buffer.getbuffer(), what="the columnar records")
         self.parts += 1
         self.count += len(table)
 
@@ -176,7 +202,14 @@ def read_table(path: str | Path, *, chunks: bool = True) -> RecordTable:
     if manifest.get("format", 0) > FORMAT:
         raise UsageError(f"{path} has columnar format {manifest['format']}; this tokenpace reads up "
                          f"to {FORMAT}: upgrade tokenpace")
-    parts = [path / _PART.format(i) for i in range(int(manifest["parts"]))]
+    return read_parts(path, int(manifest["parts"]), chunks=chunks)
+
+
+def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> RecordTable:
+    """The first ``parts_count`` parts of a columnar directory as one table, manifest or not (what
+    a writer that could not finish had written: ``results.spool``)."""
+    path = Path(path)
+    parts = [path / _PART.format(i) for i in range(parts_count)]
     counts = []
     for name in parts:  # one part open at a time: a long run has thousands
         counts.append(np.array(_mapped(name, ("chunk_count",))[0]))

@@ -9,8 +9,9 @@ writing; `error` says why, and the caller keeps the records that could not be sa
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import overload
 
 import orjson
 
@@ -88,3 +89,54 @@ def read_records_counted(path: str | Path) -> tuple[list[RequestRecord], int]:
     if not records and skipped:
         raise UsageError(f"{path}: no readable record ({skipped} unreadable lines)")
     return records, skipped
+
+
+class JournalRecords(Sequence[RequestRecord]):
+    """A measured run's records, read from its JSONL journal when asked rather than held: what
+    ``RunResult.records`` is after ``bench`` (whose records go to disk as they end, so that its
+    memory does not grow with the run). A read-only sequence in the order the requests ended (the
+    journal's order; sort by ``index`` for the plan's order). Iterating reads the file once, one
+    line at a time; ``len`` reads nothing; indexing reads the whole file each time, so take
+    ``list(records)`` once to index much. ``unsaved``: records the journal could not take (a full
+    disk), kept in memory and given after the saved ones."""
+
+    def __init__(self, path: str | Path, count: int, unsaved: Sequence[RequestRecord] = ()) -> None:
+        self.path = Path(path)
+        self._count = count
+        self._unsaved = list(unsaved)
+
+    def __len__(self) -> int:
+        return self._count + len(self._unsaved)
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        seen = 0
+        if self._count:
+            with open_run_file(self.path) as fh:
+                for line in fh:
+                    if seen == self._count:
+                        break
+                    try:
+                        data = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue
+                    if isinstance(data, dict):
+                        seen += 1
+                        yield RequestRecord.from_dict(data)
+        yield from self._unsaved
+
+    @overload
+    def __getitem__(self, index: int) -> RequestRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RequestRecord]: ...
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # like a list
+
+    def __repr__(self) -> str:
+        return f"JournalRecords({str(self.path)!r}, {len(self)} records)"

@@ -9,6 +9,7 @@ engine timeline.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ KINDS = ("bench", "sim")  # "observed" (records from a production log) is planne
 class RunResult:
     config: Any  # BenchConfig (bench) or SimRunConfig (sim): both have to_dict(); see load_config
     target: dict[str, Any]
-    records: list[RequestRecord]
+    # bench: a JournalRecords (read from the JSONL when iterated; results.records), in the order the
+    # requests ended; sim: a list in request order (a JournalRecords with run_sim(hold_records=False))
+    records: Sequence[RequestRecord]
     summary: dict[str, Any]
     result_path: Path
     records_path: Path

@@ -1,10 +1,11 @@
 """`run_bench`: one benchmark run, from a BenchConfig to a RunResult saved on disk.
 
 Order of work: resolve the target (the built-in server in its own process when no URL is given),
-check it with one preflight call, drive the load, append each record to the JSONL as it completes,
-then summarize the records and write the result file. Ctrl-C or SIGTERM stops sending; requests in
-flight get the grace period; a second signal cancels them at once. Partial results are always saved
-(interrupts.py: what a signal does before and after the load).
+check it with one preflight call, drive the load, append each record to the JSONL as it completes
+and to the columnar parts (in batches, spilled to disk: ``results.spool``), so that memory does not
+grow with the run; then summarize from the parts and write the result file. Ctrl-C or SIGTERM
+stops sending; requests in flight get the grace period; a second signal cancels them at once.
+Partial results are always saved (interrupts.py: what a signal does before and after the load).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from tokenpace.errors import NotSaved, RunInterrupted, UsageError
 from tokenpace.metrics import SLO, Window, parse_slo, summarize
 from tokenpace.record import RequestRecord
 from tokenpace.results import RecordSink, RunResult, result_paths, write_result
-from tokenpace.results.columnar import columns_path, write_table
+from tokenpace.recordtable import RecordTable
+from tokenpace.results.columnar import columns_path
+from tokenpace.results.records import JournalRecords
+from tokenpace.results.spool import RecordSpool
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.warmup import issuing_s
 from tokenpace.runner.interrupts import Interrupts
@@ -98,15 +102,18 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                 api_key_set=bool(os.environ.get(config.api_key_env)))
             watch = _engine_watch(config, url)
             async with watch or contextlib.nullcontext():
-                records, loadgen, sink = await _drive(client, config, workload, records_path,
-                                                      interrupts, url=url, model=model, slo=slo,
-                                                      watch=watch, progress_console=progress_console)
+                recorder, loadgen = await _drive(client, config, workload, records_path,
+                                                 interrupts, url=url, model=model, slo=slo,
+                                                 watch=watch, progress_console=progress_console)
         finally:
             await client.close()
-    window = _window(config, loadgen, workload, records)
-    summary = summarize(records, slo=slo, gpu_hour_usd=config.gpu_hour_usd, gpus=config.gpus,
+    sink = recorder.sink
+    table = recorder.finish()  # the run's records from their columnar parts (chunks left on disk)
+    records = recorder.journal()  # RunResult.records: read from the JSONL when asked, never held
+    window = _window(config, loadgen, workload, table)
+    summary = summarize(table, slo=slo, gpu_hour_usd=config.gpu_hour_usd, gpus=config.gpus,
                         window=window, token_prices=config.token_prices())
-    load = load_report(records, config=config, mode=load_mode(workload), cpu_s=loadgen.cpu_s,
+    load = load_report(table, config=config, mode=load_mode(workload), cpu_s=loadgen.cpu_s,
                        wall_s=loadgen.wall_s, window=window)
     extend = getattr(loadgen, "extend_load_report", None)  # worker processes or Ray actors
     if extend is not None:
@@ -119,11 +126,6 @@ async def _bench(config: BenchConfig, target: tuple[str, bool] | None,
                        preflight=preflight_report, workload_info=workload_summary(workload),
                        engine_metrics=_engine_metrics(watch, records, loadgen, workload))
     try:
-        # The columnar file, after the load: making its parts while requests are in flight would
-        # pause the event loop that stamps them. It is for fast reports only: if it cannot be
-        # written it is left out (write_table removes what it wrote) and reports read the JSONL.
-        with contextlib.suppress(NotSaved):
-            write_table(columns_path(records_path), records)
         write_result(result)
     except NotSaved as exc:
         raise NotSaved(f"{exc}; {_records_fate(sink, len(records))}", result=result) from None
@@ -219,7 +221,7 @@ def load_settings(config: BenchConfig, workload: WorkloadSpec) -> LoadSettings:
 async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSpec,
                  records_path: Path, interrupts: Interrupts, *, url: str, model: str,
                  slo: SLO | None = None, watch: Any = None, progress_console: Console | None = None
-                 ) -> tuple[list[RequestRecord], Any, RecordSink]:
+                 ) -> tuple[Recorder, Any]:
     if (config.workers or 1) > 1 or config.ray is not None:  # the load in worker processes or Ray actors
         from tokenpace.runner.workers import drive_workers
 
@@ -230,33 +232,54 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     conversations = conversations_for(workload) if workload.conversations is not None else None
     plan = None if conversations is not None else await _plan(workload, total)
     progress = live_progress(config, workload, total, slo=slo, watch=watch, console=progress_console)
-    recorder = Recorder(records_path, progress)
-    with recorder.sink as sink:
+    with Recorder(records_path, progress) as recorder:
         loadgen = LoadGenerator(client.send, plan, settings, api=config.api, stream=config.stream,
                                 on_record=recorder, conversations=conversations)
         recorder.load = loadgen
         progress.attach(loadgen, settings.grace_s)
         with progress, interrupts.load(loadgen, on_stop=progress.stopping, on_cancel=progress.cancelling):
             await loadgen.run()
-    records = sorted(recorder.records, key=lambda r: r.index)
-    return records, loadgen, sink
+    return recorder, loadgen
 
 
 class Recorder:
-    """Where each ended request goes: the JSONL sink (crash-safe), the list the summary is made
-    from, and the live view. A records file that cannot be written (disk full) stops ``load`` as a
-    signal would: requests in flight still end as records, kept here for the summary."""
+    """Where each ended request goes: the JSONL sink (crash-safe journal), the columnar spool the
+    summary is made from (``results.spool``: batches spilled to disk, so nothing here grows with
+    the run), and the live view. A records file that cannot be written (disk full) stops ``load``
+    as a signal would: requests in flight still end as records, kept here (``unsaved``) so that
+    ``RunResult.records`` has them too.
+
+    Used as a context manager around the load: on leaving, the JSONL is closed; when the load
+    raised, the unfinished columnar file is removed. After a load that ended, ``finish``."""
 
     def __init__(self, records_path: Path, progress: LiveProgress) -> None:
-        self.records: list[RequestRecord] = []
         self.progress = progress
         self.load: Any = None  # the load generator or worker pool, once it exists
         self.sink = RecordSink(records_path, on_error=lambda _exc: self.load.stop())
+        self.spool = RecordSpool(columns_path(records_path))
+        self.unsaved: list[RequestRecord] = []  # ended after the journal could no longer be written
 
     def __call__(self, record: RequestRecord) -> None:
-        self.sink.write(record)
-        self.records.append(record)
+        if not self.sink.write(record):
+            self.unsaved.append(record)
+        self.spool.add(record)
         self.progress.add(record)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.sink.close()
+        if kind is not None:
+            self.spool.abandon()
+
+    def finish(self) -> RecordTable:
+        """The columnar file finished (its manifest written); every record as one table, in the
+        order they ended, its chunks read from the parts when asked."""
+        return self.spool.close()
+
+    def journal(self) -> JournalRecords:
+        return JournalRecords(self.sink.path, self.sink.count, self.unsaved)
 
 
 def live_progress(config: BenchConfig, workload: WorkloadSpec, total: int | None, *, slo: SLO | None,
@@ -288,7 +311,7 @@ async def _plan(workload: WorkloadSpec, total: int | None) -> Iterator[PlannedRe
 
 
 def _window(config: BenchConfig, loadgen: LoadGenerator, workload: WorkloadSpec,
-            records: list[RequestRecord]) -> Window | None:
+            records: RecordTable) -> Window | None:
     """The steady-state window (``runner.steady``); None: the default window."""
     if loadgen.start_ns is None:
         return None

@@ -6,6 +6,7 @@ report says how far behind it fell, and marks the run invalid when the client wa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,35 +14,47 @@ import numpy as np
 from tokenpace.config import BenchConfig
 from tokenpace.metrics import Window
 from tokenpace.record import RequestRecord
+from tokenpace.recordtable import RecordTable
 
 LAG_P99_LIMIT_MS = 10.0  # schedule lag p99 above this: the client could not keep its schedule
 CPU_LIMIT = 0.90  # client CPU use above this fraction of one core: the client was saturated
 
 
-def mean_in_flight(records: list[RequestRecord], window: tuple[int, int] | Window | None = None) -> float | None:
+def mean_in_flight(records: Sequence[RequestRecord] | RecordTable,
+                   window: tuple[int, int] | Window | None = None) -> float | None:
     """Time-averaged number of requests in flight (sent → done) over the window."""
-    spans = [(r.sent_ns, r.done_ns) for r in records if r.sent_ns is not None and r.done_ns]
-    if not spans:
+    if isinstance(records, RecordTable):
+        spans = records.has("sent_ns") & records.has("done_ns") & (records.ints["done_ns"] != 0)
+        return _mean_in_flight(records.ints["sent_ns"][spans], records.ints["done_ns"][spans], window)
+    pairs = [(r.sent_ns, r.done_ns) for r in records if r.sent_ns is not None and r.done_ns]
+    return _mean_in_flight(np.array([s for s, _ in pairs], dtype=np.int64),
+                           np.array([d for _, d in pairs], dtype=np.int64), window)
+
+
+def _mean_in_flight(sent: np.ndarray, done: np.ndarray, window: tuple[int, int] | Window | None) -> float | None:
+    if not sent.size:
         return None
     if isinstance(window, Window):
         window = (window.start_ns, window.end_ns)
-    lo = window[0] if window else min(s for s, _ in spans)
-    hi = window[1] if window else max(d for _, d in spans)
+    lo = window[0] if window else int(sent.min())
+    hi = window[1] if window else int(done.max())
     if hi <= lo:
         return None
-    busy = sum(max(0, min(d, hi) - max(s, lo)) for s, d in spans)
+    busy = int(np.maximum(0, np.minimum(done, hi) - np.maximum(sent, lo)).sum())
     return busy / (hi - lo)
 
 
-def load_report(records: list[RequestRecord], *, config: BenchConfig, mode: str, cpu_s: float,
-                wall_s: float, window: tuple[int, int] | Window | None = None) -> dict[str, Any]:
-    """mode: "closed", "open", "trace" or "conversations"."""
-    sent = [r for r in records if r.sent_ns is not None]
-    measured = [r for r in sent if not r.warmup]
+def load_report(records: Sequence[RequestRecord] | RecordTable, *, config: BenchConfig, mode: str,
+                cpu_s: float, wall_s: float, window: tuple[int, int] | Window | None = None) -> dict[str, Any]:
+    """mode: "closed", "open", "trace" or "conversations". ``records`` may be a ``RecordTable``."""
+    table = records if isinstance(records, RecordTable) else RecordTable.from_records(list(records), chunks=False)
+    ints = table.ints
+    sent = table.has("sent_ns")
+    measured = sent & ~table.bools["warmup"]
     # Lag of first attempts only: a retry's scheduled time is its first attempt's.
-    lags = np.array([(r.sent_ns - r.scheduled_ns) / 1e6 for r in sent
-                     if r.scheduled_ns is not None and r.attempt == 1 and not r.warmup], dtype=float)
-    sends = np.sort(np.array([r.sent_ns for r in measured], dtype=np.int64))
+    first = measured & table.has("scheduled_ns") & (ints["attempt"] == 1)
+    lags = (ints["sent_ns"][first] - ints["scheduled_ns"][first]) / 1e6
+    sends = np.sort(ints["sent_ns"][measured])
     achieved = (float((len(sends) - 1) / ((sends[-1] - sends[0]) / 1e9))
                 if len(sends) > 1 and sends[-1] > sends[0] else None)
     cpu_util = cpu_s / wall_s if wall_s > 0 else None
@@ -59,7 +72,7 @@ def load_report(records: list[RequestRecord], *, config: BenchConfig, mode: str,
     return {
         "mode": mode,
         "target_concurrency": config.effective_concurrency() if mode == "closed" else config.concurrency,
-        "mean_in_flight": mean_in_flight(measured, window),
+        "mean_in_flight": mean_in_flight(table.records_only(measured), window),
         "target_rate_rps": config.rate,
         "achieved_rate_rps": achieved,
         "schedule_lag_ms": lag,

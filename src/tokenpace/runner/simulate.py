@@ -32,6 +32,7 @@ configuration gives the same files, byte for byte.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -45,10 +46,12 @@ import orjson
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
+from tokenpace.heap import release_freed_memory
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.recordtable import RecordTable
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
-from tokenpace.results.columnar import columns_path, write_table
+from tokenpace.results.columnar import columns_path, read_table, write_table
+from tokenpace.results.records import JournalRecords
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.warmup import is_warmup, issuing_s
 from tokenpace.runner.sim_progress import SimProgress
@@ -122,9 +125,15 @@ class SimRunConfig:
 SimRunResult = RunResult  # the name before runs of every kind shared one type (kept for callers)
 
 
-def run_sim(config: SimRunConfig, *, write: bool = True) -> RunResult:
+def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = True) -> RunResult:
     """Simulate the run and write its files (``write=False``: only return it, for a process that
-    computes a sweep's step and hands it back to be saved by ``moved`` and ``write_sim_files``)."""
+    computes a sweep's step and hands it back to be saved by ``moved`` and ``write_sim_files``).
+
+    ``hold_records=False`` (with ``write``; what ``tokenpace sim`` does): the records are written
+    (JSONL and columnar file) as soon as the simulation ends and dropped, the summary is made from
+    the columnar file (its chunks read part by part from disk), and ``RunResult.records`` reads
+    the JSONL when asked (``results.records.JournalRecords``): the records and the summary's arrays
+    are then never in memory at once. The files and the summary are the same either way."""
     config.validate()
     c = config.load
     slo = parse_slo(c.slo) if c.slo else None
@@ -155,6 +164,7 @@ def run_sim(config: SimRunConfig, *, write: bool = True) -> RunResult:
     except ValueError as exc:  # UsageError is one: the message names the bad part
         raise UsageError(str(exc)) from None
     wall_s = time.perf_counter() - t0
+    del progress, requests  # the progress view holds the simulation's world (every record by index)
 
     records = sim.records
     for r in records:
@@ -171,9 +181,22 @@ def run_sim(config: SimRunConfig, *, write: bool = True) -> RunResult:
                            start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
                            send_end_ns=send_end_ns)
     gpus = c.gpus if c.gpus != 1 else engine.tp  # one engine of tp GPUs unless told otherwise
-    # The records as columns, made once: the summary works on whole arrays (the same figures as
-    # from the records: a property test holds them to it) and the columnar file is these arrays.
-    table = RecordTable.from_records(records)
+    lean = write and not hold_records
+    if lean:
+        # The records to disk now, then out of memory: the summary reads the columnar file.
+        _write_jsonl(records_path, records)
+        write_table(columns_path(records_path), records)  # part by part, ColumnarWriter's batches
+        kept: Any = JournalRecords(records_path, len(records))
+        sim.records = []
+        del records
+        gc.collect()  # the records' lists are freed now, before the summary's arrays are made
+        release_freed_memory()
+        table = read_table(columns_path(records_path), chunks=False)
+    else:
+        # The records as columns, made once: the summary works on whole arrays (the same figures as
+        # from the records: a property test holds them to it) and the columnar file is these arrays.
+        kept = records
+        table = RecordTable.from_records(records)
     summary = summarize(table, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
                         token_prices=c.token_prices())
     engine_doc = engine_section(sim, timeline_path, result_path)
@@ -185,11 +208,14 @@ def run_sim(config: SimRunConfig, *, write: bool = True) -> RunResult:
                      "shared_prefix_tokens": config.shared_prefix_tokens,
                      "input_length_source": f"{workload.input_length_source}; the simulator takes "
                                             "these counts as exact"}
-    result = RunResult(kind="sim", config=config, target=target_of(sim), records=records,
+    result = RunResult(kind="sim", config=config, target=target_of(sim), records=kept,
                        summary=summary, engine=engine_doc, result_path=result_path,
                        records_path=records_path, timeline_path=timeline_path, window_ns=window,
                        wall_s=wall_s, sim=sim, workload_info=workload_info)
-    if write:
+    if lean:
+        _write_jsonl(result.timeline_path, sim.timeline)
+        write_result(result)
+    elif write:
         write_sim_files(result, table)
     return result
 

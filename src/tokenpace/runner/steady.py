@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from tokenpace.metrics.window import Window, completion_ns
 from tokenpace.record import RequestRecord
+from tokenpace.recordtable import NULL, RecordTable
 from tokenpace.results.window import STEADY_PREFIX  # noqa: F401  every rule below starts so
 
 NS = 1_000_000_000
@@ -35,37 +38,53 @@ OPEN_RULE = ("Steady-state window (open loop): from the first send{after} to the
              "both ends inclusive; the drain after the last send is outside it.")
 
 
-def steady_window(records: Sequence[RequestRecord], *, closed_loop: bool, concurrency: int | None,
-                  start_ns: int, warmup_s: float = 0.0, ramp_s: float = 0.0,
+def steady_window(records: Sequence[RequestRecord] | RecordTable, *, closed_loop: bool,
+                  concurrency: int | None, start_ns: int, warmup_s: float = 0.0, ramp_s: float = 0.0,
                   duration_s: float | None = None, send_end_ns: int | None = None) -> Window | None:
     """The steady-state window (module docstring) of a run that began sending at ``start_ns``;
     None when there is none (the caller then uses the default window). ``send_end_ns``: when the
-    runner stopped sending (the deadline, or the plan ran out), if it knows."""
-    sends = sorted(r.sent_ns for r in records if r.sent_ns is not None)
-    measured_sends = sorted(r.sent_ns for r in records if r.measured and r.sent_ns is not None)
-    if not sends:
+    runner stopped sending (the deadline, or the plan ran out), if it knows. ``records`` may be a
+    ``RecordTable`` (a measured run's records, read back from its columnar parts)."""
+    sent, measured, completion = _stamps(records)
+    sends = np.sort(sent)
+    measured_sends = np.sort(measured)
+    if not sends.size:
         return None
     settled_ns = start_ns + round((warmup_s + ramp_s) * NS)
     deadline_ns = None if duration_s is None else start_ns + round((warmup_s + ramp_s + duration_s) * NS)
     closed = closed_loop and bool(concurrency)
     if closed:
-        if len(sends) < concurrency:  # type: ignore[operator]
+        if sends.size < concurrency:  # type: ignore[operator]
             return None  # the target concurrency was never reached
-        begin = max(settled_ns, sends[concurrency - 1])  # type: ignore[operator]
-        after = [c for c in map(completion_ns, records) if c is not None and c > sends[-1]]
-        end = min(after) if after else None
+        begin = max(settled_ns, int(sends[concurrency - 1]))  # type: ignore[operator]
+        after = completion[completion > sends[-1]]
+        end = int(after.min()) if after.size else None
         if deadline_ns is not None:
             end = deadline_ns if end is None else min(end, deadline_ns)
     else:
-        if not measured_sends:
+        if not measured_sends.size:
             return None
-        begin = max(settled_ns, measured_sends[0])
-        end = measured_sends[-1]
+        begin = max(settled_ns, int(measured_sends[0]))
+        end = int(measured_sends[-1])
         if deadline_ns is not None and send_end_ns is not None:  # sending went on to the deadline
             end = max(end, min(deadline_ns, send_end_ns))
     if end is None or end <= begin:
         return None
     return Window(begin, end, explicit=True, rule=_rule(closed, concurrency, warmup_s, ramp_s, duration_s))
+
+
+def _stamps(records: Sequence[RequestRecord] | RecordTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(every send, the measured requests' sends, every completion that exists) as int64 arrays."""
+    if isinstance(records, RecordTable):
+        has_sent = records.has("sent_ns")
+        sent_ns = records.ints["sent_ns"]
+        completion = np.where(records.has("done_ns"), records.ints["done_ns"],
+                              np.where(records.has("last_token_ns"), records.ints["last_token_ns"], sent_ns))
+        return sent_ns[has_sent], sent_ns[records.measured], completion[completion != NULL]
+    sent = np.array([r.sent_ns for r in records if r.sent_ns is not None], dtype=np.int64)
+    measured = np.array([r.sent_ns for r in records if r.measured and r.sent_ns is not None], dtype=np.int64)
+    completion = np.array([c for c in map(completion_ns, records) if c is not None], dtype=np.int64)
+    return sent, measured, completion
 
 
 def _rule(closed: bool, concurrency: int | None, warmup_s: float, ramp_s: float,

@@ -33,7 +33,6 @@ from tokenpace.config import BenchConfig
 from tokenpace.record import RequestRecord
 from tokenpace.runner.interrupts import Interrupts
 from tokenpace.runner.partition import Partition, worker_count
-from tokenpace.runner.sink import RecordSink
 from tokenpace.runner.worker_pool import WorkerPool
 from tokenpace.workload import PlannedRequest, WorkloadSpec
 
@@ -258,7 +257,7 @@ class ProcessBackend:
 
 async def drive_workers(config: BenchConfig, workload: WorkloadSpec, records_path: Path,
                         interrupts: Interrupts, *, url: str, model: str, slo: Any = None, watch: Any = None,
-                        progress_console: Any = None) -> tuple[list[RequestRecord], WorkerPool, RecordSink]:
+                        progress_console: Any = None) -> tuple[Recorder, WorkerPool]:
     """The runner's load phase with workers: same records file, progress and signals as one loop."""
     from tokenpace.runner.bench import Recorder, live_progress, load_settings
 
@@ -275,11 +274,9 @@ async def drive_workers(config: BenchConfig, workload: WorkloadSpec, records_pat
     jobs = [WorkerJob(config=config, url=url, model=model, run_id=run_id, worker=k, workers=n)
             for k in range(n)]
     progress = live_progress(config, workload, total, slo=slo, watch=watch, console=progress_console)
-    recorder = Recorder(records_path, progress)
-    with recorder.sink as sink:
+    with Recorder(records_path, progress) as recorder:
         pool = recorder.load = WorkerPool(backend, jobs, recorder)
         progress.attach(pool, settings.grace_s)
         with progress, interrupts.load(pool, on_stop=progress.stopping, on_cancel=progress.cancelling):
             await pool.run()
-    records = sorted(recorder.records, key=lambda r: (r.index, r.attempt))
-    return records, pool, sink
+    return recorder, pool

@@ -25,14 +25,27 @@ def _base(seq: Sequence) -> RequestRecord:
     )
 
 
-def completed_record(seq: Sequence) -> RequestRecord:
+def ones(n: int, shared: dict[int, list[int]] | None) -> list[int]:
+    """``[1] * n``: one token per chunk. ``shared``: one run's lists by length, handed out to every
+    record of that length (a 100,000-request run then holds a few lists instead of 100,000; records
+    are read, never changed in place: a cut makes a new list)."""
+    if shared is None:
+        return [1] * n
+    ones_ = shared.get(n)
+    if ones_ is None:
+        ones_ = shared[n] = [1] * n
+    return ones_
+
+
+def completed_record(seq: Sequence, shared: dict[int, list[int]] | None = None) -> RequestRecord:
     """Virtual timestamps: the stream's first token is the end of the step that finished the prompt,
-    and every step that produced tokens for it is one chunk; the stream closes with its last token."""
+    and every step that produced tokens for it is one chunk; the stream closes with its last token.
+    ``shared``: see ``ones``."""
     rec = _base(seq)
     rec.first_token_ns = rec.first_content_ns = seq.first_token_ns
     rec.last_token_ns = rec.done_ns = seq.chunk_ns[-1]
     rec.chunk_ns = seq.chunk_ns
-    rec.chunk_tokens = seq.chunk_tokens if seq.chunk_tokens is not None else [1] * len(seq.chunk_ns)
+    rec.chunk_tokens = seq.chunk_tokens if seq.chunk_tokens is not None else ones(len(seq.chunk_ns), shared)
     rec.chunk_tokens_source = "simulated"
     rec.prompt_tokens = seq.prompt_len
     rec.prompt_tokens_source = "simulated"

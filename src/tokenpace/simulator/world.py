@@ -23,6 +23,7 @@ class World:
         self.records: dict[int, RequestRecord] = {}  # by request index; a request never sent has none
         self._live: dict[int, Sequence] = {}
         self._sent: list[int] = []  # request indices in the order they reached the engine
+        self._ones: dict[int, list[int]] = {}  # one-token-per-chunk lists, shared (records.ones)
 
     def new_sequence(self, index: int, t_ns: int) -> Sequence:
         seq = Sequence(index, self.requests[index], t_ns)
@@ -56,7 +57,7 @@ class World:
         del self._live[seq.index]
 
     def complete(self, seq: Sequence) -> None:
-        self.records[seq.index] = completed_record(seq)
+        self.records[seq.index] = completed_record(seq, self._ones)
         del self._live[seq.index]
 
     def reject(self, seq: Sequence, t_ns: int) -> None:
