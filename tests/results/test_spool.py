@@ -16,21 +16,12 @@ from tokenpace.results.columnar import is_complete
 from tokenpace.results.records import JournalRecords, RecordSink, read_records
 from tokenpace.results.spool import RecordSpool
 
-MS = 1_000_000
+from .test_columnar import _records
+
 
 
 def _record(i: int, tokens: int = 4) -> RequestRecord:
-    sent = i * 10 * MS
-    failed = i % 7 == 3
-    chunks = [] if failed else [sent + (20 + 5 * k) * MS for k in range(tokens)]
-    return RequestRecord(
-        request_id=f"r{i}", index=i, warmup=i < 2, sent_ns=sent, scheduled_ns=sent,
-        first_token_ns=chunks[0] if chunks else None, last_token_ns=chunks[-1] if chunks else None,
-        done_ns=chunks[-1] if chunks else sent + 3 * MS, chunk_ns=chunks,
-        chunk_tokens=[1 + (k % 2) for k in range(len(chunks))], output_tokens=None if failed else tokens,
-        output_tokens_source=None if failed else "usage", prompt_tokens=100 + i % 5,
-        status="error" if failed else "ok", error_kind=f"http_50{i % 3}" if failed else None,
-        error_message=f"boom {i % 3}" if failed else None, turn=1 + i % 3)
+    return _records(1, start=i, tokens=tokens)[0]  # the columnar tests' records, one at a time
 
 
 def _assert_same(table: RecordTable, records: list[RequestRecord]) -> None:
