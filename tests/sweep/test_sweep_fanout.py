@@ -176,3 +176,47 @@ def test_sigterm_stops_a_fanned_out_sweep_with_its_processes_and_keeps_the_steps
     assert len(doc["steps"]) < 8
     psutil.wait_procs(children, timeout=10)
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_task_sends_back_its_files_and_figures_not_its_records(tmp_path, monkeypatch):
+    """What crosses from a worker to the sweep: each step's files as bytes and the figures judged
+    from its records, never the records themselves (they were pickled back and judged twice)."""
+    from tokenpace.sweep.fanout import compute, tasks_of
+
+    monkeypatch.chdir(tmp_path)
+    config = SweepConfig(base=BenchConfig(**BASE), sim=SimConfig(), out="sweep.json", progress=False,
+                         **GRIDS["auto"])
+    outcomes = compute(config, tasks_of(config)[0])
+    ran = [o for o in outcomes if o.result is not None]
+    assert len(ran) >= 3  # the sync probe, at least one saturation probe, the chosen rates
+    for outcome in ran:
+        assert list(outcome.result.records) == [] and outcome.result.sim is None
+        assert outcome.records > 0
+        assert set(outcome.result.record_figures) == {"goodput_by_preset", "load"}
+        assert set(outcome.result.record_figures["goodput_by_preset"]) == {"chat", "code", "summarization", "batch"}
+        lines = outcome.files.records.splitlines()
+        assert len(lines) == outcome.records and json.loads(lines[0])["request_id"].startswith("sim-")
+        assert "manifest.json" in outcome.files.columns and outcome.files.timeline
+    assert not list(tmp_path.iterdir())  # the task wrote only in its own scratch directory, now gone
+
+
+def test_run_files_copied_under_another_name_are_the_same_bytes(tmp_path):
+    import dataclasses
+
+    from tokenpace.results import result_paths, timeline_path
+    from tokenpace.results.bundle import pack, unpack
+    from tokenpace.runner.simulate import SimRunConfig, run_sim
+
+    run = run_sim(SimRunConfig(load=BenchConfig(**BASE, concurrency=4, out=str(tmp_path / "a" / "run.json")),
+                               engine=SimConfig()))
+    result_path, records_path = result_paths(str(tmp_path / "b" / "copy.json"), kind="sim")
+    copy = dataclasses.replace(run, result_path=result_path, records_path=records_path,
+                               timeline_path=timeline_path(records_path))
+    unpack(pack(run), copy)
+
+    def tree(folder: Path, stem: str) -> dict[str, bytes]:
+        return {str(p.relative_to(folder)).replace(stem, "X"): p.read_bytes()
+                for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(f"{stem}.json")}
+
+    assert tree(tmp_path / "a", "run") == tree(tmp_path / "b", "copy")
+    assert len(tree(tmp_path / "b", "copy")) >= 4  # records, timeline, a columnar part and its manifest

@@ -43,6 +43,9 @@ class RunResult:
     timeline_path: Path | None = None  # sim: the engine timeline JSONL beside the result
     wall_s: float = 0.0  # how long a simulation took; printed, never saved (not deterministic)
     sim: Any = None  # sim: the simulator's in-memory SimResult (timeline rows, stats)
+    # Figures a sweep's step entry takes from the records (goodput under each preset, achieved
+    # load), kept where the records were: a step simulated in a fan-out's worker arrives without them.
+    record_figures: dict[str, Any] | None = None
 
     @property
     def load_config(self) -> Any:

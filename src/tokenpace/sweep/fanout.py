@@ -5,11 +5,18 @@ A simulated step is a pure function of its configuration, so the grid splits int
 tasks: one per step when the loads are given (`--concurrency 1,8,32`, `--rate 2,4`), one per
 `--vary` combination with `--rate auto` (there each step depends on the ones before: the probes
 choose the rates, a wide SLO miss skips the rest). A task runs the group's own logic
-(``run.run_group``) with nothing written and returns every step's run. The sweep then walks the
-grid in the serial order, as a serial sweep does, and takes each step's run from its task instead
-of simulating it (``Replay``): step numbers, file names, rows, analysis and files are those of the
-serial sweep, byte for byte; ``moved`` checks that each step was run with the settings the serial
-order asks for. Rows appear in order: a finished task waits for the ones before it.
+(``run.run_group``) and returns every step's run. The sweep then walks the grid in the serial
+order, as a serial sweep does, and takes each step's run from its task instead of simulating it
+(``Replay``): step numbers, file names, rows, analysis and files are those of the serial sweep,
+byte for byte; ``moved`` checks that each step was run with the settings the serial order asks for.
+Rows appear in order: a finished task waits for the ones before it.
+
+The work stays in the task: it writes each step's files (in a scratch directory of its own: it
+cannot know the step's number, and on a Ray node the sweep's directory may not exist) and judges
+the step's records (goodput under each preset, achieved load: ``RunResult.record_figures``). What
+comes back is the run without its records, and its files as bytes (``results.bundle``), which the
+sweep writes under the serial name: no record is pickled, unpickled or serialized twice, so the
+sweep's own process does little more than copy bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,7 +33,8 @@ from typing import Any
 
 from tokenpace.config import BenchConfig
 from tokenpace.errors import TokenpaceError
-from tokenpace.results import RunResult
+from tokenpace.results import JournalRecords, RunResult, write_result
+from tokenpace.results.bundle import RunFiles, pack, unpack
 from tokenpace.sweep.spec import SweepConfig, apply_combination, combinations
 
 Execute = Callable[[BenchConfig, Any], RunResult]
@@ -42,10 +51,13 @@ class Task:
 
 @dataclass
 class Outcome:
-    """One step as a task ran it: its configuration, and its run or the error it ended with."""
+    """One step as a task ran it: its configuration, and its run (records left out) with its files,
+    or the error it ended with."""
 
     load: BenchConfig
     result: RunResult | None = None
+    files: RunFiles | None = None
+    records: int = 0  # how many the run had
     error: str | None = None
 
 
@@ -69,26 +81,32 @@ def tasks_of(config: SweepConfig) -> list[Task]:
 
 
 def compute(config: SweepConfig, task: Task) -> list[Outcome]:
-    """Run one task's steps, writing nothing (in a worker process or a Ray task)."""
+    """Run one task's steps (in a worker process or a Ray task): each step's files written in a
+    scratch directory and read back as bytes, its records judged, then dropped."""
     from tokenpace.sweep.run import SweepResult, run_group  # run.py imports this module
 
     sub = dataclasses.replace(config, loads=config.loads if task.loads is None else task.loads,
                               progress=False)
     outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="tokenpace-step-") as scratch_dir:
+        steps_dir = Path(scratch_dir)
 
-    def execute(cfg: BenchConfig, engine: Any) -> RunResult:
-        try:
-            result = simulate_step(sub, cfg, engine, write=False)
-        except TokenpaceError as exc:
-            outcomes.append(Outcome(cfg, error=str(exc)))
-            raise
-        outcomes.append(Outcome(cfg, result=result))
-        return result
+        def execute(cfg: BenchConfig, engine: Any) -> RunResult:
+            try:
+                result = simulate_step(sub, cfg, engine)
+            except TokenpaceError as exc:
+                outcomes.append(Outcome(cfg, error=str(exc)))
+                raise
+            outcomes.append(Outcome(cfg, result=result, files=pack(result), records=len(result.records)))
+            return result
 
-    scratch = SweepResult(config=sub, steps=[], analysis={}, comparison=[], rate_choice={},
-                          path=Path("fan-out.json"))
-    run_group(sub, task.combo, apply_combination(config.sim, task.combo), execute, scratch,
-               Path("fan-out.steps"), lambda: None, None, None)
+        scratch = SweepResult(config=sub, steps=[], analysis={}, comparison=[], rate_choice={},
+                              path=steps_dir / "fan-out.json")
+        run_group(sub, task.combo, apply_combination(config.sim, task.combo), execute, scratch,
+                  steps_dir, lambda: None, None, None)
+    for outcome in outcomes:  # judged by run_group's entries (record_figures): the records can go
+        if outcome.result is not None:
+            outcome.result = dataclasses.replace(outcome.result, records=[], sim=None)
     return outcomes
 
 
@@ -101,7 +119,7 @@ class Replay:
         self._current: deque[Outcome] = deque()
 
     def __call__(self, cfg: BenchConfig, engine: Any) -> RunResult:
-        from tokenpace.runner.simulate import moved, write_sim_files
+        from tokenpace.runner.simulate import moved
 
         while not self._current:
             if not self._pending:
@@ -111,8 +129,9 @@ class Replay:
         if outcome.error is not None:
             raise TokenpaceError(outcome.error)
         result = moved(outcome.result, cfg)
-        write_sim_files(result)
-        return result
+        unpack(outcome.files, result)
+        write_result(result)  # last, as a run writes it
+        return dataclasses.replace(result, records=JournalRecords(result.records_path, outcome.records))
 
 
 def describe(config: SweepConfig) -> dict[str, Any]:

@@ -30,18 +30,14 @@ def entry_of_result(result: RunResult, *, index: int, role: str, group: str, com
     """The entry of a step that ran (status ok, invalid, failed by its records, or interrupted)."""
     summary = result.summary
     status, reason = result.status.status, result.status.reason  # the one rule (results.status)
-    by_preset = {}
-    judged = judge_goodputs(result.records, [SLO_PRESETS[name] for name in RECOMMEND_PRESETS],
-                            window=result.window_ns)
-    for name, g in zip(RECOMMEND_PRESETS, judged):
-        by_preset[name] = {"fraction": g["fraction"], "met": g["verdict"]["met"],
-                           "good_requests_s": g["requests_s"], "good_output_tokens_s": g["output_tokens_s"]}
+    if result.record_figures is None:
+        result.record_figures = record_figures(result, axis=axis, value=value)
+    figures = result.record_figures
     thr = summary["throughput"]
     good = summary.get("goodput") or {}
     return {
         "index": index, "role": role, "group": group, "vary": combo,
-        "load": {"axis": axis, "value": value, **_shape(result),
-                 **load_figures(result, concurrency_axis=axis == "concurrency", offered=value)},
+        "load": {"axis": axis, "value": value, **_shape(result), **figures["load"]},
         "status": status, "reason": reason,
         "result_path": os.path.relpath(result.result_path, sweep_path.parent),
         "target": result.target,
@@ -50,11 +46,24 @@ def entry_of_result(result: RunResult, *, index: int, role: str, group: str, com
         "engine_metrics": result.engine_metrics,  # --scrape-metrics
         # --sim --calibration: whether the step stayed within the decode batches the calibration saw
         "calibration": (result.engine or {}).get("calibration"),
-        "goodput_by_preset": by_preset,
+        "goodput_by_preset": figures["goodput_by_preset"],
         "gpus": gpus,
         "gpu_hours_per_1m_output_tokens": gpu_hours_per_1m(gpus, thr.get("output_tokens_s")),
         "gpu_hours_per_1m_good_output_tokens": gpu_hours_per_1m(gpus, good.get("output_tokens_s")),
     }
+
+
+def record_figures(result: RunResult, *, axis: str, value: float) -> dict[str, Any]:
+    """What a step's entry needs from its records: goodput under each recommended preset, and the
+    offered and achieved load (``achieved.load_figures``)."""
+    by_preset = {}
+    judged = judge_goodputs(result.records, [SLO_PRESETS[name] for name in RECOMMEND_PRESETS],
+                            window=result.window_ns)
+    for name, g in zip(RECOMMEND_PRESETS, judged):
+        by_preset[name] = {"fraction": g["fraction"], "met": g["verdict"]["met"],
+                           "good_requests_s": g["requests_s"], "good_output_tokens_s": g["output_tokens_s"]}
+    return {"goodput_by_preset": by_preset,
+            "load": load_figures(result, concurrency_axis=axis == "concurrency", offered=value)}
 
 
 def entry_without_run(*, index: int, role: str, group: str, combo: dict[str, str], axis: str,
