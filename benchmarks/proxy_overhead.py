@@ -91,6 +91,47 @@ def delays_ms(results: list[dict], truth: dict) -> tuple[np.ndarray, int]:
     return np.array(values), matched
 
 
+def tail_where(results: list[dict], truth: dict, decode_ms: float) -> str:
+    """Where a path's slowest 1% of tokens are: by position in their stream (first token, last
+    token, the rest) and by whether other streams had just ended (their last token sent within one
+    server step, ``decode_ms``, before this token's send: the moment their end work runs), against
+    the same shares over all tokens. Says where a relay's tail comes from."""
+    rows = []  # (delay ms, send ns, position)
+    ends = []
+    for r in results:
+        sent = truth.get(r["request_id"], [])
+        if r["status"] != 200 or not sent or len(sent) != len(r["token_ns"]):
+            continue
+        ends.append(sent[-1])
+        last = len(sent) - 1
+        for i, (got, t) in enumerate(zip(r["token_ns"], sent)):
+            rows.append(((got - t) / 1e6, t, "first" if i == 0 else "last" if i == last else "middle"))
+    if not rows:
+        return "no tokens matched"
+    ends_sorted = np.sort(np.array(ends))
+    delay = np.array([d for d, _, _ in rows])
+    send = np.array([t for _, t, _ in rows])
+    pos = np.array([p for _, _, p in rows])
+    step_ns = int(decode_ms * 1e6)
+    # streams that ended within one step before this token was sent (its own end not counted)
+    ended = np.searchsorted(ends_sorted, send, side="left") - np.searchsorted(ends_sorted, send - step_ns, side="left")
+    after_ends = ended >= 10
+    tail = delay >= np.percentile(delay, 99)
+
+    def share(mask: np.ndarray, of: np.ndarray) -> str:
+        return f"{(mask & of).sum() / max(of.sum(), 1) * 100:.0f}%"
+
+    everyone = np.ones_like(tail)
+    parts = [f"{name} {share(pos == name, tail)} (of all tokens {share(pos == name, everyone)})"
+             for name in ("first", "middle", "last")]
+    parts.append(f"sent within {decode_ms:g} ms after >= 10 other streams' last tokens {share(after_ends, tail)} "
+                 f"(of all tokens {share(after_ends, everyone)})")
+    by_position = ", ".join(f"{name} {np.percentile(delay[pos == name], 50):.2f} / "
+                            f"{np.percentile(delay[pos == name], 99):.2f}" for name in ("first", "middle", "last"))
+    return (f"delay p50 / p99 by position, ms: {by_position}; slowest 1% ({tail.sum()} tokens, >= "
+            f"{np.percentile(delay, 99):.2f} ms): " + "; ".join(parts))
+
+
 def itl_ms(results: list[dict]) -> np.ndarray:
     return np.array([(b - a) / 1e6 for r in results for a, b in zip(r["token_ns"], r["token_ns"][1:])])
 
@@ -274,6 +315,9 @@ def main() -> None:
           "p99 <= 2 ms, ITL p50 within 2% of direct")
     for line in verdicts:
         print("  " + line)
+    print("\nwhere each path's tail is:")
+    for name, res in results.items():
+        print(f"  {name}: {tail_where(res, truth, args.decode_ms)}")
     print(f"\ntokenpace proxy's own tokenpace_proxy_added_seconds: {histogram}")
     print("relay CPU per relayed chunk (process CPU time / chunks; far less load-dependent than latency): " + "; ".join(
         f"{name} {seconds / chunks * 1e6:.1f} µs" for name, seconds in cpu.items())
