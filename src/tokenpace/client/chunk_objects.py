@@ -58,36 +58,49 @@ _TEXT_ONLY: dict[int, ChunkInfo] = {}
 _TEXT_ONLY_MAX = 4096
 
 
-def _text_only(top: dict[str, Any], part: str) -> ChunkInfo | None:
-    """The shared ChunkInfo when the chunk (its fields: ``top``) is the common one, else None (the
-    general path decides). Pydantic v2 keeps declared fields in ``__dict__``; dicts are their own."""
+def text_chars(obj: Any) -> int:
+    """The text's length when a streamed chunk is the common one (one choice whose delta holds only
+    text; no usage, no finish reason, nothing else), else -1: the general path decides. One flat
+    function, since it runs once a chunk: pydantic v2 keeps declared fields in ``__dict__``, and a
+    dict is its own fields."""
+    top = obj if type(obj) is dict else getattr(obj, "__dict__", None)
+    if top is None:
+        return -1
     choices = top.get("choices")
     if not choices or len(choices) != 1 or top.get("usage") is not None:
-        return None
+        return -1
     choice = choices[0]
     fields = choice if type(choice) is dict else getattr(choice, "__dict__", None)
     if fields is None or fields.get("finish_reason") is not None or fields.get("text") is not None:
-        return None
-    delta_obj = fields.get(part)
+        return -1
+    delta_obj = fields.get("delta")
     delta = delta_obj if type(delta_obj) is dict else getattr(delta_obj, "__dict__", None)
     if delta is None:
-        return None
+        return -1
     content = delta.get("content")
     if type(content) is not str or delta.get("tool_calls") or delta.get("reasoning_content") is not None \
             or delta.get("reasoning") is not None or getattr(delta_obj, "__pydantic_extra__", None):
+        return -1
+    return len(content)
+
+
+def _text_only(obj: Any) -> ChunkInfo | None:
+    """The shared ChunkInfo of the common chunk, else None."""
+    chars = text_chars(obj)
+    if chars < 0:
         return None
-    info = _TEXT_ONLY.get(len(content))
-    if info is None and len(content) <= _TEXT_ONLY_MAX:
-        info = _TEXT_ONLY[len(content)] = ChunkInfo(len(content))
+    info = _TEXT_ONLY.get(chars)
+    if info is None and chars <= _TEXT_ONLY_MAX:
+        info = _TEXT_ONLY[chars] = ChunkInfo(chars)
     return info
 
 
 def _classify(obj: Any, part: str) -> ChunkInfo:
-    top = _fields(obj)
     if part == "delta":
-        info = _text_only(top, part)
+        info = _text_only(obj)
         if info is not None:
             return info
+    top = _fields(obj)
     content_chars = reasoning_chars = tool_call_chars = 0
     has_tool_call = False
     finish_reason = None
