@@ -12,7 +12,9 @@ Two measurements, both against the bare SDK client in the same run:
    record, hand it to the observers: none, a records list, the Prometheus exporter). Each figure is
    given over all calls and over the calls the OS did not preempt (the thread's involuntary context
    switches, read around each call): on a shared, loaded machine the p99 of all calls measures the
-   scheduler, the other the code.
+   scheduler, the other the code. The clients' kept records are emptied after each call (untimed),
+   so that no client's records lengthen the garbage collector's passes over the others' calls; the
+   passes counted during the timing, and what one pass costs in this process, are printed after.
 
     .venv/bin/python benchmarks/instrument_overhead.py
     .venv/bin/python benchmarks/instrument_overhead.py --chunks 500 --calls 3000
