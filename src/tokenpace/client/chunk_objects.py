@@ -60,9 +60,30 @@ _TEXT_ONLY_MAX = 4096
 
 def text_chars(obj: Any) -> int:
     """The text's length when a streamed chunk is the common one (one choice whose delta holds only
-    text; no usage, no finish reason, nothing else), else -1: the general path decides. One flat
-    function, since it runs once a chunk: pydantic v2 keeps declared fields in ``__dict__``, and a
-    dict is its own fields."""
+    text; no usage, no finish reason, nothing else), else -1: the general path decides. It runs
+    once a chunk, so the SDK's objects are read flat: pydantic v2 keeps every declared field in
+    ``__dict__`` (subscripts, no ``get``) and undeclared ones (``reasoning_content``) in
+    ``__pydantic_extra__``; anything else (a dict, a field missing) takes ``_text_chars_of``."""
+    try:
+        top = obj.__dict__
+        choices = top["choices"]
+        if len(choices) != 1 or top["usage"] is not None:
+            return -1
+        fields = choices[0].__dict__
+        if fields["finish_reason"] is not None:
+            return -1
+        delta_obj = fields["delta"]
+        delta = delta_obj.__dict__
+        content = delta["content"]
+        if type(content) is not str or delta["tool_calls"] or delta_obj.__pydantic_extra__:
+            return -1
+        return len(content)
+    except (AttributeError, KeyError, TypeError):
+        return _text_chars_of(obj)
+
+
+def _text_chars_of(obj: Any) -> int:
+    """``text_chars`` for dicts and objects that are not the SDK's pydantic models."""
     top = obj if type(obj) is dict else getattr(obj, "__dict__", None)
     if top is None:
         return -1
