@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from time import monotonic_ns
 from collections.abc import Callable
+from time import monotonic_ns
 from typing import Any
 
 import aiohttp
