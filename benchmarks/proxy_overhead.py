@@ -13,10 +13,14 @@ paths interleaved, ``--rounds`` times. Per token, the delivery delay is the clie
 stamp minus the server's send stamp (one monotonic clock across processes on Linux); a relay's
 added latency is its delay minus direct's at the same percentile; ITL is the client's. The relay's
 CPU time per relayed chunk (from /proc) does not depend on the machine's load; the proxy's own
-``tokenpace_proxy_added_seconds`` histogram is read from its /metrics.
+``tokenpace_proxy_added_seconds`` histogram is read from its /metrics. Each path's slowest 1% of
+tokens are placed: first, middle or last token of their stream, and whether other streams had just
+ended (their end work is what a relay does then). ``--hold`` runs both relays under
+``_relay_hold.py``, which times how long each read waited inside the relay process.
 
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
 """
 
 from __future__ import annotations
@@ -132,6 +136,24 @@ def tail_where(results: list[dict], truth: dict, decode_ms: float) -> str:
             f"{np.percentile(delay, 99):.2f} ms): " + "; ".join(parts))
 
 
+def hold_summary(path: Path) -> str:
+    """p50 / p99 / max of a relay's holds (``_relay_hold.py``'s file), CPU time and wall time."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError:
+        return "no file (the relay did not exit cleanly)"
+    finally:
+        path.unlink(missing_ok=True)
+    parts = []
+    for key, label in (("cpu_ns", "CPU"), ("wall_ns", "wall")):
+        values = np.array(data[key]) / 1e6
+        if not len(values):
+            return "no reads"
+        p50, p99, p999 = np.percentile(values, [50, 99, 99.9])
+        parts.append(f"{label} p50 {p50:.3f} / p99 {p99:.3f} / p99.9 {p999:.3f} / max {values.max():.3f}")
+    return f"{len(data['cpu_ns'])} reads; " + "; ".join(parts)
+
+
 def itl_ms(results: list[dict]) -> np.ndarray:
     return np.array([(b - a) / 1e6 for r in results for a, b in zip(r["token_ns"], r["token_ns"][1:])])
 
@@ -243,9 +265,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--decode-ms", type=float, default=20.0, help="the server's time per token")
     parser.add_argument("--no-pin", action="store_true", help="leave the processes where the OS puts them")
+    parser.add_argument("--hold", action="store_true",
+                        help="run both relays under _relay_hold.py: how long each read waited in the relay "
+                             "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
     args = parser.parse_args()
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
-          f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else ""))
+          f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
+          + (" --hold" if args.hold else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "
@@ -256,9 +282,13 @@ def main() -> None:
                                                       decode_per_running_s=0.0, max_num_seqs=args.streams * 2),
                                   cpus=None if cpus["server"] is None else [cpus["server"]])
     ours_port, plain_port = free_port(), free_port()
-    ours = start([sys.executable, "-m", "tokenpace", "proxy", "--upstream", server.url,
+    holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
+             for name, tag in (("tokenpace proxy", "ours"), ("aiohttp pass-through", "plain"))}
+    probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
+    ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
                   "--listen", f"127.0.0.1:{ours_port}"], ours_port)
-    plain = start([sys.executable, str(HERE / "_passthrough.py"), server.url, str(plain_port)], plain_port)
+    plain = start([sys.executable, *probe["aiohttp pass-through"], str(HERE / "_passthrough.py"), server.url,
+                   str(plain_port)], plain_port)
     pids = {"tokenpace proxy": ours.pid, "aiohttp pass-through": plain.pid}
     if cpus["relay"] is not None:
         for pid in pids.values():
@@ -315,6 +345,11 @@ def main() -> None:
           "p99 <= 2 ms, ITL p50 within 2% of direct")
     for line in verdicts:
         print("  " + line)
+    if args.hold:
+        print("\neach relay's own hold per read: from the bytes' arrival in the process to the relay's read of "
+              "them (the event loop's other work in between), ms; CPU time excludes the OS's preemption")
+        for name, path in holds.items():
+            print(f"  {name}: {hold_summary(path)}")
     print("\nwhere each path's tail is:")
     for name, res in results.items():
         print(f"  {name}: {tail_where(res, truth, args.decode_ms)}")
