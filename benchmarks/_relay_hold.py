@@ -13,7 +13,8 @@ machine it says which of the relay's own work the tail reads waited behind.
     python benchmarks/_relay_hold.py OUT.json benchmarks/_passthrough.py URL PORT
 
 OUT.json is written when the relay exits (SIGTERM stops both gracefully): {"cpu_ns": [...],
-"wall_ns": [...]}, one entry per read that returned data (request bodies included: one a request).
+"wall_ns": [...], "at_ns": [...]}, one entry per read that returned data (request bodies
+included: one a request); ``at_ns`` is when the read returned (monotonic).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from time import monotonic_ns, thread_time_ns
 from aiohttp.streams import StreamReader
 
 
-def install() -> tuple[list[int], list[int]]:
+def install() -> tuple[list[int], list[int], list[int]]:
     cpu_holds: list[int] = []
     wall_holds: list[int] = []
+    read_at: list[int] = []
     arrived: dict[int, deque] = {}  # id(reader) -> (cpu, wall) of each piece not yet read
     feed_data = StreamReader.feed_data
     readany = StreamReader.readany
@@ -49,18 +51,19 @@ def install() -> tuple[list[int], list[int]]:
             first_cpu, first_wall = pieces[0]  # readany returns all that is buffered: the oldest waited longest
             cpu_holds.append(cpu - first_cpu)
             wall_holds.append(wall - first_wall)
+            read_at.append(wall)
             pieces.clear()
         return data
 
     StreamReader.feed_data = probed_feed_data
     StreamReader.readany = probed_readany
-    return cpu_holds, wall_holds
+    return cpu_holds, wall_holds, read_at
 
 
 def main() -> None:
     out = Path(sys.argv[1])
     rest = sys.argv[2:]
-    cpu_holds, wall_holds = install()
+    cpu_holds, wall_holds, read_at = install()
     try:
         if rest[0] == "-m":
             sys.argv = [rest[1]] + rest[2:]
@@ -73,7 +76,7 @@ def main() -> None:
     finally:
         import orjson
 
-        out.write_bytes(orjson.dumps({"cpu_ns": cpu_holds, "wall_ns": wall_holds}))
+        out.write_bytes(orjson.dumps({"cpu_ns": cpu_holds, "wall_ns": wall_holds, "at_ns": read_at}))
 
 
 if __name__ == "__main__":

@@ -151,7 +151,17 @@ def hold_summary(path: Path) -> str:
             return "no reads"
         p50, p99, p999 = np.percentile(values, [50, 99, 99.9])
         parts.append(f"{label} p50 {p50:.3f} / p99 {p99:.3f} / p99.9 {p999:.3f} / max {values.max():.3f}")
-    return f"{len(data['cpu_ns'])} reads; " + "; ".join(parts)
+    # Where in a round: rounds are bursts of reads apart by idle gaps; the first and last tenth of
+    # each round's time hold the streams' starts and their ends.
+    at, cpu = np.array(data["at_ns"]), np.array(data["cpu_ns"]) / 1e6
+    part = np.empty(len(at), dtype=object)
+    cuts = [0, *(np.nonzero(np.diff(at) > 500e6)[0] + 1), len(at)]
+    for lo, hi in zip(cuts, cuts[1:]):
+        t = (at[lo:hi] - at[lo]) / max(at[hi - 1] - at[lo], 1)
+        part[lo:hi] = np.where(t < 0.1, "start", np.where(t > 0.9, "end", "middle"))
+    where = ", ".join(f"{name} {np.percentile(cpu[part == name], 99):.3f}" for name in ("start", "middle", "end")
+                      if (part == name).any())
+    return f"{len(data['cpu_ns'])} reads; " + "; ".join(parts) + f"; CPU p99 by tenth of a round: {where}"
 
 
 def itl_ms(results: list[dict]) -> np.ndarray:
