@@ -12,7 +12,9 @@ Two measurements, both against the bare SDK client in the same run:
    record, hand it to the observers: none, a records list, the Prometheus exporter). Each figure is
    given over all calls and over the calls the OS did not preempt (the thread's involuntary context
    switches, read around each call): on a shared, loaded machine the p99 of all calls measures the
-   scheduler, the other the code.
+   scheduler, the other the code. The clients' kept records are emptied after each call (untimed),
+   so that no client's records lengthen the garbage collector's passes over the others' calls; the
+   passes counted during the timing, and what one pass costs in this process, are printed after.
 
     .venv/bin/python benchmarks/instrument_overhead.py
     .venv/bin/python benchmarks/instrument_overhead.py --chunks 500 --calls 3000
@@ -149,16 +151,26 @@ def timer_ns(n: int, clock=time.perf_counter_ns) -> np.ndarray:
     return out
 
 
-def next_ns(n: int, clock=time.perf_counter_ns) -> tuple[np.ndarray, np.ndarray]:
+def next_ns(n: int, clock=time.perf_counter_ns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One ``next()`` on a stream, call by call: a bare iterator's over SDK objects, and the
     instrumented stream's (classify, stamp, check for the injected usage chunk) over the same
-    objects, in alternating blocks of 1000 (so that both see the same machine)."""
+    objects, in alternating blocks of 1000 (so that both see the same machine). Third: which
+    instrumented calls grew the record's per-token lists (Python reallocates a list as it grows:
+    ~28 of 1,000 appends), found on one stream of the same chunks before the timing: every stream
+    grows its lists at the same chunks."""
     from tokenpace.instrumentation.call import RecordFactory
     from tokenpace.instrumentation.streams import InstrumentedStream
 
     chunks = sdk_chunks(1000, usage=False)[1:-1]  # text chunks only: the per-chunk path
     factory = RecordFactory(())
     out = (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
+    recorder = factory.start("chat", True)
+    stream = InstrumentedStream(ListStream(chunks), recorder)
+    sizes = [sys.getsizeof(recorder.record.chunk_ns)]
+    for _ in chunks:
+        next(stream)
+        sizes.append(sys.getsizeof(recorder.record.chunk_ns))
+    grows_at = np.diff(sizes) != 0  # by position in a stream
     for block in range(0, n, 1000):
         for instrumented, times in enumerate(out):
             stream = InstrumentedStream(ListStream(chunks), factory.start("chat", True)) if instrumented else iter(chunks)
@@ -169,7 +181,7 @@ def next_ns(n: int, clock=time.perf_counter_ns) -> tuple[np.ndarray, np.ndarray]
                 step()
                 elapsed = clock() - start
                 times[i] = -elapsed if involuntary_switches() != switches else elapsed
-    return out
+    return out[0], out[1], grows_at[np.arange(n) % len(chunks)]
 
 
 def next_cpu_ns(n: int, instrumented: bool) -> float:
@@ -188,11 +200,13 @@ def next_cpu_ns(n: int, instrumented: bool) -> float:
     return (time.process_time_ns() - start) / (len(streams) * 1000)
 
 
-def request_ns(n: int, clients: list, clock=time.perf_counter_ns, tokens: int = 16) -> list[np.ndarray]:
+def request_ns(n: int, clients: list, kept: list[list], clock=time.perf_counter_ns, tokens: int = 16) -> list[np.ndarray]:
     """A streamed call's own cost, call by call, each client in turn: ``create()`` (the
     instrumented one starts a record, asks for usage, adds X-Request-ID, wraps the stream) plus the
     last ``next()`` (it finishes the record and hands it to the observers); the chunks between are
-    not timed here."""
+    not timed here. ``kept``: the record lists the clients append to, emptied after each call
+    (untimed), so that no client's records pile up and lengthen the garbage collector's passes over
+    the calls of the others: each row measures only its own client."""
     messages = [{"role": "user", "content": "hi"}]
     creates = [client.chat.completions.create for client in clients]
     out = [np.empty(n, dtype=np.int64) for _ in clients]
@@ -214,8 +228,20 @@ def request_ns(n: int, clients: list, clock=time.perf_counter_ns, tokens: int = 
             t3 = clock()
             preempted = involuntary_switches() != switches
             times[i] = -((t1 - t0) + (t3 - t2)) if preempted else (t1 - t0) + (t3 - t2)
+            for records in kept:
+                records.clear()
             switches = involuntary_switches()
     return out
+
+
+def pass_ns(generation: int, runs: int = 5) -> float:
+    """The median time of one garbage-collector pass over ``generation`` (0: young, 2: everything)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter_ns()
+        gc.collect(generation)
+        times.append(time.perf_counter_ns() - start)
+    return statistics.median(times)
 
 
 def involuntary_switches() -> int:
@@ -282,21 +308,43 @@ def wrapper(args: argparse.Namespace) -> None:
     timer = timer_ns(200_000)
     print(f"  the clock itself (perf_counter_ns around nothing): p50 {pct(timer, 50):.0f} ns, "
           f"p99 {pct(timer, 99):.0f} ns (included in every per-call figure below, bare and instrumented)")
-    bare, inst = next_ns(200_000)
+    bare, inst, grew = next_ns(200_000)
     print(line("per chunk, one next() on the stream:", bare, inst))
+    print(f"    of which the {grew.mean():.1%} of calls that grew the per-token lists: instrumented p50 "
+          f"{pct(inst[grew], 50) / 1e3:.2f} / p99 {pct(inst[grew], 99) / 1e3:.2f} µs; the other calls: p50 "
+          f"{pct(inst[~grew], 50) / 1e3:.2f} / p99 {pct(inst[~grew], 99) / 1e3:.2f} µs")
     cpu_bare, cpu_inst = next_cpu_ns(200_000, False), next_cpu_ns(200_000, True)
     print(f"  per chunk, CPU time over 200,000 next() calls: bare {cpu_bare / 1e3:.3f} µs, instrumented "
           f"{cpu_inst / 1e3:.3f} µs; added {(cpu_inst - cpu_bare) / 1e3:.2f} µs a chunk (mean)")
     chunks16 = sdk_chunks(16)
     labels = ("no observer", "records list", "records list + Prometheus (16-token stream: ITL bucketed too)")
+    kept: list[list] = [[], []]
     clients = [FakeClient(chunks16),
                tokenpace.instrument(FakeClient(chunks16), prometheus=False),
-               tokenpace.instrument(FakeClient(chunks16), prometheus=False, records=[]),
-               tokenpace.instrument(FakeClient(chunks16), records=[],
+               tokenpace.instrument(FakeClient(chunks16), prometheus=False, records=kept[0]),
+               tokenpace.instrument(FakeClient(chunks16), records=kept[1],
                                     prometheus=PrometheusExporter(parse_slo("chat")))]
-    times = request_ns(args.requests, clients)
+    gc.collect()
+    collections = sum(g["collections"] for g in gc.get_stats())
+    times = request_ns(args.requests, clients, kept)
+    collections = sum(g["collections"] for g in gc.get_stats()) - collections
     for label, inst in zip(labels, times[1:]):
         print(line(f"per request (create() + the last next()), {label}:", times[0], inst, digits=1))
+    # What the collector contributes: CPython starts a young-generation pass after ~700 more
+    # container objects were allocated than freed. A call whose record is dropped frees all it made,
+    # so these calls start none; in a real process the passes come from what the process keeps, and
+    # each lands on whichever call is running (instrumented or not) at the cost printed here.
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        request_ns(1000, clients[1:2], kept)
+        net = (gc.get_count()[0] - before) / 1000
+    finally:
+        gc.enable()
+    young, full = pass_ns(0), pass_ns(2)
+    print(f"  garbage collector: {collections} passes during the {args.requests * 4:,} calls above; objects it tracks "
+          f"left behind per instrumented call, record dropped: {net:.2f}; one pass in this process now: young "
+          f"generation {young / 1e3:.1f} µs, full {full / 1e3:,.0f} µs ({len(gc.get_objects()):,} objects tracked)")
     print(f"\ntargets: added per chunk <= 2 µs at p99, per request <= 50 µs at p99; "
           f"load average at end: {os.getloadavg()[0]:.2f}")
 

@@ -13,10 +13,14 @@ paths interleaved, ``--rounds`` times. Per token, the delivery delay is the clie
 stamp minus the server's send stamp (one monotonic clock across processes on Linux); a relay's
 added latency is its delay minus direct's at the same percentile; ITL is the client's. The relay's
 CPU time per relayed chunk (from /proc) does not depend on the machine's load; the proxy's own
-``tokenpace_proxy_added_seconds`` histogram is read from its /metrics.
+``tokenpace_proxy_added_seconds`` histogram is read from its /metrics. Each path's slowest 1% of
+tokens are placed: first, middle or last token of their stream, and whether other streams had just
+ended (their end work is what a relay does then). ``--hold`` runs both relays under
+``_relay_hold.py``, which times how long each read waited inside the relay process.
 
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
 """
 
 from __future__ import annotations
@@ -89,6 +93,75 @@ def delays_ms(results: list[dict], truth: dict) -> tuple[np.ndarray, int]:
             values += [(got - t) / 1e6 for got, t in zip(r["token_ns"], sent)]
             matched += 1
     return np.array(values), matched
+
+
+def tail_where(results: list[dict], truth: dict, decode_ms: float) -> str:
+    """Where a path's slowest 1% of tokens are: by position in their stream (first token, last
+    token, the rest) and by whether other streams had just ended (their last token sent within one
+    server step, ``decode_ms``, before this token's send: the moment their end work runs), against
+    the same shares over all tokens. Says where a relay's tail comes from."""
+    rows = []  # (delay ms, send ns, position)
+    ends = []
+    for r in results:
+        sent = truth.get(r["request_id"], [])
+        if r["status"] != 200 or not sent or len(sent) != len(r["token_ns"]):
+            continue
+        ends.append(sent[-1])
+        last = len(sent) - 1
+        for i, (got, t) in enumerate(zip(r["token_ns"], sent)):
+            rows.append(((got - t) / 1e6, t, "first" if i == 0 else "last" if i == last else "middle"))
+    if not rows:
+        return "no tokens matched"
+    ends_sorted = np.sort(np.array(ends))
+    delay = np.array([d for d, _, _ in rows])
+    send = np.array([t for _, t, _ in rows])
+    pos = np.array([p for _, _, p in rows])
+    step_ns = int(decode_ms * 1e6)
+    # streams that ended within one step before this token was sent (its own end not counted)
+    ended = np.searchsorted(ends_sorted, send, side="left") - np.searchsorted(ends_sorted, send - step_ns, side="left")
+    after_ends = ended >= 10
+    tail = delay >= np.percentile(delay, 99)
+
+    def share(mask: np.ndarray, of: np.ndarray) -> str:
+        return f"{(mask & of).sum() / max(of.sum(), 1) * 100:.0f}%"
+
+    everyone = np.ones_like(tail)
+    parts = [f"{name} {share(pos == name, tail)} (of all tokens {share(pos == name, everyone)})"
+             for name in ("first", "middle", "last")]
+    parts.append(f"sent within {decode_ms:g} ms after >= 10 other streams' last tokens {share(after_ends, tail)} "
+                 f"(of all tokens {share(after_ends, everyone)})")
+    by_position = ", ".join(f"{name} {np.percentile(delay[pos == name], 50):.2f} / "
+                            f"{np.percentile(delay[pos == name], 99):.2f}" for name in ("first", "middle", "last"))
+    return (f"delay p50 / p99 by position, ms: {by_position}; slowest 1% ({tail.sum()} tokens, >= "
+            f"{np.percentile(delay, 99):.2f} ms): " + "; ".join(parts))
+
+
+def hold_summary(path: Path) -> str:
+    """p50 / p99 / max of a relay's holds (``_relay_hold.py``'s file), CPU time and wall time."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except OSError:
+        return "no file (the relay did not exit cleanly)"
+    finally:
+        path.unlink(missing_ok=True)
+    parts = []
+    for key, label in (("cpu_ns", "CPU"), ("wall_ns", "wall")):
+        values = np.array(data[key]) / 1e6
+        if not len(values):
+            return "no reads"
+        p50, p99, p999 = np.percentile(values, [50, 99, 99.9])
+        parts.append(f"{label} p50 {p50:.3f} / p99 {p99:.3f} / p99.9 {p999:.3f} / max {values.max():.3f}")
+    # Where in a round: rounds are bursts of reads apart by idle gaps; the first and last tenth of
+    # each round's time hold the streams' starts and their ends.
+    at, cpu = np.array(data["at_ns"]), np.array(data["cpu_ns"]) / 1e6
+    part = np.empty(len(at), dtype=object)
+    cuts = [0, *(np.nonzero(np.diff(at) > 500e6)[0] + 1), len(at)]
+    for lo, hi in zip(cuts, cuts[1:]):
+        t = (at[lo:hi] - at[lo]) / max(at[hi - 1] - at[lo], 1)
+        part[lo:hi] = np.where(t < 0.1, "start", np.where(t > 0.9, "end", "middle"))
+    where = ", ".join(f"{name} {np.percentile(cpu[part == name], 99):.3f}" for name in ("start", "middle", "end")
+                      if (part == name).any())
+    return f"{len(data['cpu_ns'])} reads; " + "; ".join(parts) + f"; CPU p99 by tenth of a round: {where}"
 
 
 def itl_ms(results: list[dict]) -> np.ndarray:
@@ -202,9 +275,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--decode-ms", type=float, default=20.0, help="the server's time per token")
     parser.add_argument("--no-pin", action="store_true", help="leave the processes where the OS puts them")
+    parser.add_argument("--hold", action="store_true",
+                        help="run both relays under _relay_hold.py: how long each read waited in the relay "
+                             "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
     args = parser.parse_args()
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
-          f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else ""))
+          f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
+          + (" --hold" if args.hold else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "
@@ -215,9 +292,13 @@ def main() -> None:
                                                       decode_per_running_s=0.0, max_num_seqs=args.streams * 2),
                                   cpus=None if cpus["server"] is None else [cpus["server"]])
     ours_port, plain_port = free_port(), free_port()
-    ours = start([sys.executable, "-m", "tokenpace", "proxy", "--upstream", server.url,
+    holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
+             for name, tag in (("tokenpace proxy", "ours"), ("aiohttp pass-through", "plain"))}
+    probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
+    ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
                   "--listen", f"127.0.0.1:{ours_port}"], ours_port)
-    plain = start([sys.executable, str(HERE / "_passthrough.py"), server.url, str(plain_port)], plain_port)
+    plain = start([sys.executable, *probe["aiohttp pass-through"], str(HERE / "_passthrough.py"), server.url,
+                   str(plain_port)], plain_port)
     pids = {"tokenpace proxy": ours.pid, "aiohttp pass-through": plain.pid}
     if cpus["relay"] is not None:
         for pid in pids.values():
@@ -274,6 +355,14 @@ def main() -> None:
           "p99 <= 2 ms, ITL p50 within 2% of direct")
     for line in verdicts:
         print("  " + line)
+    if args.hold:
+        print("\neach relay's own hold per read: from the bytes' arrival in the process to the relay's read of "
+              "them (the event loop's other work in between), ms; CPU time excludes the OS's preemption")
+        for name, path in holds.items():
+            print(f"  {name}: {hold_summary(path)}")
+    print("\nwhere each path's tail is:")
+    for name, res in results.items():
+        print(f"  {name}: {tail_where(res, truth, args.decode_ms)}")
     print(f"\ntokenpace proxy's own tokenpace_proxy_added_seconds: {histogram}")
     print("relay CPU per relayed chunk (process CPU time / chunks; far less load-dependent than latency): " + "; ".join(
         f"{name} {seconds / chunks * 1e6:.1f} µs" for name, seconds in cpu.items())

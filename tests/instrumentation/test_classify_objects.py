@@ -7,7 +7,7 @@ import pytest
 from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from tokenpace.client.chunk_objects import classify_chunk_object, classify_response_object
+from tokenpace.client.chunk_objects import classify_chunk_object, classify_response_object, text_chars
 from tokenpace.client.chunks import classify_chunk, classify_response
 
 BASE = {"id": "c", "created": 1, "model": "m"}
@@ -44,3 +44,36 @@ def test_whole_responses():
     assert _fields(classify_response_object(ChatCompletion.model_validate(chat))) == _fields(classify_response(chat))
     assert _fields(classify_response_object(Completion.model_validate(legacy))) == _fields(classify_response(legacy))
     assert classify_response_object(ChatCompletion.model_validate(chat)).usage["prompt_tokens_details"]["cached_tokens"] == 8
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_the_common_chunks_short_path_takes_only_text(chunk):
+    """``text_chars`` (the stream wrapper's short path) answers only for a chunk that carries text and
+    nothing else, with the JSON classifier's length; every other chunk goes the general way (-1)."""
+    obj = ChatCompletionChunk.model_validate({**BASE, "object": "chat.completion.chunk", **chunk})
+    info = classify_chunk(chunk)
+    text_only = (info.reasoning_chars == info.tool_call_chars == 0 and not info.has_tool_call and info.usage is None
+                 and info.finish_reason is None and len(chunk["choices"]) == 1 and "content" in chunk["choices"][0]["delta"])
+    assert text_chars(obj) == (info.content_chars if text_only else -1)
+    assert text_chars(chunk) == text_chars(obj)  # a dict chunk the same
+
+
+def test_short_path_and_general_path_make_the_same_record():
+    """A stream of every kind of chunk through the wrapper's per-chunk path (the short path for text,
+    ``Progress.add`` for the rest) gives the record ``Progress.add`` alone gives."""
+    from tokenpace.client.progress import Progress
+    from tokenpace.record import RequestRecord
+
+    kinds = CHUNKS[:6] + [{"choices": [{"index": 0, "delta": {"content": "lo!"}}]}] * 3 + CHUNKS[6:]
+    objs = [ChatCompletionChunk.model_validate({**BASE, "object": "chat.completion.chunk", **c}) for c in kinds]
+    short, general = RequestRecord(request_id="a", index=0), RequestRecord(request_id="a", index=0)
+    p_short, p_general = Progress(), Progress()
+    for now, (obj, chunk) in enumerate(zip(objs, kinds), start=1):
+        chars = text_chars(obj)
+        if chars > 0:
+            p_short.add_text(short, chars, now)
+        else:
+            p_short.add(short, classify_chunk_object(obj), now)
+        p_general.add(general, classify_chunk(chunk), now)
+    assert short == general and p_short.weights == p_general.weights == [3, 5, 3, 5, 3, 3, 3]
+    assert (short.first_token_ns, short.first_content_ns, short.first_reasoning_ns, short.last_token_ns) == (3, 3, 4, 9)

@@ -58,36 +58,70 @@ _TEXT_ONLY: dict[int, ChunkInfo] = {}
 _TEXT_ONLY_MAX = 4096
 
 
-def _text_only(top: dict[str, Any], part: str) -> ChunkInfo | None:
-    """The shared ChunkInfo when the chunk (its fields: ``top``) is the common one, else None (the
-    general path decides). Pydantic v2 keeps declared fields in ``__dict__``; dicts are their own."""
+def text_chars(obj: Any) -> int:
+    """The text's length when a streamed chunk is the common one (one choice whose delta holds only
+    text; no usage, no finish reason, nothing else), else -1: the general path decides. It runs
+    once a chunk, so the SDK's objects are read flat: pydantic v2 keeps every declared field in
+    ``__dict__`` (subscripts, no ``get``) and undeclared ones (``reasoning_content``) in
+    ``__pydantic_extra__``; anything else (a dict, a field missing) takes ``_text_chars_of``."""
+    try:
+        top = obj.__dict__
+        choices = top["choices"]
+        if len(choices) != 1 or top["usage"] is not None:
+            return -1
+        fields = choices[0].__dict__
+        if fields["finish_reason"] is not None:
+            return -1
+        delta_obj = fields["delta"]
+        delta = delta_obj.__dict__
+        content = delta["content"]
+        if type(content) is not str or delta["tool_calls"] or delta_obj.__pydantic_extra__:
+            return -1
+        return len(content)
+    except (AttributeError, KeyError, TypeError):
+        return _text_chars_of(obj)
+
+
+def _text_chars_of(obj: Any) -> int:
+    """``text_chars`` for dicts and objects that are not the SDK's pydantic models."""
+    top = obj if type(obj) is dict else getattr(obj, "__dict__", None)
+    if top is None:
+        return -1
     choices = top.get("choices")
     if not choices or len(choices) != 1 or top.get("usage") is not None:
-        return None
+        return -1
     choice = choices[0]
     fields = choice if type(choice) is dict else getattr(choice, "__dict__", None)
     if fields is None or fields.get("finish_reason") is not None or fields.get("text") is not None:
-        return None
-    delta_obj = fields.get(part)
+        return -1
+    delta_obj = fields.get("delta")
     delta = delta_obj if type(delta_obj) is dict else getattr(delta_obj, "__dict__", None)
     if delta is None:
-        return None
+        return -1
     content = delta.get("content")
     if type(content) is not str or delta.get("tool_calls") or delta.get("reasoning_content") is not None \
             or delta.get("reasoning") is not None or getattr(delta_obj, "__pydantic_extra__", None):
+        return -1
+    return len(content)
+
+
+def _text_only(obj: Any) -> ChunkInfo | None:
+    """The shared ChunkInfo of the common chunk, else None."""
+    chars = text_chars(obj)
+    if chars < 0:
         return None
-    info = _TEXT_ONLY.get(len(content))
-    if info is None and len(content) <= _TEXT_ONLY_MAX:
-        info = _TEXT_ONLY[len(content)] = ChunkInfo(len(content))
+    info = _TEXT_ONLY.get(chars)
+    if info is None and chars <= _TEXT_ONLY_MAX:
+        info = _TEXT_ONLY[chars] = ChunkInfo(chars)
     return info
 
 
 def _classify(obj: Any, part: str) -> ChunkInfo:
-    top = _fields(obj)
     if part == "delta":
-        info = _text_only(top, part)
+        info = _text_only(obj)
         if info is not None:
             return info
+    top = _fields(obj)
     content_chars = reasoning_chars = tool_call_chars = 0
     has_tool_call = False
     finish_reason = None

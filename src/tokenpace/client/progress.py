@@ -84,6 +84,16 @@ class Progress:
         if info.finish_reason is not None:
             record.finish_reason = info.finish_reason
 
+    def add_text(self, record: RequestRecord, chars: int, now_ns: int) -> None:
+        """``add`` for the common chunk, text only (``chars`` > 0, nothing else): after the first
+        text, all it changes is the last token's time and the per-token lists."""
+        if record.first_content_ns is None:
+            self.add(record, ChunkInfo(chars), now_ns)
+            return
+        record.last_token_ns = now_ns
+        record.chunk_ns.append(now_ns)
+        self.weights.append(chars)
+
     def tokens_so_far(self) -> int:
         """Output tokens received: the server's latest cumulative count, else one per token chunk."""
         return max(cumulative for _, cumulative in self.usage_marks) if self.usage_marks else len(self.weights)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from time import monotonic_ns
 from typing import Any
 
-from tokenpace.client.chunk_objects import classify_chunk_object
+from tokenpace.client.chunk_objects import classify_chunk_object, text_chars
 
 from .call import CallRecorder, classify_exception
 
@@ -53,9 +53,13 @@ class InstrumentedStream:
                 _on_error(recorder, exc)
                 raise
             now = monotonic_ns()
-            info = classify_chunk_object(chunk)
             progress = recorder.progress  # CallRecorder.chunk, inlined: this runs once a chunk
             progress.last_read_ns = now
+            chars = text_chars(chunk)
+            if chars > 0:  # the common chunk, text only: no ChunkInfo, no usage to look for
+                progress.add_text(recorder.record, chars, now)
+                return chunk
+            info = classify_chunk_object(chunk)
             progress.add(recorder.record, info, now)
             if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):
                 return chunk
@@ -107,9 +111,13 @@ class InstrumentedAsyncStream:
                 _on_error(recorder, exc)
                 raise
             now = monotonic_ns()
-            info = classify_chunk_object(chunk)
             progress = recorder.progress  # CallRecorder.chunk, inlined: this runs once a chunk
             progress.last_read_ns = now
+            chars = text_chars(chunk)
+            if chars > 0:  # the common chunk, text only: no ChunkInfo, no usage to look for
+                progress.add_text(recorder.record, chars, now)
+                return chunk
+            info = classify_chunk_object(chunk)
             progress.add(recorder.record, info, now)
             if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):
                 return chunk

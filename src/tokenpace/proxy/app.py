@@ -15,6 +15,7 @@ from tokenpace.metrics.slo import parse_slo
 from tokenpace.record import RequestRecord
 
 from .config import ProxyConfig
+from .finisher import Finisher
 from .relay import GENERATION_PATHS, Timing, forward_headers, relay_generation, response_headers
 
 _STATE = web.AppKey("tokenpace_proxy", object)
@@ -40,6 +41,7 @@ class ProxyState:
             from tokenpace.advise.hashchain import PromptHasher
 
             self.hasher = PromptHasher(config.hash_salt, block=config.hash_block, tokenizer=config.tokenizer)
+        self.finisher = Finisher()  # each request's end work, behind the relay
         self.session: aiohttp.ClientSession | None = None
         self.total = 0
         self.in_flight = 0
@@ -71,8 +73,10 @@ def create_app(config: ProxyConfig) -> web.Application:
         state.session = aiohttp.ClientSession(connector=connector, auto_decompress=True,
                                               timeout=aiohttp.ClientTimeout(total=config.upstream_timeout_s),
                                               skip_auto_headers=("User-Agent",))
+        state.finisher.start()
 
     async def on_cleanup(_app: web.Application) -> None:
+        await state.finisher.close()  # every record queued is written before the sink closes
         if state.session is not None:
             await state.session.close()
         if state.sink is not None:
@@ -107,7 +111,8 @@ async def _route(request: web.Request) -> web.StreamResponse:
         state.in_flight += 1
         state.in_flight_gauge.inc()
         try:
-            return await relay_generation(request, state.session, url, api, state.record_done, state.hasher)
+            return await relay_generation(request, state.session, url, api, state.record_done, state.hasher,
+                                          state.finisher.defer)
         finally:
             state.in_flight -= 1
             state.in_flight_gauge.dec()

@@ -1,6 +1,8 @@
 """One request through the proxy: forwarded upstream, the answer relayed to the client read by read
-(never buffered: each read is written before it is parsed; reads are parsed in batches), and measured on the way into the same
-``RequestRecord`` the bench client fills, with the bench client's own parsing and stamping.
+(never buffered: each read is written before it is parsed; reads are parsed in batches), and measured
+on the way into the same ``RequestRecord`` the bench client fills, with the bench client's own
+parsing and stamping. A request's end work (its last reads parsed, the record finished and handed to
+``record_done``) runs once the client has the whole answer, behind the relay (``finisher.py``).
 
 Stamps are the proxy's: ``sent_ns`` when the request reached the proxy, each chunk when it arrived
 from upstream. What the proxy changes: hop-by-hop headers are dropped, ``Accept-Encoding`` is not
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
+from collections.abc import Callable
 from time import monotonic_ns
 from typing import Any
 
@@ -73,11 +76,14 @@ class Timing:
 
 
 async def relay_generation(request: web.Request, session: aiohttp.ClientSession, url: str, api: str,
-                           record_done: Any, hasher: Any = None) -> web.StreamResponse:
+                           record_done: Any, hasher: Any = None,
+                           defer: Callable[[Callable[[], object]], None] | None = None) -> web.StreamResponse:
     """Forward one generation request and relay its answer; ``record_done(record, timing)`` once.
 
     ``hasher`` (advise.hashchain.PromptHasher): the record gets the prompt's hash chain, computed
-    when the answer has been relayed, so that it never delays this request (about 0.7 µs a block)."""
+    when the answer has been relayed, so that it never delays this request (about 0.7 µs a block).
+    ``defer`` (``Finisher.defer``): where the end work goes once the client has its whole answer (the
+    last parse, finishing the record, ``record_done``); without it, that work runs before returning."""
     timing = Timing(monotonic_ns())
     body = await request.read()
     headers = forward_headers(request.headers)
@@ -90,25 +96,32 @@ async def relay_generation(request: web.Request, session: aiohttp.ClientSession,
     progress = Progress(streaming=record.stream, secrets=(secret,) if secret else ())
     progress.last_read_ns = timing.received_ns
     resp: web.StreamResponse | None = None
+    tail: Unparsed | None = None
     try:
-        timing.upstream_sent_ns = monotonic_ns()
-        async with session.post(url, data=body, headers=headers) as upstream:
-            headers_at = monotonic_ns()
-            progress.response_seen = True
-            record.http_status = upstream.status
-            out_headers = response_headers(upstream.headers)
-            if upstream.status >= 400:
-                resp = await _relay_error(request, upstream, out_headers, record, progress)
-            elif upstream.content_type == "text/event-stream":
-                resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=out_headers)
-                await resp.prepare(request)
-                timing.added_ns = (timing.upstream_sent_ns - timing.received_ns) + (monotonic_ns() - headers_at)
-                await _relay_stream(resp, upstream, record, progress, timing)
-            else:
-                resp = await _relay_whole(request, upstream, out_headers, record, progress, headers_at, timing)
+        try:
+            timing.upstream_sent_ns = monotonic_ns()
+            async with session.post(url, data=body, headers=headers) as upstream:
+                headers_at = monotonic_ns()
+                progress.response_seen = True
+                record.http_status = upstream.status
+                out_headers = response_headers(upstream.headers)
+                if upstream.status >= 400:
+                    resp = await _relay_error(request, upstream, out_headers, record, progress)
+                elif upstream.content_type == "text/event-stream":
+                    resp = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=out_headers)
+                    await resp.prepare(request)
+                    timing.added_ns = (timing.upstream_sent_ns - timing.received_ns) + (monotonic_ns() - headers_at)
+                    tail = Unparsed()
+                    await _relay_stream(resp, upstream, record, progress, timing, tail)
+                else:
+                    resp = await _relay_whole(request, upstream, out_headers, record, progress, headers_at, timing)
+        except BaseException:  # a failure after the whole answer: what arrived is measured first
+            if tail is not None:
+                tail.end(record, progress)
+            raise
     except asyncio.CancelledError:
         progress.fail("cancelled", "client_disconnected", None, monotonic_ns())
-        _finish(record, progress, timing, record_done, hasher, prompt)
+        _hand_over(defer, record, progress, timing, record_done, hasher, prompt, tail)
         raise
     except ClientGone:  # leaving the `async with` closed the upstream request: the engine stops too
         progress.fail("cancelled", "client_disconnected", None, monotonic_ns())
@@ -129,7 +142,7 @@ async def relay_generation(request: web.Request, session: aiohttp.ClientSession,
             _cut(request)
         else:
             resp = _error_response(504 if kind == "total_timeout" else 502, f"tokenpace proxy: {kind}")
-    _finish(record, progress, timing, record_done, hasher, prompt)
+    _hand_over(defer, record, progress, timing, record_done, hasher, prompt, tail)
     return resp
 
 
@@ -156,51 +169,64 @@ def _bearer(value: str | None) -> str | None:
     return value.split(None, 1)[1] if value.lower().startswith("bearer ") and " " in value else value
 
 
+class Unparsed:
+    """A stream's reads relayed and stamped but not parsed yet, with its parser: what is left to
+    measure. ``measuring`` is false once the measurement has ended ([DONE], an error in the stream);
+    ``eof_ns`` is when the upstream's answer ended (0: not seen)."""
+
+    __slots__ = ("parser", "pending", "measuring", "eof_ns")
+
+    def __init__(self) -> None:
+        self.parser = SSEParser(strict=True)
+        self.pending: list[tuple[int, bytes]] = []
+        self.measuring = True
+        self.eof_ns = 0
+
+    def flush(self, record: RequestRecord, progress: Progress) -> None:
+        if self.measuring and self.pending:
+            self.measuring = _measure(self.pending, self.parser, record, progress)
+
+    def end(self, record: RequestRecord, progress: Progress) -> None:
+        """Parse what is left; if the answer ended without [DONE], the stream's end is judged."""
+        self.flush(record, progress)
+        if self.measuring and self.eof_ns:
+            self.measuring = False
+            stream_ended(self.parser, record, progress, self.eof_ns)
+
+
 async def _relay_stream(resp: web.StreamResponse, upstream: aiohttp.ClientResponse, record: RequestRecord,
-                        progress: Progress, timing: Timing) -> None:
-    parser = SSEParser(strict=True)
+                        progress: Progress, timing: Timing, tail: Unparsed) -> None:
+    """Relay until the upstream's answer ends. What is left unparsed stays in ``tail``, parsed by
+    ``tail.end`` once the client has the whole answer, or, on a failure, before it is recorded."""
+    parser = tail.parser
     read = upstream.content.readany
     write = resp.write
-    pending: list[tuple[int, bytes]] = []  # reads relayed and stamped, not yet parsed
-    measuring = True  # false once the measurement has ended ([DONE], an error in the stream): relaying goes on
+    pending = tail.pending  # reads relayed and stamped, not yet parsed
     first = True
     # Streams that move in step (one engine step sends a chunk to each) would otherwise all parse at
     # the same reads: the first batch's size is staggered across streams, and a batch is parsed only
     # after the loop has relayed what else arrived with it.
     batch = next(_STAGGER) % PARSE_BATCH + 1
-    eof_ns = 0
-    try:
-        while True:
-            data = await read()
-            now = monotonic_ns()
-            if not data:
-                eof_ns = now
-                break
-            try:
-                await write(data)  # relay first, measure after: the client never waits for the parse
-            except (ConnectionError, RuntimeError) as exc:  # aiohttp: "Cannot write to closing transport"
-                raise ClientGone from exc
-            if first:
-                timing.added_ns += monotonic_ns() - now
-                first = False
-            if measuring:
-                pending.append((now, data))
-                if len(pending) >= batch:
-                    batch = PARSE_BATCH
-                    await asyncio.sleep(0)  # behind the other streams' reads that are ready now
-                    measuring = _measure(pending, parser, record, progress)
-    except BaseException:  # what arrived before a failure is measured before the failure is recorded
-        if measuring and pending:
-            _measure(pending, parser, record, progress)
-        raise
-    try:  # the client has the whole answer before this stream's end work, done behind the other streams' reads
-        await resp.write_eof()
-        await asyncio.sleep(0)
-    finally:
-        if measuring and pending:
-            measuring = _measure(pending, parser, record, progress)
-        if measuring:
-            stream_ended(parser, record, progress, eof_ns)
+    while True:
+        data = await read()
+        now = monotonic_ns()
+        if not data:
+            tail.eof_ns = now
+            break
+        try:
+            await write(data)  # relay first, measure after: the client never waits for the parse
+        except (ConnectionError, RuntimeError) as exc:  # aiohttp: "Cannot write to closing transport"
+            raise ClientGone from exc
+        if first:
+            timing.added_ns += monotonic_ns() - now
+            first = False
+        if tail.measuring:
+            pending.append((now, data))
+            if len(pending) >= batch:
+                batch = PARSE_BATCH
+                await asyncio.sleep(0)  # behind the other streams' reads that are ready now
+                tail.measuring = _measure(pending, parser, record, progress)
+    await resp.write_eof()
 
 
 def _measure(pending: list[tuple[int, bytes]], parser: SSEParser, record: RequestRecord, progress: Progress) -> bool:
@@ -267,8 +293,23 @@ def _error_response(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=body, content_type="application/json")
 
 
+def _hand_over(defer: Callable[[Callable[[], object]], None] | None, record: RequestRecord, progress: Progress,
+               timing: Timing, record_done: Any, hasher: Any, prompt: dict[str, Any] | None,
+               tail: Unparsed | None) -> None:
+    """The request's end work, to ``defer`` (behind the relay) or now."""
+    def finish() -> None:
+        _finish(record, progress, timing, record_done, hasher, prompt, tail)
+
+    if defer is None:
+        finish()
+    else:
+        defer(finish)
+
+
 def _finish(record: RequestRecord, progress: Progress, timing: Timing, record_done: Any, hasher: Any,
-            prompt: dict[str, Any] | None) -> None:
+            prompt: dict[str, Any] | None, tail: Unparsed | None) -> None:
+    if tail is not None:
+        tail.end(record, progress)
     finish_record(record, progress)
     if prompt is not None:
         record.prompt_hash_chain = hasher(prompt)
