@@ -130,15 +130,36 @@ class RecordTable:
         if mask.all():
             return self
         if self.chunk_source is not None:
-            return self.load_chunks().take(mask)
-        chunk_mask = np.repeat(mask, self.chunk_count)
+            chunk_ns, chunk_tokens = self._gather_chunks(np.flatnonzero(mask))
+        else:
+            chunk_mask = np.repeat(mask, self.chunk_count)
+            chunk_ns, chunk_tokens = self.chunk_ns[chunk_mask], self.chunk_tokens[chunk_mask]
         return RecordTable(
             ints={k: v[mask] for k, v in self.ints.items()},
             bools={k: v[mask] for k, v in self.bools.items()},
             floats={k: v[mask] for k, v in self.floats.items()},
             texts={k: v[mask] for k, v in self.texts.items()},
-            chunk_count=self.chunk_count[mask], chunk_ns=self.chunk_ns[chunk_mask],
-            chunk_tokens=self.chunk_tokens[chunk_mask])
+            chunk_count=self.chunk_count[mask], chunk_ns=chunk_ns, chunk_tokens=chunk_tokens)
+
+    def _gather_chunks(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The chunks of the records ``rows`` (ascending indices) from ``chunk_source``: only their
+        slices are read from each part (an even subsample of a run on disk touches a few pages of
+        each part, not every chunk)."""
+        ns_parts, token_parts = [np.zeros(0, np.int64)], [np.zeros(0, np.int32)]
+        for first, counts, ns, tokens in self.chunk_source():
+            lo, hi = np.searchsorted(rows, [first, first + counts.size])
+            if lo == hi:
+                continue
+            local = rows[lo:hi] - first
+            lengths = counts[local]
+            starts = np.zeros(counts.size + 1, dtype=np.int64)
+            np.cumsum(counts, out=starts[1:])
+            before = np.zeros(local.size, dtype=np.int64)
+            np.cumsum(lengths[:-1], out=before[1:])
+            at = np.repeat(starts[local] - before, lengths) + np.arange(int(lengths.sum()))
+            ns_parts.append(np.asarray(ns[at]))
+            token_parts.append(np.asarray(tokens[at]))
+        return np.concatenate(ns_parts), np.concatenate(token_parts)
 
     def records_only(self, mask: np.ndarray) -> RecordTable:
         """The per-record columns (``chunk_count`` included) of the records where ``mask`` is set,

@@ -79,10 +79,13 @@ class TableChunks:
             return out
         width_ns, last_ns = float(edges_s[1] - edges_s[0]) * 1e9, float(edges_s[-1]) * 1e9
 
-        def add(ns: np.ndarray, tokens: np.ndarray | None) -> None:
+        def slot_of(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             since = ns - origin_ns
-            slot = np.minimum((since / width_ns).astype(np.int64), bins - 1)
-            valid = (since >= 0) & (since <= last_ns)
+            return (np.minimum((since / width_ns).astype(np.int64), bins - 1),
+                    (since >= 0) & (since <= last_ns))
+
+        def add(ns: np.ndarray, tokens: np.ndarray | None) -> None:
+            slot, valid = slot_of(ns)
             weights = None if tokens is None else tokens[valid]
             out[:] += np.bincount(slot[valid], weights=weights, minlength=bins)[:bins]
 
@@ -90,17 +93,47 @@ class TableChunks:
             rows = self.rows[row:row + counts.size]
             if not rows.all():
                 keep = np.repeat(rows, counts)
-                ns, tokens = ns[keep], tokens[keep]
-            if ns.size:
-                add(ns, None if (tokens == 1).all() else tokens)
+                ns, tokens, counts = ns[keep], tokens[keep], counts[rows]
+            if not ns.size:
+                continue
+            # A record's chunks mostly fall in one bin (a bin is 1/60 of the run): such a record adds
+            # its tokens to that bin at once, judged by its earliest and latest chunk (the slot is
+            # monotone in the time); only the chunks of records that straddle a bin edge are binned
+            # one by one.
+            offsets = _offsets(counts)
+            chunked = counts > 0
+            starts = offsets[:-1][chunked]
+            (low, low_valid), (high, high_valid) = (slot_of(np.minimum.reduceat(ns, starts)),
+                                                    slot_of(np.maximum.reduceat(ns, starts)))
+            whole = low_valid & high_valid & (low == high)
+            one_token = bool((tokens == 1).all())
+            sums = counts[chunked] if one_token else _segment_sums(tokens, offsets)[chunked]
+            out[:] += np.bincount(low[whole], weights=sums[whole], minlength=bins)[:bins]
+            if not whole.all():
+                straddle = np.zeros(counts.size, dtype=bool)
+                straddle[np.flatnonzero(chunked)[~whole]] = True
+                keep = np.repeat(straddle, counts)
+                add(ns[keep], None if one_token else tokens[keep])
         if self.one.any():
             add(self.one_ns[self.one], self.one_tokens[self.one])
         return out
 
-    def chunk_table(self) -> ChunkTable:
-        """Every chunk of the selected rows in one ``ChunkTable`` (small tables: tests, reports)."""
-        table = self.table.load_chunks().take(self.rows)
-        real, one = table.chunk_count > 0, self.one
+    def chunk_table(self, subset: np.ndarray | None = None) -> ChunkTable:
+        """Every chunk of the selected rows (of those set in ``subset``, a mask over them, when
+        given) in one ``ChunkTable``: small tables (tests) or a few rows of a large one (reports).
+        Only those rows' chunks are read."""
+        rows, one, one_ns, one_tokens = self.rows, self.one, self.one_ns, self.one_tokens
+        if subset is not None:
+            rows = np.zeros_like(self.rows)
+            rows[np.flatnonzero(self.rows)[subset]] = True
+            one = one[subset]
+            if one.any():
+                one_ns, one_tokens = one_ns[subset], one_tokens[subset]
+        table = self.table.take(rows)
+        if not one.any():  # every chunk is a real one: the table's own arrays
+            record = np.repeat(np.arange(len(table), dtype=np.int64), table.chunk_count)
+            return ChunkTable(record, table.chunk_ns, table.chunk_tokens.astype(np.int64))
+        real = table.chunk_count > 0
         rows = table.chunk_count + one
         n = len(table)
         record = np.repeat(np.arange(n, dtype=np.int64), rows)
@@ -108,7 +141,7 @@ class TableChunks:
         ns = np.empty(record.size, dtype=np.int64)
         tokens = np.empty(record.size, dtype=np.int64)
         ns[from_real], tokens[from_real] = table.chunk_ns, table.chunk_tokens
-        ns[~from_real], tokens[~from_real] = self.one_ns[one], self.one_tokens[one]
+        ns[~from_real], tokens[~from_real] = one_ns[one], one_tokens[one]
         return ChunkTable(record, ns, tokens)
 
     def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None):

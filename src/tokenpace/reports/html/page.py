@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 
 from tokenpace._version import __version__
@@ -95,11 +96,11 @@ def _distributions(data: RunData, summary: dict[str, Any]) -> str:
     samples, limits = latency_samples_ms(data.records), _limits(summary)
     figures = []
     for metric in DISTRIBUTION_METRICS:
-        values = samples[metric]
+        values = np.sort(samples[metric])  # once, for the CDF's points, quantiles and range
         if values.size == 0:
             figures.append(f'<p data-missing="{metric}">No {metric.upper()} samples.</p>')
             continue
-        figures.append(plot(f"cdf-{metric}", plots.cdf_svg(metric, values, limits.get(metric))))
+        figures.append(plot(f"cdf-{metric}", plots.cdf_svg(metric, values, limits.get(metric), ascending=True)))
         figures.append(plot(f"hist-{metric}", plots.histogram_svg(metric, values, limits.get(metric))))
     sampled = ""
     if "itl_requests" in samples and samples["itl_requests"][0] < samples["itl_requests"][1]:
