@@ -14,13 +14,19 @@ as ``ChunkTable`` gives for the same records (a property test holds them to it).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from tokenpace.metrics.chunks import ChunkTable
+from tokenpace.metrics.order_stats import BlockDescriber
+from tokenpace.metrics.stats import describe
 from tokenpace.metrics.window import Window
 from tokenpace.recordtable import RecordTable
 
 _NS_PER_MS = 1e6
+# Above this many chunks the summary describes pooled samples block by block (``pooled_stats``).
+HELD_SAMPLES = 1 << 22
 
 
 def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -144,9 +150,35 @@ class TableChunks:
         ns[~from_real], tokens[~from_real] = one_ns[one], one_tokens[one]
         return ChunkTable(record, ns, tokens)
 
-    def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None):
+    def pooled_stats(self, record_mask: np.ndarray, window: Window | None = None
+                     ) -> tuple[dict | None, dict | None]:
+        """``stats.describe`` of ``pooled(record_mask)``'s ITL and chunk gaps (and the token sums of
+        ``window`` in the same pass). Up to ``HELD_SAMPLES`` chunks the samples are held and
+        described; above, ``order_stats`` describes them block by block in two passes, so the
+        summary's memory does not grow with the run (8 bytes a token otherwise)."""
+        full = np.zeros(len(self.table), dtype=bool)
+        full[self.rows] = record_mask
+        if int(self.table.chunk_count[full].sum()) <= HELD_SAMPLES:
+            itl, gaps = self.scan(window=window, itl_mask=record_mask)
+            same = gaps is itl
+            itl_stats = describe(itl, owned=True)
+            return itl_stats, _copy(itl_stats) if same else describe(gaps, owned=True)
+        described = self.scan(window=window, itl_mask=record_mask, described=True)
+        return described.finish(self._gap_blocks(full))
+
+    def _gap_blocks(self, full: np.ndarray):
+        for row, counts, ns, tokens in self.table.chunk_blocks():
+            keep = full[row:row + counts.size]
+            if keep.any():
+                found = _block_gaps(keep, counts, _offsets(counts), ns, tokens, bool((tokens == 1).all()))
+                if found is not None:
+                    yield found
+
+    def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None,
+             described: bool = False):
         """One pass over the chunk blocks: the token sums (and those of ``window``), and the pooled
-        samples of the rows in ``itl_mask`` when given (returned)."""
+        samples of the rows in ``itl_mask`` when given (returned; ``described``: pass 1 of their
+        description instead, a ``_Described``)."""
         table, rows = self.table, self.rows
         n_all = len(table)
         total = np.zeros(n_all, dtype=np.int64)
@@ -156,7 +188,7 @@ class TableChunks:
         if itl_mask is not None:
             full = np.zeros(n_all, dtype=bool)
             full[rows] = itl_mask
-            pooled = _Pooled(int(table.chunk_count[full].sum()))
+            pooled = _Described() if described else _Pooled(int(table.chunk_count[full].sum()))
         for row, counts, ns, tokens in table.chunk_blocks():
             offsets = _offsets(counts)
             end = row + counts.size
@@ -184,7 +216,7 @@ class TableChunks:
             in_window = np.where(inside_one, self.one_tokens, done[rows]).astype(np.float64)
             carrying = np.where(inside_one, np.maximum(self.one_tokens, 0), carried[rows]).astype(np.float64)
             self._sums[(window.start_ns, window.end_ns)] = (totals, in_window, carrying)
-        return None if pooled is None else pooled.result()
+        return pooled if described or pooled is None else pooled.result()
 
 
 class _Pooled:
@@ -198,31 +230,91 @@ class _Pooled:
 
     def add(self, keep_rows: np.ndarray, counts: np.ndarray, offsets: np.ndarray, ns: np.ndarray,
             tokens: np.ndarray, one_token: bool) -> None:
-        carrying = tokens > 0
-        if not carrying.all():  # gaps run between token-carrying chunks only
-            ns, tokens = ns[carrying], tokens[carrying]
-            counts = _segment_sums(carrying, offsets)
-            offsets = _offsets(counts)
-        if ns.size < 2:
+        found = _block_gaps(keep_rows, counts, offsets, ns, tokens, one_token)
+        if found is None:
             return
-        keep = np.repeat(keep_rows, counts)[1:]  # the later chunk of each gap is of a row asked for
-        starts = offsets[1:-1]
-        starts = starts[(starts > 0) & (starts < ns.size)]
-        keep[starts - 1] = False  # and not the first chunk of its row
-        gaps_ns = np.diff(ns)[keep]
+        gaps_ns, later = found
         at = self.size
         self.size += gaps_ns.size
         gaps = self.gaps[at:self.size]
         np.divide(gaps_ns, _NS_PER_MS, out=gaps)
-        later = None if one_token else tokens[1:][keep]
-        if later is not None and (later != 1).any() and self.itl_parts is None:
+        if later is not None and self.itl_parts is None:
             self.itl_parts = [self.gaps[:at]]  # every earlier sample was one token's
         if self.itl_parts is not None:
-            self.itl_parts.append(gaps if later is None or (later == 1).all()
-                                  else np.repeat(gaps_ns / later / _NS_PER_MS, later))
+            self.itl_parts.append(gaps if later is None else _itl_ms(gaps_ns, later))
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         gaps = self.gaps[:self.size]
         if self.itl_parts is None:
             return gaps, gaps
         return np.concatenate(self.itl_parts), gaps
+
+
+def _block_gaps(keep_rows: np.ndarray, counts: np.ndarray, offsets: np.ndarray, ns: np.ndarray,
+                tokens: np.ndarray, one_token: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The gaps (int64 ns) between consecutive token-carrying chunks of the rows of one block set
+    in ``keep_rows``, and the tokens of each gap's later chunk (None when each carries one); None
+    when the block has no gap."""
+    carrying = tokens > 0
+    if not carrying.all():  # gaps run between token-carrying chunks only
+        ns, tokens = ns[carrying], tokens[carrying]
+        counts = _segment_sums(carrying, offsets)
+        offsets = _offsets(counts)
+    if ns.size < 2:
+        return None
+    keep = np.repeat(keep_rows, counts)[1:]  # the later chunk of each gap is of a row asked for
+    starts = offsets[1:-1]
+    starts = starts[(starts > 0) & (starts < ns.size)]
+    keep[starts - 1] = False  # and not the first chunk of its row
+    gaps_ns = np.diff(ns)[keep]
+    later = None if one_token else tokens[1:][keep]
+    return gaps_ns, None if later is None or (later == 1).all() else later
+
+
+def _itl_ms(gaps_ns: np.ndarray, later: np.ndarray) -> np.ndarray:
+    """One ITL sample per token of each gap's later chunk: the gap divided evenly over them."""
+    return np.repeat(gaps_ns / later / _NS_PER_MS, later)
+
+
+class _Described:
+    """The pooled ITL and chunk-gap samples described (``order_stats.BlockDescriber``) instead of
+    held: pass 1 during the scan, pass 2 over the same blocks again (``TableChunks._gap_blocks``).
+    The chunk gaps get their own describer only from the first block whose ITL differs from them
+    (a chunk of several tokens); until then the two were the same samples, and the describer is
+    copied at that point."""
+
+    def __init__(self) -> None:
+        self.itl = BlockDescriber()
+        self.gaps: BlockDescriber | None = None
+
+    def add(self, keep_rows, counts, offsets, ns, tokens, one_token) -> None:
+        found = _block_gaps(keep_rows, counts, offsets, ns, tokens, one_token)
+        if found is not None:
+            self.count(*found)
+
+    def count(self, gaps_ns: np.ndarray, later: np.ndarray | None) -> None:
+        gaps = gaps_ns / _NS_PER_MS
+        if later is not None and self.gaps is None:
+            self.gaps = copy.deepcopy(self.itl)
+        self.itl.count(gaps if later is None else _itl_ms(gaps_ns, later))
+        if self.gaps is not None:
+            self.gaps.count(gaps)
+
+    def finish(self, blocks) -> tuple[dict | None, dict | None]:
+        describers = [d for d in (self.itl, self.gaps) if d is not None]
+        for d in describers:
+            d.plan()
+        for gaps_ns, later in blocks:
+            gaps = gaps_ns / _NS_PER_MS
+            self.itl.collect(gaps if later is None else _itl_ms(gaps_ns, later))
+            if self.gaps is not None:
+                self.gaps.collect(gaps)
+        itl = self.itl.result()
+        return itl, (self.gaps.result() if self.gaps is not None else _copy(itl))
+
+
+def _copy(stats: dict | None) -> dict | None:
+    if stats is None:
+        return None
+    ci = stats["p99_ci95"]
+    return {**stats, "p99_ci95": None if ci is None else list(ci)}

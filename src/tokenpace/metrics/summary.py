@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tokenpace.metrics.breakdowns import breakdowns
+from tokenpace.metrics.chunk_scan import TableChunks
 from tokenpace.metrics.columns import columns, columns_of_table
 from tokenpace.metrics.cost import cost
 from tokenpace.metrics.goodput import goodput
@@ -71,12 +72,15 @@ def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, g
               counts: dict, tokens, breakdowns, token_prices: TokenPrices | None = None, priced=None) -> dict:
     # Each array handed to describe is a fresh one (owned): reordered in place, never copied.
     latency = {name: describe(values[cols.ok], owned=True) for name, values in cols.values_ms.items()}
-    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream, window=span)
-    same = gaps is itl
-    latency["itl"] = describe(itl, owned=True)
-    # With one token per chunk the two samples are identical: skip the second pass.
-    latency["chunk_gap"] = _copy(latency["itl"]) if same else describe(gaps, owned=True)
-    del itl, gaps
+    if isinstance(cols.chunks, TableChunks):  # block by block; described without holding them when many
+        latency["itl"], latency["chunk_gap"] = cols.chunks.pooled_stats(cols.ok & cols.stream, window=span)
+    else:
+        itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream, window=span)
+        same = gaps is itl
+        latency["itl"] = describe(itl, owned=True)
+        # With one token per chunk the two samples are identical: skip the second pass.
+        latency["chunk_gap"] = _copy(latency["itl"]) if same else describe(gaps, owned=True)
+        del itl, gaps
     latency = {name: latency[name] for name in LATENCY_NAMES}
 
     rates = throughput(cols, span)
