@@ -18,6 +18,7 @@ import copy
 
 import numpy as np
 
+from tokenpace.metrics.block_map import ordered_map
 from tokenpace.metrics.chunks import ChunkTable
 from tokenpace.metrics.order_stats import BlockDescriber
 from tokenpace.metrics.stats import describe
@@ -167,12 +168,11 @@ class TableChunks:
         return described.finish(self._gap_blocks(full))
 
     def _gap_blocks(self, full: np.ndarray):
+        """The blocks with a row set in ``full``: (those rows, counts, stamps, tokens), in order."""
         for row, counts, ns, tokens in self.table.chunk_blocks():
             keep = full[row:row + counts.size]
             if keep.any():
-                found = _block_gaps(keep, counts, _offsets(counts), ns, tokens, bool((tokens == 1).all()))
-                if found is not None:
-                    yield found
+                yield keep, counts, ns, tokens
 
     def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None,
              described: bool = False):
@@ -189,26 +189,40 @@ class TableChunks:
             full = np.zeros(n_all, dtype=bool)
             full[rows] = itl_mask
             pooled = _Described() if described else _Pooled(int(table.chunk_count[full].sum()))
-        for row, counts, ns, tokens in table.chunk_blocks():
+        bounds = (None if window is None or window.start_ns is None or window.end_ns is None
+                  else (window.start_ns, window.end_ns))
+
+        def block(item):
+            """One block's share: its rows' sums (written in place: blocks own disjoint rows), and
+            what it gives the pooled samples (folded in block order below)."""
+            row, counts, ns, tokens = item
             offsets = _offsets(counts)
             end = row + counts.size
             one_token = bool((tokens == 1).all())
             total[row:end] = counts if one_token else _segment_sums(tokens, offsets)
             if window is not None:
-                inside = window.contains_all(ns)
-                if inside.all() or not inside.any():  # the usual case: a block wholly inside (or out)
-                    all_in = bool(inside.size and inside[0])
+                # The usual case: a block wholly inside the window or wholly out, seen from its ends.
+                low, high = (int(ns.min()), int(ns.max())) if ns.size else (0, -1)
+                all_in = bounds is not None and ns.size > 0 and bounds[0] <= low and high <= bounds[1]
+                if all_in or bounds is None or not ns.size or high < bounds[0] or low > bounds[1]:
                     done[row:end] = total[row:end] if all_in else 0
                     carried[row:end] = (total[row:end] if one_token else
                                         _segment_sums(np.maximum(tokens, 0), offsets)) if all_in else 0
-                elif one_token:
-                    done[row:end] = carried[row:end] = _segment_sums(inside, offsets)
                 else:
-                    done[row:end] = _segment_sums(np.where(inside, tokens, 0), offsets)
-                    carried[row:end] = _segment_sums(np.where(inside & (tokens > 0), tokens, 0), offsets)
-                del inside
-            if pooled is not None and full[row:end].any():
-                pooled.add(full[row:end], counts, offsets, ns, tokens, one_token)
+                    inside = window.contains_all(ns)
+                    if one_token:
+                        done[row:end] = carried[row:end] = _segment_sums(inside, offsets)
+                    else:
+                        done[row:end] = _segment_sums(np.where(inside, tokens, 0), offsets)
+                        carried[row:end] = _segment_sums(np.where(inside & (tokens > 0), tokens, 0), offsets)
+            if pooled is None or not full[row:end].any():
+                return None
+            found = _block_gaps(full[row:end], counts, offsets, ns, tokens, one_token)
+            return found if found is None or not described else _Described.tally(*found)
+
+        for share in ordered_map(block, table.chunk_blocks()):
+            if share is not None:
+                pooled.fold(share)
         self._token_sum = total[rows]
         if window is not None:
             inside_one = self.one & window.contains_all(self.one_ns)
@@ -228,11 +242,8 @@ class _Pooled:
         self.size = 0
         self.itl_parts: list[np.ndarray] | None = None  # only once a chunk carries more than one token
 
-    def add(self, keep_rows: np.ndarray, counts: np.ndarray, offsets: np.ndarray, ns: np.ndarray,
-            tokens: np.ndarray, one_token: bool) -> None:
-        found = _block_gaps(keep_rows, counts, offsets, ns, tokens, one_token)
-        if found is None:
-            return
+    def fold(self, found: tuple[np.ndarray, np.ndarray | None]) -> None:
+        """A block's gaps and later-chunk tokens (``_block_gaps``), in block order."""
         gaps_ns, later = found
         at = self.size
         self.size += gaps_ns.size
@@ -287,28 +298,43 @@ class _Described:
         self.itl = BlockDescriber()
         self.gaps: BlockDescriber | None = None
 
-    def add(self, keep_rows, counts, offsets, ns, tokens, one_token) -> None:
-        found = _block_gaps(keep_rows, counts, offsets, ns, tokens, one_token)
-        if found is not None:
-            self.count(*found)
-
-    def count(self, gaps_ns: np.ndarray, later: np.ndarray | None) -> None:
+    @staticmethod
+    def tally(gaps_ns: np.ndarray, later: np.ndarray | None):
+        """Pass 1's share of a block (``_block_gaps``' output): the ITL samples' tally, and the
+        chunk gaps' when they differ (None otherwise)."""
         gaps = gaps_ns / _NS_PER_MS
-        if later is not None and self.gaps is None:
-            self.gaps = copy.deepcopy(self.itl)
-        self.itl.count(gaps if later is None else _itl_ms(gaps_ns, later))
+        if later is None:
+            return BlockDescriber.tally(gaps), None
+        return BlockDescriber.tally(_itl_ms(gaps_ns, later)), BlockDescriber.tally(gaps)
+
+    def fold(self, tallies) -> None:
+        itl, gaps = tallies
+        if gaps is not None and self.gaps is None:
+            self.gaps = copy.deepcopy(self.itl)  # every earlier block's gaps were its ITL samples
+        self.itl.add_tally(itl)
         if self.gaps is not None:
-            self.gaps.count(gaps)
+            self.gaps.add_tally(itl if gaps is None else gaps)
 
     def finish(self, blocks) -> tuple[dict | None, dict | None]:
+        """Pass 2 over ``blocks`` (``TableChunks._gap_blocks``: the blocks of pass 1), and the results."""
         describers = [d for d in (self.itl, self.gaps) if d is not None]
         for d in describers:
             d.plan()
-        for gaps_ns, later in blocks:
+
+        def picks(item):
+            keep, counts, ns, tokens = item
+            found = _block_gaps(keep, counts, _offsets(counts), ns, tokens, bool((tokens == 1).all()))
+            if found is None:
+                return None, None
+            gaps_ns, later = found
             gaps = gaps_ns / _NS_PER_MS
-            self.itl.collect(gaps if later is None else _itl_ms(gaps_ns, later))
+            itl = gaps if later is None else _itl_ms(gaps_ns, later)
+            return self.itl.pick(itl), (None if self.gaps is None else self.gaps.pick(gaps))
+
+        for itl, gaps in ordered_map(picks, blocks):
+            self.itl.add_pick(itl)
             if self.gaps is not None:
-                self.gaps.collect(gaps)
+                self.gaps.add_pick(gaps)
         itl = self.itl.result()
         return itl, (self.gaps.result() if self.gaps is not None else _copy(itl))
 

@@ -75,12 +75,23 @@ class BlockDescriber:
 
     def count(self, values: np.ndarray) -> None:
         """Pass 1: a block of float64 samples (no NaN)."""
+        self.add_tally(self.tally(values))
+
+    @staticmethod
+    def tally(values: np.ndarray) -> tuple[int, float, np.ndarray, int] | None:
+        """What pass 1 keeps of a block (computed anywhere, e.g. in a worker thread; ``add_tally``
+        them in block order): size, sum, counts per bucket from the least bucket, that bucket."""
         if not values.size:
-            return
-        self.n += int(values.size)
-        self._sum += float(values.sum())
+            return None
         key, base = _buckets(values)
-        counts = np.bincount(key)
+        return int(values.size), float(values.sum()), np.bincount(key), base
+
+    def add_tally(self, tally: tuple[int, float, np.ndarray, int] | None) -> None:
+        if tally is None:
+            return
+        size, total, counts, base = tally
+        self.n += size
+        self._sum += total
         if self._hist is None:
             self._hist = np.zeros(_BUCKETS, dtype=np.int64)
         self._hist[base:base + counts.size] += counts
@@ -108,16 +119,29 @@ class BlockDescriber:
 
     def collect(self, values: np.ndarray) -> None:
         """Pass 2: the same blocks as pass 1, in the same order."""
+        self.add_pick(self.pick(values))
+
+    def pick(self, values: np.ndarray) -> tuple[float, tuple[np.ndarray, np.ndarray] | None] | None:
+        """What pass 2 keeps of a block (after ``plan``; computed anywhere, ``add_pick`` them in
+        block order): its squared deviations summed, and its distinct values in the kept buckets
+        with their counts."""
         if not values.size:
-            return
+            return None
         deviations = values - self.mean
-        self._squares += float(np.square(deviations, out=deviations).sum())
+        squares = float(np.square(deviations, out=deviations).sum())
         del deviations
         key, base = _buckets(values)
         kept = values[self._targets[base:][key]]
-        if kept.size:
-            self._parts.append(_distinct(kept))
-            self._held += self._parts[-1][0].size
+        return squares, (_distinct(kept) if kept.size else None)
+
+    def add_pick(self, pick: tuple[float, tuple[np.ndarray, np.ndarray] | None] | None) -> None:
+        if pick is None:
+            return
+        squares, kept = pick
+        self._squares += squares
+        if kept is not None:
+            self._parts.append(kept)
+            self._held += kept[0].size
             if self._held > _MERGE_AT and len(self._parts) > 1:
                 self._parts = [_distinct(*map(np.concatenate, zip(*self._parts)))]
                 self._held = self._parts[0][0].size
