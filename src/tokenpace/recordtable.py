@@ -130,9 +130,10 @@ class RecordTable:
                            chunk_tokens=np.concatenate([b[3] for b in blocks] or [np.zeros(0, np.int32)]))
 
     def take(self, mask: np.ndarray) -> RecordTable:
-        """The records where ``mask`` (one bool per record) is set, in order."""
+        """The records where ``mask`` (one bool per record) is set, in order, their chunks in memory
+        (only theirs read, when the chunks were left on disk)."""
         if mask.all():
-            return self
+            return self.load_chunks()
         if self.chunk_source is not None:
             chunk_ns, chunk_tokens = self._gather_chunks(np.flatnonzero(mask))
         else:

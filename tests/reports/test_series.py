@@ -105,9 +105,17 @@ def test_series_from_a_columnar_file_on_disk_equal_those_from_the_records(tmp_pa
     want, got = load_over_time(records), load_over_time(table)
     np.testing.assert_array_equal(got.output_tokens_s, want.output_tokens_s)
     assert got.output_tokens_s.sum() * got.bin_s == sum(sum(r.chunk_tokens) for r in records if r.measured)
+    streamed = [r for r in records if r.measured and r.status == "ok" and r.stream]
+    every = latency_samples_ms(table)  # under MAX_ITL_REQUESTS: every streamed ok request
+    assert every["itl"].tolist() == [s for r in streamed for s in itl_samples(r)]
+    all_ok = make_records(n=300, every_ms=2.0, tokens=6)  # every record drawn: no row left out
+    with ColumnarWriter(tmp_path / "ok.columns", batch_records=50) as writer:
+        for r in all_ok:
+            writer.add(r)
+    assert latency_samples_ms(read_table(tmp_path / "ok.columns", chunks=False))["itl"].tolist() == [
+        s for r in all_ok for s in itl_samples(r)]
     monkeypatch.setattr(series, "MAX_ITL_REQUESTS", 60)
     samples = latency_samples_ms(table)
-    streamed = [r for r in records if r.measured and r.status == "ok" and r.stream]
     step = -(-len(streamed) // 60)
     assert samples["itl_requests"].tolist() == [len(streamed[::step]), len(streamed)]
     assert samples["itl"].tolist() == [s for r in streamed[::step] for s in itl_samples(r)]
