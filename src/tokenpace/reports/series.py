@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.metrics.chunks import chunk_table
-from tokenpace.metrics.columns import columns_of_table
+from tokenpace.metrics.columns import columns_of_table, table_chunks
 from tokenpace.metrics.latency import PER_REQUEST, pooled_itl_and_chunk_gaps_ms
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import NULL, RecordTable
@@ -170,7 +170,7 @@ def load_over_time(records: Sequence[RequestRecord], bins: int = 60) -> LoadOver
         span_s = max((int(end.max()) - origin) / _NS, 1e-3)
         bin_s = _nice_bin(span_s / bins)
         edges = np.arange(0.0, span_s + bin_s, bin_s)
-        tokens = columns_of_table(records, rows).chunks.histogram(origin, edges)
+        tokens = table_chunks(records, rows).histogram(origin, edges)
         done_ok = (end[records.status_is("ok")[rows]] - origin) / _NS
     else:
         measured = [r for r in records if r.measured and r.done_ns is not None]
