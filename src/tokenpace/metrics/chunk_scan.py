@@ -3,10 +3,12 @@ pass, without a table of every chunk in memory.
 
 What the summary reads from the chunks is small beside the chunks themselves: per record, its
 chunk tokens in all and those inside the measurement window; and the pooled ITL and chunk-gap
-samples. ``TableChunks`` computes them over ``RecordTable.chunk_blocks`` (a few million chunks at
-a time, in memory or one columnar part at a time from disk), so a run of 10^8 chunks needs the
-samples (8 bytes each, written straight into one array) and a few per-record arrays, never the
-chunk table (12 bytes per chunk) or a per-chunk record index. Definitions are those of
+samples. ``TableChunks`` computes them over ``RecordTable.chunk_blocks`` (256K chunks at a time, in
+memory or from the columnar parts on disk; the blocks in two threads, ``block_map``), so a run of
+10^8 chunks needs a few per-record arrays, never the chunk table (12 bytes per chunk) or a
+per-chunk record index. The pooled samples of up to ``HELD_SAMPLES`` chunks are written straight
+into one array (8 bytes each) and described; above, ``pooled_stats`` describes them block by block
+(``order_stats``: exact percentiles in two passes) without holding them. Definitions are those of
 ``metrics.chunks`` and ``metrics.latency`` (gaps between consecutive token-carrying chunks of one
 record; a chunk of k tokens gives k ITL samples of gap / k): the same numbers, in the same order,
 as ``ChunkTable`` gives for the same records (a property test holds them to it).
@@ -21,7 +23,7 @@ import numpy as np
 from tokenpace.metrics.block_map import ordered_map
 from tokenpace.metrics.chunks import ChunkTable
 from tokenpace.metrics.order_stats import BlockDescriber
-from tokenpace.metrics.stats import describe
+from tokenpace.metrics.stats import copy_stats, describe
 from tokenpace.metrics.window import Window
 from tokenpace.recordtable import RecordTable
 
@@ -163,7 +165,7 @@ class TableChunks:
             itl, gaps = self.scan(window=window, itl_mask=record_mask)
             same = gaps is itl
             itl_stats = describe(itl, owned=True)
-            return itl_stats, _copy(itl_stats) if same else describe(gaps, owned=True)
+            return itl_stats, copy_stats(itl_stats) if same else describe(gaps, owned=True)
         described = self.scan(window=window, itl_mask=record_mask, described=True)
         return described.finish(self._gap_blocks(full))
 
@@ -336,11 +338,4 @@ class _Described:
             if self.gaps is not None:
                 self.gaps.add_pick(gaps)
         itl = self.itl.result()
-        return itl, (self.gaps.result() if self.gaps is not None else _copy(itl))
-
-
-def _copy(stats: dict | None) -> dict | None:
-    if stats is None:
-        return None
-    ci = stats["p99_ci95"]
-    return {**stats, "p99_ci95": None if ci is None else list(ci)}
+        return itl, (self.gaps.result() if self.gaps is not None else copy_stats(itl))

@@ -15,7 +15,7 @@ from tokenpace.metrics.goodput import goodput
 from tokenpace.metrics.latency import pooled_itl_and_chunk_gaps_ms
 from tokenpace.metrics.ratings import ratings
 from tokenpace.metrics.slo import SLO, parse_slo
-from tokenpace.metrics.stats import describe
+from tokenpace.metrics.stats import copy_stats, describe
 from tokenpace.metrics.tabular import breakdowns_of, counts_of, ok_views, token_sources_of, window_of
 from tokenpace.metrics.throughput import completed_ok, throughput
 from tokenpace.metrics.token_cost import TokenPrices, token_cost
@@ -79,7 +79,7 @@ def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, g
         same = gaps is itl
         latency["itl"] = describe(itl, owned=True)
         # With one token per chunk the two samples are identical: skip the second pass.
-        latency["chunk_gap"] = _copy(latency["itl"]) if same else describe(gaps, owned=True)
+        latency["chunk_gap"] = copy_stats(latency["itl"]) if same else describe(gaps, owned=True)
         del itl, gaps
     latency = {name: latency[name] for name in LATENCY_NAMES}
 
@@ -133,13 +133,6 @@ def judge_goodputs(records: Iterable[RequestRecord], slos: Sequence[SLO | str],
     measured = [r for r in records if r.measured]
     cols, span = columns(measured), measurement_window(measured, window)
     return [goodput(cols, parse_slo(slo) if isinstance(slo, str) else slo, span) for slo in slos]
-
-
-def _copy(stats: dict | None) -> dict | None:
-    if stats is None:
-        return None
-    ci = stats["p99_ci95"]
-    return {**stats, "p99_ci95": None if ci is None else list(ci)}
 
 
 _MESSAGE_CHARS = 200  # of each first error message kept in the summary
