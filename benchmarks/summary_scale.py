@@ -12,16 +12,23 @@ of --runs.
 - report --html: the same with ``--html`` (the plots drawn from the columnar file);
 - peer, in the same run: at --peer-requests, the per-record path (read the JSONL into
   ``RequestRecord``s, ``summarize``) against the columnar one on the same records;
-- sim: ``tokenpace sim`` of --sim-requests requests, peak RSS.
+- sim: ``tokenpace sim`` of --sim-requests requests, peak RSS;
+- --against SRC: the summary and both reports again with another source tree (PYTHONPATH), on
+  the same files, in the same invocation (e.g. a checkout of the previous release's ``src``);
+- one thread: the summary with its block passes in one thread (the default is at most 2);
+- --low-tokens: the summary of as many requests of fewer tokens: the difference of the peaks over
+  the difference of tokens is what the summary's memory grows by per token (about 0 now that the
+  pooled samples are described block by block; 8 bytes before).
 
 Reproduce:  .venv/bin/python benchmarks/summary_scale.py [--requests 1000000] [--tokens 128]
-            [--runs 3] [--peer-requests 100000] [--sim-requests 100000]
+            [--runs 3] [--peer-requests 100000] [--sim-requests 100000] [--against OLD/src]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -124,13 +131,16 @@ def to_dicts(table: RecordTable) -> list[dict]:
     return out
 
 
-def measure(command: list[str], runs: int) -> tuple[float, float, float]:
+def measure(command: list[str], runs: int, src: str | None = None) -> tuple[float, float, float]:
     """Median wall seconds, peak RSS (MB) and CPU seconds (user + system) of ``command`` in fresh
-    processes. On a shared machine CPU time is the steadier figure: wall time waits for the cores."""
+    processes (``src``: run that source tree instead, by PYTHONPATH). On a shared machine CPU time is
+    the steadier figure: wall time waits for the cores."""
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
     walls, peaks, cpus = [], [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *command], capture_output=True, text=True)
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *command], capture_output=True, text=True,
+                              env=env)
         walls.append(time.perf_counter() - t0)
         if proc.returncode != 0:
             sys.exit(f"failed: {' '.join(command)}\n{proc.stderr[-2000:]}")
@@ -140,14 +150,26 @@ def measure(command: list[str], runs: int) -> tuple[float, float, float]:
     return statistics.median(walls), statistics.median(peaks), statistics.median(cpus)
 
 
-def summary_command(run: Path, columnar: bool) -> list[str]:
+def summary_command(run: Path, columnar: bool, threads: int | None = None) -> list[str]:
+    """``threads``: the summary's worker threads (default: the library's, at most 2)."""
     if columnar:
-        code = ("from tokenpace.results.columnar import read_table; from tokenpace.metrics import summarize; "
+        pin = ("import tokenpace.metrics.block_map as m; m.default_workers = lambda: %d; " % threads
+               if threads else "")
+        code = (f"{pin}from tokenpace.results.columnar import read_table; from tokenpace.metrics import summarize; "
                 f"summarize(read_table({str(run.with_suffix('.columns'))!r}, chunks=False), slo='chat')")
     else:
         code = ("from tokenpace.results import read_records; from tokenpace.metrics import summarize; "
                 f"summarize(read_records({str(run.with_name('run.records.jsonl'))!r}), slo='chat')")
     return [sys.executable, "-c", code]
+
+
+def figure(what: str, m: tuple[float, float, float], target: str = "", peer: tuple | None = None) -> str:
+    line = f"{what}: {m[0]:.2f} s ({m[2]:.2f} CPU-s), peak {m[1]:,.0f} MB{target}"
+    if peer is not None:
+        line += (f"\n    --against: {peer[0]:.2f} s ({peer[2]:.2f} CPU-s), peak {peer[1]:,.0f} MB; this tree is "
+                 f"{peer[0] / m[0]:.2f}x faster in wall time, {peer[2] / m[2]:.2f}x in CPU time, "
+                 f"{peer[1] / m[1]:.2f}x smaller")
+    return line
 
 
 def main() -> None:
@@ -157,29 +179,49 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--peer-requests", type=int, default=100_000)
     p.add_argument("--sim-requests", type=int, default=100_000)
+    p.add_argument("--low-tokens", type=int, default=32,
+                   help="also summarize --requests of this many tokens: the summary's memory per token")
+    p.add_argument("--against", default=None, metavar="SRC",
+                   help="also time the summary and the reports with this source tree (PYTHONPATH), same files")
     args = p.parse_args()
+    against = str(Path(args.against).resolve()) if args.against else None
     print(f"# {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        (tmp / "peer").mkdir()
-        peer = make_run(tmp / "peer", args.peer_requests, args.tokens, jsonl=True)
-        rec = measure(summary_command(peer, columnar=False), args.runs)
-        col = measure(summary_command(peer, columnar=True), args.runs)
-        print(f"peer {args.peer_requests:,} x {args.tokens}: per-record {rec[0]:.2f} s ({rec[2]:.2f} CPU-s) "
-              f"{rec[1]:,.0f} MB; columnar {col[0]:.2f} s ({col[2]:.2f} CPU-s) {col[1]:,.0f} MB; ratio "
-              f"wall {rec[0] / col[0]:.1f}x, CPU {rec[2] / col[2]:.1f}x, memory {rec[1] / col[1]:.1f}x")
+        if args.peer_requests:
+            (tmp / "peer").mkdir()
+            peer = make_run(tmp / "peer", args.peer_requests, args.tokens, jsonl=True)
+            rec = measure(summary_command(peer, columnar=False), args.runs)
+            col = measure(summary_command(peer, columnar=True), args.runs)
+            print(f"peer {args.peer_requests:,} x {args.tokens}: per-record {rec[0]:.2f} s ({rec[2]:.2f} CPU-s) "
+                  f"{rec[1]:,.0f} MB; columnar {col[0]:.2f} s ({col[2]:.2f} CPU-s) {col[1]:,.0f} MB; ratio "
+                  f"wall {rec[0] / col[0]:.1f}x, CPU {rec[2] / col[2]:.1f}x, memory {rec[1] / col[1]:.1f}x")
         (tmp / "big").mkdir()
         big = make_run(tmp / "big", args.requests, args.tokens, jsonl=False)
+        size = f"{args.requests:,} x {args.tokens}"
         s = measure(summary_command(big, columnar=True), args.runs)
-        print(f"columnar summary {args.requests:,} x {args.tokens}: {s[0]:.2f} s ({s[2]:.2f} CPU-s), "
-              f"peak {s[1]:,.0f} MB (target <= 2 s, <= 2048 MB)")
+        print(figure(f"columnar summary {size}", s, " (target <= 2 s, <= 2048 MB)",
+                     measure(summary_command(big, columnar=True), args.runs, against) if against else None))
+        one = measure(summary_command(big, columnar=True, threads=1), args.runs)
+        print(figure(f"columnar summary {size}, one thread", one))
         report = [sys.executable, "-m", "tokenpace", "report", str(big), "--slo", "chat"]
         r = measure(report, args.runs)
-        print(f"report --slo {args.requests:,} x {args.tokens}: {r[0]:.2f} s ({r[2]:.2f} CPU-s), "
-              f"peak {r[1]:,.0f} MB (target <= 5 s)")
-        h = measure([*report, "--html", str(tmp / "big.html")], args.runs)
-        print(f"report --slo --html {args.requests:,} x {args.tokens}: {h[0]:.2f} s ({h[2]:.2f} CPU-s), "
-              f"peak {h[1]:,.0f} MB, page {(tmp / 'big.html').stat().st_size / 1024:,.0f} KiB (target <= 5 s)")
+        print(figure(f"report --slo {size}", r, " (target <= 5 s)",
+                     measure(report, args.runs, against) if against else None))
+        html = [*report, "--html", str(tmp / "big.html")]
+        h = measure(html, args.runs)
+        print(figure(f"report --slo --html {size}", h,
+                     f", page {(tmp / 'big.html').stat().st_size / 1024:,.0f} KiB (target <= 5 s)",
+                     measure(html, args.runs, against) if against else None))
+        if args.low_tokens:
+            shutil.rmtree(tmp / "big")
+            (tmp / "low").mkdir()
+            low = make_run(tmp / "low", args.requests, args.low_tokens, jsonl=False)
+            m = measure(summary_command(low, columnar=True), args.runs)
+            per_token = (s[1] - m[1]) * 2**20 / (args.requests * (args.tokens - args.low_tokens))
+            print(figure(f"columnar summary {args.requests:,} x {args.low_tokens}", m)
+                  + f"\n    summary memory per token: {per_token:.2f} bytes (peak at {args.tokens} tokens less "
+                  f"the peak at {args.low_tokens}, over the tokens between)")
     if args.sim_requests:
         with tempfile.TemporaryDirectory() as tmp:
             sim = measure([sys.executable, "-m", "tokenpace", "sim", "--requests", str(args.sim_requests),
@@ -187,6 +229,7 @@ def main() -> None:
                            "--no-progress", "--out", str(Path(tmp) / "sim.json")], 1)
             print(f"sim {args.sim_requests:,} requests: {sim[0]:.1f} s ({sim[2]:.1f} CPU-s), peak {sim[1]:,.0f} MB "
                   "(target < 300 MB)")
+    print(f"# load average after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

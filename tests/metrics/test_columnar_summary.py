@@ -118,3 +118,58 @@ def test_hand_made_records_through_the_columnar_path():
     assert s["throughput"]["output_tokens"] == 4
     assert s["throughput"]["requests"] == 0.8
     assert math.isclose(s["throughput"]["output_tokens_s"], 4 / 0.14)
+
+
+def _without_sums(summary: dict) -> tuple[dict, list[float]]:
+    """The summary less the pooled samples' mean and std (summed block by block when described
+    without holding them: equal up to rounding), and those figures."""
+    latency = dict(summary["latency_ms"])
+    sums = []
+    for name in ("itl", "chunk_gap"):
+        if latency[name] is not None:
+            latency[name] = dict(latency[name])
+            sums += [latency[name].pop("mean"), latency[name].pop("std")]
+    return {**summary, "latency_ms": latency}, sums
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(records_strategy(), max_size=14),
+       slo=st.sampled_from([None, "chat", "tpot=50ms"]), window=_window, workers=st.sampled_from([1, 2]))
+def test_pooled_samples_described_without_holding_them_equal_the_per_record_summary(records, slo, window,
+                                                                                    workers):
+    # A large run's ITL and chunk gaps are described by the two-pass bucket select (order_stats),
+    # here forced on small random runs, read three chunks at a time, in one or two threads.
+    from unittest import mock
+
+    from tokenpace.metrics import block_map, chunk_scan
+    table = RecordTable.from_records(records)
+    small = _SmallBlocks(**{k: getattr(table, k) for k in table.__dataclass_fields__})
+    with mock.patch.object(chunk_scan, "HELD_SAMPLES", -1), \
+            mock.patch.object(block_map, "default_workers", lambda: workers):
+        got, got_sums = _without_sums(summarize(small, slo=slo, window=window))
+    want, want_sums = _without_sums(summarize(records, slo=slo, window=window))
+    assert got == want
+    assert got_sums == pytest.approx(want_sums, rel=1e-12, abs=1e-9)
+
+
+def test_the_described_summary_is_the_same_in_one_thread_or_two():
+    # Blocks are folded in their order whatever thread computed them: the same digits, so a Ray
+    # task (one thread) and a serial sweep write the same files.
+    from unittest import mock
+
+    from tokenpace.metrics import block_map, chunk_scan
+    rng = np.random.default_rng(3)
+    records = []
+    for i in range(400):
+        n = int(rng.integers(2, 40))
+        arrivals = np.cumsum(rng.uniform(1, 50, n)).round(3).tolist()
+        records.append(record(index=i, chunks=list(zip(arrivals, rng.integers(1, 4, n).tolist()))))
+    table = RecordTable.from_records(records)
+    small = _SmallBlocks(**{k: getattr(table, k) for k in table.__dataclass_fields__})
+    out = []
+    for workers in (1, 2):
+        with mock.patch.object(chunk_scan, "HELD_SAMPLES", -1), \
+                mock.patch.object(block_map, "default_workers", lambda: workers):
+            out.append(summarize(small, slo="chat"))
+    assert out[0] == out[1]
+    assert out[0]["latency_ms"]["itl"]["count"] > out[0]["latency_ms"]["chunk_gap"]["count"]  # multi-token chunks

@@ -84,3 +84,38 @@ def test_itl_plot_samples_of_a_large_table_are_an_even_subsample_of_requests(mon
     step = -(-len(streamed) // 100)
     assert total == len(streamed) and drawn == len(streamed[::step]) <= 100
     assert samples["itl"].tolist() == [s for r in streamed[::step] for s in itl_samples(r)]
+
+
+def test_series_from_a_columnar_file_on_disk_equal_those_from_the_records(tmp_path, monkeypatch):
+    # A large run's report reads the chunks from the parts: the ITL subsample gathers only the
+    # picked requests' slices of each part, and the tokens-over-time histogram bins whole requests
+    # at once; both must give what the records give.
+    from tokenpace.metrics.latency import itl_samples
+    from tokenpace.reports import series
+    from tokenpace.results.columnar import ColumnarWriter, read_table
+    records = _with_failures(make_records(n=700, every_ms=2.0, tokens=6))
+    for r in records[5::13]:  # some multi-token chunks
+        r.chunk_tokens = [2] * len(r.chunk_ns)
+        r.output_tokens = 2 * len(r.chunk_ns)
+    with ColumnarWriter(tmp_path / "run.columns", batch_records=50) as writer:
+        for r in records:
+            writer.add(r)
+    table = read_table(tmp_path / "run.columns", chunks=False)
+    assert table.chunk_source is not None and not table.chunk_ns.size  # the chunks stay on disk
+    want, got = load_over_time(records), load_over_time(table)
+    np.testing.assert_array_equal(got.output_tokens_s, want.output_tokens_s)
+    assert got.output_tokens_s.sum() * got.bin_s == sum(sum(r.chunk_tokens) for r in records if r.measured)
+    streamed = [r for r in records if r.measured and r.status == "ok" and r.stream]
+    every = latency_samples_ms(table)  # under MAX_ITL_REQUESTS: every streamed ok request
+    assert every["itl"].tolist() == [s for r in streamed for s in itl_samples(r)]
+    all_ok = make_records(n=300, every_ms=2.0, tokens=6)  # every record drawn: no row left out
+    with ColumnarWriter(tmp_path / "ok.columns", batch_records=50) as writer:
+        for r in all_ok:
+            writer.add(r)
+    assert latency_samples_ms(read_table(tmp_path / "ok.columns", chunks=False))["itl"].tolist() == [
+        s for r in all_ok for s in itl_samples(r)]
+    monkeypatch.setattr(series, "MAX_ITL_REQUESTS", 60)
+    samples = latency_samples_ms(table)
+    step = -(-len(streamed) // 60)
+    assert samples["itl_requests"].tolist() == [len(streamed[::step]), len(streamed)]
+    assert samples["itl"].tolist() == [s for r in streamed[::step] for s in itl_samples(r)]

@@ -146,7 +146,9 @@ def test_a_part_from_before_a_field_existed_reads_it_as_none(tmp_path):
 
 def test_a_summary_from_disk_never_holds_the_chunk_table(tmp_path):
     # Memory, not time: the summary of a table whose chunks stay on disk peaks lower than the one
-    # read whole by at least the chunk arrays themselves (12 bytes a chunk), which it never holds.
+    # read whole by the chunk arrays themselves (12 bytes a chunk), which it never holds. Both run
+    # the same block passes, so the difference is those arrays, give or take where the peak falls
+    # among a block's temporaries: three quarters of them is the margin (holding them would give 0).
     n, tokens = 4000, 250
     write_table(tmp_path / "run.columns", _records(n, tokens=tokens))
 
@@ -158,4 +160,4 @@ def test_a_summary_from_disk_never_holds_the_chunk_table(tmp_path):
         finally:
             tracemalloc.stop()
 
-    assert peak(chunks=True) - peak(chunks=False) > 12 * n * tokens
+    assert peak(chunks=True) - peak(chunks=False) > 0.75 * 12 * n * tokens

@@ -3,10 +3,12 @@ pass, without a table of every chunk in memory.
 
 What the summary reads from the chunks is small beside the chunks themselves: per record, its
 chunk tokens in all and those inside the measurement window; and the pooled ITL and chunk-gap
-samples. ``TableChunks`` computes them over ``RecordTable.chunk_blocks`` (a few million chunks at
-a time, in memory or one columnar part at a time from disk), so a run of 10^8 chunks needs the
-samples (8 bytes each, written straight into one array) and a few per-record arrays, never the
-chunk table (12 bytes per chunk) or a per-chunk record index. Definitions are those of
+samples. ``TableChunks`` computes them over ``RecordTable.chunk_blocks`` (256K chunks at a time, in
+memory or from the columnar parts on disk; the blocks in two threads, ``block_map``), so a run of
+10^8 chunks needs a few per-record arrays, never the chunk table (12 bytes per chunk) or a
+per-chunk record index. The pooled samples of up to ``HELD_SAMPLES`` chunks are written straight
+into one array (8 bytes each) and described; above, ``pooled_stats`` describes them block by block
+(``order_stats``: exact percentiles in two passes) without holding them. Definitions are those of
 ``metrics.chunks`` and ``metrics.latency`` (gaps between consecutive token-carrying chunks of one
 record; a chunk of k tokens gives k ITL samples of gap / k): the same numbers, in the same order,
 as ``ChunkTable`` gives for the same records (a property test holds them to it).
@@ -14,13 +16,20 @@ as ``ChunkTable`` gives for the same records (a property test holds them to it).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
+from tokenpace.metrics.block_map import ordered_map
 from tokenpace.metrics.chunks import ChunkTable
+from tokenpace.metrics.order_stats import BlockDescriber
+from tokenpace.metrics.stats import copy_stats, describe
 from tokenpace.metrics.window import Window
 from tokenpace.recordtable import RecordTable
 
 _NS_PER_MS = 1e6
+# Above this many chunks the summary describes pooled samples block by block (``pooled_stats``).
+HELD_SAMPLES = 1 << 22
 
 
 def _segment_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -79,10 +88,13 @@ class TableChunks:
             return out
         width_ns, last_ns = float(edges_s[1] - edges_s[0]) * 1e9, float(edges_s[-1]) * 1e9
 
-        def add(ns: np.ndarray, tokens: np.ndarray | None) -> None:
+        def slot_of(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             since = ns - origin_ns
-            slot = np.minimum((since / width_ns).astype(np.int64), bins - 1)
-            valid = (since >= 0) & (since <= last_ns)
+            return (np.minimum((since / width_ns).astype(np.int64), bins - 1),
+                    (since >= 0) & (since <= last_ns))
+
+        def add(ns: np.ndarray, tokens: np.ndarray | None) -> None:
+            slot, valid = slot_of(ns)
             weights = None if tokens is None else tokens[valid]
             out[:] += np.bincount(slot[valid], weights=weights, minlength=bins)[:bins]
 
@@ -90,17 +102,47 @@ class TableChunks:
             rows = self.rows[row:row + counts.size]
             if not rows.all():
                 keep = np.repeat(rows, counts)
-                ns, tokens = ns[keep], tokens[keep]
-            if ns.size:
-                add(ns, None if (tokens == 1).all() else tokens)
+                ns, tokens, counts = ns[keep], tokens[keep], counts[rows]
+            if not ns.size:
+                continue
+            # A record's chunks mostly fall in one bin (a bin is 1/60 of the run): such a record adds
+            # its tokens to that bin at once, judged by its earliest and latest chunk (the slot is
+            # monotone in the time); only the chunks of records that straddle a bin edge are binned
+            # one by one.
+            offsets = _offsets(counts)
+            chunked = counts > 0
+            starts = offsets[:-1][chunked]
+            (low, low_valid), (high, high_valid) = (slot_of(np.minimum.reduceat(ns, starts)),
+                                                    slot_of(np.maximum.reduceat(ns, starts)))
+            whole = low_valid & high_valid & (low == high)
+            one_token = bool((tokens == 1).all())
+            sums = counts[chunked] if one_token else _segment_sums(tokens, offsets)[chunked]
+            out[:] += np.bincount(low[whole], weights=sums[whole], minlength=bins)[:bins]
+            if not whole.all():
+                straddle = np.zeros(counts.size, dtype=bool)
+                straddle[np.flatnonzero(chunked)[~whole]] = True
+                keep = np.repeat(straddle, counts)
+                add(ns[keep], None if one_token else tokens[keep])
         if self.one.any():
             add(self.one_ns[self.one], self.one_tokens[self.one])
         return out
 
-    def chunk_table(self) -> ChunkTable:
-        """Every chunk of the selected rows in one ``ChunkTable`` (small tables: tests, reports)."""
-        table = self.table.load_chunks().take(self.rows)
-        real, one = table.chunk_count > 0, self.one
+    def chunk_table(self, subset: np.ndarray | None = None) -> ChunkTable:
+        """Every chunk of the selected rows (of those set in ``subset``, a mask over them, when
+        given) in one ``ChunkTable``: small tables (tests) or a few rows of a large one (reports).
+        Only those rows' chunks are read."""
+        rows, one, one_ns, one_tokens = self.rows, self.one, self.one_ns, self.one_tokens
+        if subset is not None:
+            rows = np.zeros_like(self.rows)
+            rows[np.flatnonzero(self.rows)[subset]] = True
+            one = one[subset]
+            if one.any():
+                one_ns, one_tokens = one_ns[subset], one_tokens[subset]
+        table = self.table.take(rows)
+        if not one.any():  # every chunk is a real one: the table's own arrays
+            record = np.repeat(np.arange(len(table), dtype=np.int64), table.chunk_count)
+            return ChunkTable(record, table.chunk_ns, table.chunk_tokens.astype(np.int64))
+        real = table.chunk_count > 0
         rows = table.chunk_count + one
         n = len(table)
         record = np.repeat(np.arange(n, dtype=np.int64), rows)
@@ -108,12 +150,37 @@ class TableChunks:
         ns = np.empty(record.size, dtype=np.int64)
         tokens = np.empty(record.size, dtype=np.int64)
         ns[from_real], tokens[from_real] = table.chunk_ns, table.chunk_tokens
-        ns[~from_real], tokens[~from_real] = self.one_ns[one], self.one_tokens[one]
+        ns[~from_real], tokens[~from_real] = one_ns[one], one_tokens[one]
         return ChunkTable(record, ns, tokens)
 
-    def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None):
+    def pooled_stats(self, record_mask: np.ndarray, window: Window | None = None
+                     ) -> tuple[dict | None, dict | None]:
+        """``stats.describe`` of ``pooled(record_mask)``'s ITL and chunk gaps (and the token sums of
+        ``window`` in the same pass). Up to ``HELD_SAMPLES`` chunks the samples are held and
+        described; above, ``order_stats`` describes them block by block in two passes, so the
+        summary's memory does not grow with the run (8 bytes a token otherwise)."""
+        full = np.zeros(len(self.table), dtype=bool)
+        full[self.rows] = record_mask
+        if int(self.table.chunk_count[full].sum()) <= HELD_SAMPLES:
+            itl, gaps = self.scan(window=window, itl_mask=record_mask)
+            same = gaps is itl
+            itl_stats = describe(itl, owned=True)
+            return itl_stats, copy_stats(itl_stats) if same else describe(gaps, owned=True)
+        described = self.scan(window=window, itl_mask=record_mask, described=True)
+        return described.finish(self._gap_blocks(full))
+
+    def _gap_blocks(self, full: np.ndarray):
+        """The blocks with a row set in ``full``: (those rows, counts, stamps, tokens), in order."""
+        for row, counts, ns, tokens in self.table.chunk_blocks():
+            keep = full[row:row + counts.size]
+            if keep.any():
+                yield keep, counts, ns, tokens
+
+    def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None,
+             described: bool = False):
         """One pass over the chunk blocks: the token sums (and those of ``window``), and the pooled
-        samples of the rows in ``itl_mask`` when given (returned)."""
+        samples of the rows in ``itl_mask`` when given (returned; ``described``: pass 1 of their
+        description instead, a ``_Described``)."""
         table, rows = self.table, self.rows
         n_all = len(table)
         total = np.zeros(n_all, dtype=np.int64)
@@ -123,27 +190,41 @@ class TableChunks:
         if itl_mask is not None:
             full = np.zeros(n_all, dtype=bool)
             full[rows] = itl_mask
-            pooled = _Pooled(int(table.chunk_count[full].sum()))
-        for row, counts, ns, tokens in table.chunk_blocks():
+            pooled = _Described() if described else _Pooled(int(table.chunk_count[full].sum()))
+        bounds = (None if window is None or window.start_ns is None or window.end_ns is None
+                  else (window.start_ns, window.end_ns))
+
+        def block(item):
+            """One block's share: its rows' sums (written in place: blocks own disjoint rows), and
+            what it gives the pooled samples (folded in block order below)."""
+            row, counts, ns, tokens = item
             offsets = _offsets(counts)
             end = row + counts.size
             one_token = bool((tokens == 1).all())
             total[row:end] = counts if one_token else _segment_sums(tokens, offsets)
             if window is not None:
-                inside = window.contains_all(ns)
-                if inside.all() or not inside.any():  # the usual case: a block wholly inside (or out)
-                    all_in = bool(inside.size and inside[0])
+                # The usual case: a block wholly inside the window or wholly out, seen from its ends.
+                low, high = (int(ns.min()), int(ns.max())) if ns.size else (0, -1)
+                all_in = bounds is not None and ns.size > 0 and bounds[0] <= low and high <= bounds[1]
+                if all_in or bounds is None or not ns.size or high < bounds[0] or low > bounds[1]:
                     done[row:end] = total[row:end] if all_in else 0
                     carried[row:end] = (total[row:end] if one_token else
                                         _segment_sums(np.maximum(tokens, 0), offsets)) if all_in else 0
-                elif one_token:
-                    done[row:end] = carried[row:end] = _segment_sums(inside, offsets)
                 else:
-                    done[row:end] = _segment_sums(np.where(inside, tokens, 0), offsets)
-                    carried[row:end] = _segment_sums(np.where(inside & (tokens > 0), tokens, 0), offsets)
-                del inside
-            if pooled is not None and full[row:end].any():
-                pooled.add(full[row:end], counts, offsets, ns, tokens, one_token)
+                    inside = window.contains_all(ns)
+                    if one_token:
+                        done[row:end] = carried[row:end] = _segment_sums(inside, offsets)
+                    else:
+                        done[row:end] = _segment_sums(np.where(inside, tokens, 0), offsets)
+                        carried[row:end] = _segment_sums(np.where(inside & (tokens > 0), tokens, 0), offsets)
+            if pooled is None or not full[row:end].any():
+                return None
+            found = _block_gaps(full[row:end], counts, offsets, ns, tokens, one_token)
+            return found if found is None or not described else _Described.tally(*found)
+
+        for share in ordered_map(block, table.chunk_blocks()):
+            if share is not None:
+                pooled.fold(share)
         self._token_sum = total[rows]
         if window is not None:
             inside_one = self.one & window.contains_all(self.one_ns)
@@ -151,7 +232,7 @@ class TableChunks:
             in_window = np.where(inside_one, self.one_tokens, done[rows]).astype(np.float64)
             carrying = np.where(inside_one, np.maximum(self.one_tokens, 0), carried[rows]).astype(np.float64)
             self._sums[(window.start_ns, window.end_ns)] = (totals, in_window, carrying)
-        return None if pooled is None else pooled.result()
+        return pooled if described or pooled is None else pooled.result()
 
 
 class _Pooled:
@@ -163,33 +244,98 @@ class _Pooled:
         self.size = 0
         self.itl_parts: list[np.ndarray] | None = None  # only once a chunk carries more than one token
 
-    def add(self, keep_rows: np.ndarray, counts: np.ndarray, offsets: np.ndarray, ns: np.ndarray,
-            tokens: np.ndarray, one_token: bool) -> None:
-        carrying = tokens > 0
-        if not carrying.all():  # gaps run between token-carrying chunks only
-            ns, tokens = ns[carrying], tokens[carrying]
-            counts = _segment_sums(carrying, offsets)
-            offsets = _offsets(counts)
-        if ns.size < 2:
-            return
-        keep = np.repeat(keep_rows, counts)[1:]  # the later chunk of each gap is of a row asked for
-        starts = offsets[1:-1]
-        starts = starts[(starts > 0) & (starts < ns.size)]
-        keep[starts - 1] = False  # and not the first chunk of its row
-        gaps_ns = np.diff(ns)[keep]
+    def fold(self, found: tuple[np.ndarray, np.ndarray | None]) -> None:
+        """A block's gaps and later-chunk tokens (``_block_gaps``), in block order."""
+        gaps_ns, later = found
         at = self.size
         self.size += gaps_ns.size
         gaps = self.gaps[at:self.size]
         np.divide(gaps_ns, _NS_PER_MS, out=gaps)
-        later = None if one_token else tokens[1:][keep]
-        if later is not None and (later != 1).any() and self.itl_parts is None:
+        if later is not None and self.itl_parts is None:
             self.itl_parts = [self.gaps[:at]]  # every earlier sample was one token's
         if self.itl_parts is not None:
-            self.itl_parts.append(gaps if later is None or (later == 1).all()
-                                  else np.repeat(gaps_ns / later / _NS_PER_MS, later))
+            self.itl_parts.append(gaps if later is None else _itl_ms(gaps_ns, later))
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         gaps = self.gaps[:self.size]
         if self.itl_parts is None:
             return gaps, gaps
         return np.concatenate(self.itl_parts), gaps
+
+
+def _block_gaps(keep_rows: np.ndarray, counts: np.ndarray, offsets: np.ndarray, ns: np.ndarray,
+                tokens: np.ndarray, one_token: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The gaps (int64 ns) between consecutive token-carrying chunks of the rows of one block set
+    in ``keep_rows``, and the tokens of each gap's later chunk (None when each carries one); None
+    when the block has no gap."""
+    carrying = tokens > 0
+    if not carrying.all():  # gaps run between token-carrying chunks only
+        ns, tokens = ns[carrying], tokens[carrying]
+        counts = _segment_sums(carrying, offsets)
+        offsets = _offsets(counts)
+    if ns.size < 2:
+        return None
+    keep = np.repeat(keep_rows, counts)[1:]  # the later chunk of each gap is of a row asked for
+    starts = offsets[1:-1]
+    starts = starts[(starts > 0) & (starts < ns.size)]
+    keep[starts - 1] = False  # and not the first chunk of its row
+    gaps_ns = np.diff(ns)[keep]
+    later = None if one_token else tokens[1:][keep]
+    return gaps_ns, None if later is None or (later == 1).all() else later
+
+
+def _itl_ms(gaps_ns: np.ndarray, later: np.ndarray) -> np.ndarray:
+    """One ITL sample per token of each gap's later chunk: the gap divided evenly over them."""
+    return np.repeat(gaps_ns / later / _NS_PER_MS, later)
+
+
+class _Described:
+    """The pooled ITL and chunk-gap samples described (``order_stats.BlockDescriber``) instead of
+    held: pass 1 during the scan, pass 2 over the same blocks again (``TableChunks._gap_blocks``).
+    The chunk gaps get their own describer only from the first block whose ITL differs from them
+    (a chunk of several tokens); until then the two were the same samples, and the describer is
+    copied at that point."""
+
+    def __init__(self) -> None:
+        self.itl = BlockDescriber()
+        self.gaps: BlockDescriber | None = None
+
+    @staticmethod
+    def tally(gaps_ns: np.ndarray, later: np.ndarray | None):
+        """Pass 1's share of a block (``_block_gaps``' output): the ITL samples' tally, and the
+        chunk gaps' when they differ (None otherwise)."""
+        gaps = gaps_ns / _NS_PER_MS
+        if later is None:
+            return BlockDescriber.tally(gaps), None
+        return BlockDescriber.tally(_itl_ms(gaps_ns, later)), BlockDescriber.tally(gaps)
+
+    def fold(self, tallies) -> None:
+        itl, gaps = tallies
+        if gaps is not None and self.gaps is None:
+            self.gaps = copy.deepcopy(self.itl)  # every earlier block's gaps were its ITL samples
+        self.itl.add_tally(itl)
+        if self.gaps is not None:
+            self.gaps.add_tally(itl if gaps is None else gaps)
+
+    def finish(self, blocks) -> tuple[dict | None, dict | None]:
+        """Pass 2 over ``blocks`` (``TableChunks._gap_blocks``: the blocks of pass 1), and the results."""
+        describers = [d for d in (self.itl, self.gaps) if d is not None]
+        for d in describers:
+            d.plan()
+
+        def picks(item):
+            keep, counts, ns, tokens = item
+            found = _block_gaps(keep, counts, _offsets(counts), ns, tokens, bool((tokens == 1).all()))
+            if found is None:
+                return None, None
+            gaps_ns, later = found
+            gaps = gaps_ns / _NS_PER_MS
+            itl = gaps if later is None else _itl_ms(gaps_ns, later)
+            return self.itl.pick(itl), (None if self.gaps is None else self.gaps.pick(gaps))
+
+        for itl, gaps in ordered_map(picks, blocks):
+            self.itl.add_pick(itl)
+            if self.gaps is not None:
+                self.gaps.add_pick(gaps)
+        itl = self.itl.result()
+        return itl, (self.gaps.result() if self.gaps is not None else copy_stats(itl))

@@ -73,10 +73,7 @@ def columns_of_table(table: RecordTable, rows: np.ndarray | None = None) -> Colu
     selected = table.records_only(rows) if not rows.all() else table
     has = selected.has
     ints = selected.ints
-    chunks = TableChunks(table, rows, np.zeros(len(selected), bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    count = output_token_counts(selected, chunks.token_sum)
-    one = (selected.chunk_count == 0) & has("last_token_ns") & (count != NULL) & (count != 0)
-    chunks.one, chunks.one_ns, chunks.one_tokens = one, ints["last_token_ns"], count
+    chunks, count = _table_chunks(table, rows, selected)
     values_ms = {
         "ttft": _span_ms(selected, "sent_ns", "first_token_ns"),
         "ttft_from_scheduled": _span_ms(selected, "scheduled_ns", "first_token_ns"),
@@ -101,6 +98,22 @@ def columns_of_table(table: RecordTable, rows: np.ndarray | None = None) -> Colu
         values_ms=values_ms,
         chunks=chunks,
     )
+
+
+def table_chunks(table: RecordTable, rows: np.ndarray) -> TableChunks:
+    """``columns_of_table(table, rows).chunks`` alone: for what reads only the chunks (the
+    tokens-over-time plot), without the per-request latencies."""
+    return _table_chunks(table, rows, table.records_only(rows) if not rows.all() else table)[0]
+
+
+def _table_chunks(table: RecordTable, rows: np.ndarray, selected: RecordTable) -> tuple[TableChunks, np.ndarray]:
+    """The chunks of the rows ``rows`` of ``table`` (``selected``: those rows), a record with no
+    chunk list but a last token and an output count read as one chunk; and each row's output count."""
+    chunks = TableChunks(table, rows, np.zeros(len(selected), bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    count = output_token_counts(selected, chunks.token_sum)
+    one = (selected.chunk_count == 0) & selected.has("last_token_ns") & (count != NULL) & (count != 0)
+    chunks.one, chunks.one_ns, chunks.one_tokens = one, selected.ints["last_token_ns"], count
+    return chunks, count
 
 
 def output_token_counts(table: RecordTable, chunk_sums: Callable[[], np.ndarray] | None = None) -> np.ndarray:

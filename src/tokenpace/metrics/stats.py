@@ -84,6 +84,15 @@ def describe(values_ms: Iterable[float] | np.ndarray, *, owned: bool = False) ->
     return stats
 
 
+def copy_stats(stats: dict | None) -> dict | None:
+    """A copy of ``describe``'s result that shares no list with it (the same samples described
+    twice, e.g. ITL and chunk gaps when every chunk carries one token)."""
+    if stats is None:
+        return None
+    ci = stats["p99_ci95"]
+    return {**stats, "p99_ci95": None if ci is None else list(ci)}
+
+
 _STD_BLOCK = 1 << 20
 
 

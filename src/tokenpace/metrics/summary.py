@@ -8,13 +8,14 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tokenpace.metrics.breakdowns import breakdowns
+from tokenpace.metrics.chunk_scan import TableChunks
 from tokenpace.metrics.columns import columns, columns_of_table
 from tokenpace.metrics.cost import cost
 from tokenpace.metrics.goodput import goodput
 from tokenpace.metrics.latency import pooled_itl_and_chunk_gaps_ms
 from tokenpace.metrics.ratings import ratings
 from tokenpace.metrics.slo import SLO, parse_slo
-from tokenpace.metrics.stats import describe
+from tokenpace.metrics.stats import copy_stats, describe
 from tokenpace.metrics.tabular import breakdowns_of, counts_of, ok_views, token_sources_of, window_of
 from tokenpace.metrics.throughput import completed_ok, throughput
 from tokenpace.metrics.token_cost import TokenPrices, token_cost
@@ -71,12 +72,15 @@ def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, g
               counts: dict, tokens, breakdowns, token_prices: TokenPrices | None = None, priced=None) -> dict:
     # Each array handed to describe is a fresh one (owned): reordered in place, never copied.
     latency = {name: describe(values[cols.ok], owned=True) for name, values in cols.values_ms.items()}
-    itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream, window=span)
-    same = gaps is itl
-    latency["itl"] = describe(itl, owned=True)
-    # With one token per chunk the two samples are identical: skip the second pass.
-    latency["chunk_gap"] = _copy(latency["itl"]) if same else describe(gaps, owned=True)
-    del itl, gaps
+    if isinstance(cols.chunks, TableChunks):  # block by block; described without holding them when many
+        latency["itl"], latency["chunk_gap"] = cols.chunks.pooled_stats(cols.ok & cols.stream, window=span)
+    else:
+        itl, gaps = pooled_itl_and_chunk_gaps_ms(cols.chunks, cols.ok & cols.stream, window=span)
+        same = gaps is itl
+        latency["itl"] = describe(itl, owned=True)
+        # With one token per chunk the two samples are identical: skip the second pass.
+        latency["chunk_gap"] = copy_stats(latency["itl"]) if same else describe(gaps, owned=True)
+        del itl, gaps
     latency = {name: latency[name] for name in LATENCY_NAMES}
 
     rates = throughput(cols, span)
@@ -129,13 +133,6 @@ def judge_goodputs(records: Iterable[RequestRecord], slos: Sequence[SLO | str],
     measured = [r for r in records if r.measured]
     cols, span = columns(measured), measurement_window(measured, window)
     return [goodput(cols, parse_slo(slo) if isinstance(slo, str) else slo, span) for slo in slos]
-
-
-def _copy(stats: dict | None) -> dict | None:
-    if stats is None:
-        return None
-    ci = stats["p99_ci95"]
-    return {**stats, "p99_ci95": None if ci is None else list(ci)}
 
 
 _MESSAGE_CHARS = 200  # of each first error message kept in the summary

@@ -10,8 +10,18 @@ snapshot (parsing), histograms, series, compare, diagnose.
 from .diagnose import diagnose
 from .families import ENGINE_FAMILIES, QUANTITIES, detect_engine
 from .histograms import Histogram, describe_ms, quantile
-from .scrape import DEFAULT_INTERVAL_S, EngineWatch, metrics_url_for
-from .section import engine_metrics_section
+
+# The scraper (and aiohttp with it) loads when first asked for: a report that only reads the
+# name tables (the HTML page's engine section) does not pay a third of a second for it.
+_LAZY = {"DEFAULT_INTERVAL_S": "scrape", "EngineWatch": "scrape", "metrics_url_for": "scrape",
+         "engine_metrics_section": "section"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_INTERVAL_S", "ENGINE_FAMILIES", "QUANTITIES", "EngineWatch", "Histogram",

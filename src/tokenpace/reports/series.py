@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.metrics.chunks import chunk_table
-from tokenpace.metrics.columns import columns_of_table
+from tokenpace.metrics.columns import columns_of_table, table_chunks
 from tokenpace.metrics.latency import PER_REQUEST, pooled_itl_and_chunk_gaps_ms
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import NULL, RecordTable
@@ -49,7 +49,8 @@ def _latency_samples_of_table(table: RecordTable) -> dict[str, np.ndarray]:
     step = max(1, -(-streamed.size // MAX_ITL_REQUESTS))  # ceil: every step-th streamed ok request
     pick = np.zeros(len(cols), dtype=bool)
     pick[streamed[::step]] = True
-    out["itl"] = pooled_itl_and_chunk_gaps_ms(cols.chunks, pick)[0] if streamed.size else np.empty(0)
+    # Only the picked requests' chunks are read (their slices of each part), not every chunk.
+    out["itl"] = pooled_itl_and_chunk_gaps_ms(cols.chunks.chunk_table(pick))[0] if streamed.size else np.empty(0)
     out["itl_requests"] = np.array([int(pick.sum()), streamed.size])
     return out
 
@@ -63,9 +64,10 @@ def _finite(values: list[float | None]) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
-def cdf_points(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(value, cumulative fraction), at most MAX_CDF_POINTS points."""
-    ordered = np.sort(samples)
+def cdf_points(samples: np.ndarray, *, ascending: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(value, cumulative fraction), at most MAX_CDF_POINTS points. ``ascending``: the samples are
+    already sorted (not sorted again)."""
+    ordered = samples if ascending else np.sort(samples)
     n = ordered.size
     if n <= MAX_CDF_POINTS:
         return ordered, np.arange(1, n + 1) / n
@@ -168,7 +170,7 @@ def load_over_time(records: Sequence[RequestRecord], bins: int = 60) -> LoadOver
         span_s = max((int(end.max()) - origin) / _NS, 1e-3)
         bin_s = _nice_bin(span_s / bins)
         edges = np.arange(0.0, span_s + bin_s, bin_s)
-        tokens = columns_of_table(records, rows).chunks.histogram(origin, edges)
+        tokens = table_chunks(records, rows).histogram(origin, edges)
         done_ok = (end[records.status_is("ok")[rows]] - origin) / _NS
     else:
         measured = [r for r in records if r.measured and r.done_ns is not None]

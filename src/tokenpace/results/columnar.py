@@ -15,11 +15,14 @@ writer's memory does not grow with the run's length.
 
 from __future__ import annotations
 
+import ctypes
 import io
+import mmap
 import shutil
 from array import array
 import struct
 import zipfile
+from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -29,7 +32,8 @@ import orjson
 from tokenpace.errors import NotSaved, UsageError
 from tokenpace.files import write_whole
 from tokenpace.record import RequestRecord
-from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text
+from tokenpace.recordtable import (BLOCK_CHUNKS, BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS,
+                                   RecordTable, Text, _blocks)
 
 FORMAT = 1
 BATCH_RECORDS = 4096
@@ -250,14 +254,52 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
     return table
 
 
+# Blocks handed out whose mapped pages are kept: worker threads may still be reading them.
+_MAPPED_BLOCKS = 8
+
+
 def _chunk_parts(parts: list[Path], counts: list[np.ndarray]):
     """``RecordTable.chunk_blocks`` of a columnar directory: one part's chunks at a time, mapped
-    from the file rather than read into memory (a part's members are stored uncompressed), so the
-    pages of one part at most are resident."""
+    from the file rather than read into memory (a part's members are stored uncompressed), in
+    blocks of ``BLOCK_CHUNKS``. The pages of a block are unmapped (``madvise``) a few blocks after
+    it was handed out: they stay in the page cache, but not in this process's resident memory, so a
+    pass over a run of any size (a simulation writes one part) holds a few blocks' pages, not a
+    part's or the run's."""
     row = 0
+    handed: deque = deque()
     for name, count in zip(parts, counts):
-        yield row, count, *_mapped(name, ("chunk_ns", "chunk_tokens"))
+        ns, tokens = _mapped(name, ("chunk_ns", "chunk_tokens"))
+        for block in _blocks(row, count, ns, tokens, BLOCK_CHUNKS):
+            yield block
+            handed.append(block)
+            if len(handed) > _MAPPED_BLOCKS:
+                _unmap_pages(*handed.popleft()[2:])
         row += count.size
+    for block in handed:
+        _unmap_pages(*block[2:])
+
+
+_PAGE = mmap.PAGESIZE
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+try:
+    _madvise = ctypes.CDLL(None, use_errno=True).madvise
+    _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+except (OSError, AttributeError):  # not on Linux: the pages stay until the part is closed
+    _madvise = None
+
+
+def _unmap_pages(*arrays: np.ndarray) -> None:
+    """Drop the pages of mapped (``np.memmap``) arrays from this process: reading them again maps
+    them again from the page cache, so this only ever costs time, never correctness."""
+    if _madvise is None or _MADV_DONTNEED is None:
+        return
+    for array in arrays:
+        if not isinstance(array, np.memmap) or not array.size:
+            continue
+        start = array.ctypes.data
+        end = start + array.nbytes
+        start -= start % _PAGE  # the first page may hold the previous block's end: mapped again if read
+        _madvise(start, end - start, _MADV_DONTNEED)
 
 
 def _members(path: Path) -> dict[str, np.ndarray]:

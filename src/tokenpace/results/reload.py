@@ -22,6 +22,15 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
     JSONL, the summary is computed again from the records. ``token_prices``: the config's price
     fields (``input_usd_per_mtok``, ``output_usd_per_mtok``, ``cache_price_multipliers``) to price
     the run at instead of the ones it was run with."""
+    return load_run_and_records(path, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus,
+                                token_prices=token_prices)[0]
+
+
+def load_run_and_records(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None = None,
+                         gpus: int | None = None, token_prices: dict[str, Any] | None = None
+                         ) -> tuple[dict[str, Any], list[RequestRecord] | RecordTable | None]:
+    """``load_run``, and the records it summarized again (None when it did not read them), so that
+    a report drawing them does not read a million requests twice."""
     if path.suffix == ".jsonl":
         records, skipped = read_records_counted(path)
         if not records:
@@ -34,7 +43,7 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         _check_is_run(doc, path)
         config = doc.get("config") or {}
         if slo is None and gpu_hour_usd is None and gpus is None and token_prices is None:
-            return doc
+            return doc, None
         records, doc["skipped_lines"] = _records_of(path.parent / doc["records_path"])
     window = (doc.get("summary") or {}).get("window") or {}
     doc["summary"] = summarize(
@@ -42,7 +51,7 @@ def load_run(path: Path, *, slo: str | None = None, gpu_hour_usd: float | None =
         gpu_hour_usd=gpu_hour_usd if gpu_hour_usd is not None else config.get("gpu_hour_usd"),
         gpus=gpus if gpus is not None else config.get("gpus", 1),
         window=saved_window(window, config), token_prices=token_prices_of({**config, **(token_prices or {})}))
-    return doc
+    return doc, records
 
 
 def is_live(records: list) -> bool:

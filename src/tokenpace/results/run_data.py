@@ -14,7 +14,7 @@ from tokenpace.record import RequestRecord
 from tokenpace.recordtable import RecordTable
 from tokenpace.results.columnar import columns_path, is_complete, read_table
 from tokenpace.results.records import read_records_counted
-from tokenpace.results.reload import load_run
+from tokenpace.results.reload import load_run_and_records
 
 
 @dataclass
@@ -39,14 +39,17 @@ def load_run_data(path: str | Path, *, slo: str | None = None, gpu_hour_usd: flo
     ``table``: the records as a ``RecordTable`` from the columnar file when the run wrote a whole
     one (what the HTML report draws from: seconds at a million requests), else from the JSONL."""
     path = Path(path)
-    doc = load_run(path, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus, token_prices=token_prices)
+    doc, summarized = load_run_and_records(path, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus,
+                                           token_prices=token_prices)
     data = RunData(path=path, doc=doc)
     records_file = path if path.suffix == ".jsonl" else path.parent / str(doc.get("records_path") or "")
     columnar = columns_path(records_file) if path.suffix != ".jsonl" and doc.get("records_path") else None
     if table and columnar is not None and is_complete(columnar):
-        data.records = read_table(columnar, chunks=False)  # a large run's plots without its objects
+        # A large run's plots without its objects (the table just summarized, when it was).
+        data.records = (summarized if isinstance(summarized, RecordTable)
+                        else read_table(columnar, chunks=False))
     elif path.suffix == ".jsonl" or (doc.get("records_path") and records_file.is_file()):
-        data.records, _ = read_records_counted(records_file)
+        data.records = summarized if isinstance(summarized, list) else read_records_counted(records_file)[0]
     else:
         data.notes.append(f"records file {records_file.name} not found: per-request plots are missing")
     engine = doc.get("engine") or {}

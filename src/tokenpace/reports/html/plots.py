@@ -13,10 +13,14 @@ from tokenpace.reports.series import LoadOverTime, RequestBars, cdf_points
 LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL (per token)", "e2e": "E2E"}
 
 
-def cdf_svg(metric: str, samples_ms: np.ndarray, limit_ms: float | None) -> str:
+def cdf_svg(metric: str, samples_ms: np.ndarray, limit_ms: float | None, *, ascending: bool = False) -> str:
+    """``ascending``: the samples are already sorted (a page draws the CDF and the histogram of
+    millions of samples from one sort)."""
     name = f"cdf-{metric}"
+    if not ascending:
+        samples_ms = np.sort(samples_ms)
     with figure(name) as (fig, ax):
-        x, y = cdf_points(samples_ms)
+        x, y = cdf_points(samples_ms, ascending=True)
         ax.plot(x, y, color=COLORS["base"], linewidth=1.6, drawstyle="steps-post")
         for q, key in ((0.5, "p50"), (0.99, "p99")):
             value = float(np.quantile(samples_ms, q))
@@ -46,9 +50,9 @@ def _limit(ax: Any, limit_ms: float | None) -> None:
         ax.legend(loc="lower right", fontsize=8, frameon=False)
 
 
-def _log_if_wide(ax: Any, samples_ms: np.ndarray) -> None:
-    lo = float(np.min(samples_ms))
-    if lo > 0 and float(np.max(samples_ms)) / lo > 100:
+def _log_if_wide(ax: Any, ordered_ms: np.ndarray) -> None:
+    lo = float(ordered_ms[0])
+    if lo > 0 and float(ordered_ms[-1]) / lo > 100:
         ax.set_xscale("log")
 
 
