@@ -85,11 +85,12 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
             server_cores = server.cores_since_mark()
             rt = server.rt
         truth = read_truth(log)
-    figures = analyze(result.records, truth, concurrency)
+        # The records are read from the run's files, which live in `tmp`: read them before it goes.
+        figures = analyze(result.records, truth, concurrency)
+        chunks = sum(len(r.chunk_ns) for r in result.records)
     per_worker = (result.load.get("workers") or {}).get("per_worker")
     cores = (sum(w["client_cpu_util"] or 0.0 for w in per_worker) if per_worker
              else result.load["client_cpu_util"])
-    chunks = sum(len(r.chunk_ns) for r in result.records)
     figures.update(client_cores=cores, server_cores=server_cores, server_rt=rt,
                    wall_s=result.load["wall_s"], chunks_per_s=chunks / result.load["wall_s"],
                    lag_p99=(result.load["schedule_lag_ms"] or {}).get("p99"))
@@ -98,6 +99,7 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
 
 def analyze(records, truth, concurrency: int) -> dict:
     ttft, chunk, ttft_e2e, first_wave_ttft = [], [], [], []
+    by_wave: dict[int, list[float]] = {}  # TTFT error by the request's wave (index // streams)
     exact = compared = unmatched = not_ok = 0
     sources: dict[str, int] = {}
     for r in records:
@@ -109,6 +111,7 @@ def analyze(records, truth, concurrency: int) -> dict:
             unmatched += 1
             continue
         err_ms = (np.asarray(r.chunk_ns, dtype=np.int64) - np.asarray(t.token_ns, dtype=np.int64)) / 1e6
+        by_wave.setdefault(r.index // concurrency, []).append(err_ms[0])
         if r.warmup:
             first_wave_ttft.append(err_ms[0])
             continue
@@ -127,7 +130,7 @@ def analyze(records, truth, concurrency: int) -> dict:
     lo, hi = (arrivals[concurrency - 1], arrivals[-1]) if len(arrivals) > concurrency else (arrivals[0], max(
         e for _, e in spans_server))
     return {
-        "ttft": pcts(ttft), "chunk": pcts(chunk), "ttft_e2e": pcts(ttft_e2e), "first_wave_ttft": pcts(first_wave_ttft),
+        "ttft": pcts(ttft), "chunk": pcts(chunk), "waves": {k: pcts(v) for k, v in sorted(by_wave.items())}, "ttft_e2e": pcts(ttft_e2e), "first_wave_ttft": pcts(first_wave_ttft),
         "in_flight_server": mean_in_flight(spans_server, lo, hi),
         "in_flight_client": mean_in_flight(spans_client, lo, hi),
         "exact": exact, "compared": compared, "unmatched": unmatched, "not_ok": not_ok, "sources": sources,
@@ -196,6 +199,15 @@ def main() -> None:
                      m("ttft_e2e", "p50"), m("ttft_e2e", "p99"), m("first_wave_ttft", "p99")])
     print(table(["loop", "streams", "runs", "TTFT p50", "TTFT p99", "TTFT max", "chunk p50", "chunk p99",
                  "chunk max", "TTFT e2e p50", "TTFT e2e p99", "1st-wave TTFT p99"], rows))
+    print("\nTTFT error by wave (requests k*N .. (k+1)*N-1 of N streams; wave 0 is the warmup), ms, median of"
+          " the runs' own percentiles: a wave that starts while the previous one's records are being finished"
+          " shows here\n")
+    rows = []
+    for (loop, n), runs in results.items():
+        for k in sorted({k for r in runs for k in r["waves"]}):
+            m = lambda stat: median([r["waves"][k][stat] for r in runs if k in r["waves"]])  # noqa: E731
+            rows.append([loop, n, k, m("p50"), m("p99"), m("max")])
+    print(table(["loop", "streams", "wave", "TTFT err p50", "p99", "max"], rows))
     if args.view == "both":
         print("\nLive view on / off, same loop and streams (ratio of the medians above)\n")
         rows = []
