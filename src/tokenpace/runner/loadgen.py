@@ -155,11 +155,14 @@ class LoadGenerator:
     async def _worker(self, start_after_s: float = 0.0) -> None:
         if start_after_s > 0:  # --ramp: this client joins later
             await self._sleep_until(asyncio.get_running_loop(), self.start_ns / NS + start_after_s)
+        first = True
         while not self._stopping.is_set():
             now = time.monotonic_ns()
-            await self._slices.send_turn()  # waiting for a send slot counts as schedule lag
-            if self._stopping.is_set():
-                return
+            if not first:  # a worker's first request goes at once: at the start nothing is in flight to delay
+                await self._slices.send_turn()  # waiting for a send slot counts as schedule lag
+                if self._stopping.is_set():
+                    return
+            first = False
             planned = self._next()
             if planned is None:
                 return
