@@ -255,7 +255,8 @@ class LoadGenerator:
             scheduled_s = (self.start_ns / NS + conversation.start_offset_s if previous_done_ns is None
                            else previous_done_ns / NS + turn.think_time_s)
             await self._sleep_until(loop, scheduled_s)
-            await self._slices.send_turn()
+            if previous_done_ns is not None:  # as the closed loop: a session's first turn goes at once
+                await self._slices.send_turn()
             index = self._next_index()
             if index is None or self._stopping.is_set():
                 return
