@@ -267,7 +267,9 @@ def main() -> int:
     print(machine_line() + f"; tools on CPU {CLIENT_CPU}, server on CPU {SERVER_CPU}")
     print("Command: .venv/bin/python benchmarks/client_accuracy_peers.py " + shlex.join(sys.argv[1:]))
     print(f"Server: prefill {PREFILL_S * 1e3:g} ms, decode step {STEP_S * 1e3:g} ms, {OUTPUT_TOKENS} tokens, "
-          f"jitter 5%, 1 token per chunk; closed loop, {n} streams, {w.requests} requests a tool, "
+          f"jitter 5%, 1 token per chunk; closed loop, "
+          f"{f'streams {args.ramp}, {args.waves} requests a stream' if args.ramp else f'{n} streams'}, "
+          f"{'' if args.ramp else f'{w.requests} requests a tool, '}"
           f"/v1/completions streamed\n")
     tok = tokenizer_dir(gguf, out_dir.parent / "tp-peers-tokenizers")
     hf_home = out_dir / "hf-home"  # private: no tool sees a user's hub cache or token
