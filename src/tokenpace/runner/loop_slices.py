@@ -12,7 +12,10 @@ tokens arrive in it.
 then polls the sockets again:
 
 - ``send_turn()``: a request waits for a send slot; at most ``sends_per_turn`` go out per turn, in
-  the order they asked. A request that finds a free slot goes at once (no suspension).
+  the order they asked. A request that finds a free slot goes at once (no suspension). The load
+  generator asks for one before a closed-loop worker's next request and a conversation's next turn
+  (not their first: at the start nothing is in flight, and spreading the connection set-up only
+  made the first wave's stamps later); the open loop already sends one request per turn.
 - ``record(r)``: an ended request's record is queued and handed to ``on_record`` later, in the
   order they ended, a slice per turn (at least one record, then until ``record_budget_ns`` of work).
   A successor request is therefore sent before its predecessor's record is written.
@@ -49,10 +52,6 @@ class LoopSlices(Generic[T]):
         self._sent_this_turn = 0
         self._ticking = False
         self._closed = False
-
-    @property
-    def queued_records(self) -> int:
-        return len(self._records)
 
     async def send_turn(self) -> None:
         """Return when this request may be sent: at once while this turn has a free slot."""
