@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+# TOKENPACE_BENCH_SRC: another tree's src/ to measure (client_accuracy.py --against runs its child there).
+sys.path.insert(0, os.environ.get("TOKENPACE_BENCH_SRC") or str(Path(__file__).resolve().parents[1] / "src"))
 
 from tokenpace.servers import BuiltinServerConfig, read_send_log, start_server_process  # noqa: E402
 

@@ -27,6 +27,11 @@ set-up) is warmup, reported apart.
         # (--view-refresh-s S: another frame rate)
     .venv/bin/python benchmarks/client_accuracy.py --concurrency 256 --workers 1,2   # one loop vs 2 processes
 
+With --against REF (a git ref, e.g. main) every run is made twice, by this checkout's client and by
+REF's (its src/ exported to a temporary folder), each in a fresh child process, in alternating order:
+on a busy machine the two are compared under the same load. The server is the one of the tree
+measured.
+
 With --workers N > 1 the load runs in N worker processes (`tokenpace bench --workers N`); they are
 not pinned (each may run on any CPU, the server's included), while one loop stays pinned as above.
 "Client cores" is then the sum of the workers' CPU, and "chunks/s per client core" the chunks
@@ -37,8 +42,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -85,12 +93,13 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
             server_cores = server.cores_since_mark()
             rt = server.rt
         truth = read_truth(log)
-    figures = analyze(result.records, truth, concurrency)
+        # The records are read from the run's files, which live in `tmp`: read them before it goes.
+        figures = analyze(result.records, truth, concurrency)
+        chunks = sum(len(r.chunk_ns) for r in result.records)
     per_worker = (result.load.get("workers") or {}).get("per_worker")
     cores = (sum(w["client_cpu_util"] or 0.0 for w in per_worker) if per_worker
              else result.load["client_cpu_util"])
-    chunks = sum(len(r.chunk_ns) for r in result.records)
-    figures.update(client_cores=cores, server_cores=server_cores, server_rt=rt,
+    figures.update(client_cores=cores, client_cpu_s=cores * result.load["wall_s"], server_cores=server_cores, server_rt=rt,
                    wall_s=result.load["wall_s"], chunks_per_s=chunks / result.load["wall_s"],
                    lag_p99=(result.load["schedule_lag_ms"] or {}).get("p99"))
     return figures
@@ -98,6 +107,7 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
 
 def analyze(records, truth, concurrency: int) -> dict:
     ttft, chunk, ttft_e2e, first_wave_ttft = [], [], [], []
+    by_wave: dict[int, list[float]] = {}  # TTFT error by the request's wave (index // streams)
     exact = compared = unmatched = not_ok = 0
     sources: dict[str, int] = {}
     for r in records:
@@ -109,6 +119,7 @@ def analyze(records, truth, concurrency: int) -> dict:
             unmatched += 1
             continue
         err_ms = (np.asarray(r.chunk_ns, dtype=np.int64) - np.asarray(t.token_ns, dtype=np.int64)) / 1e6
+        by_wave.setdefault(r.index // concurrency, []).append(err_ms[0])
         if r.warmup:
             first_wave_ttft.append(err_ms[0])
             continue
@@ -127,7 +138,7 @@ def analyze(records, truth, concurrency: int) -> dict:
     lo, hi = (arrivals[concurrency - 1], arrivals[-1]) if len(arrivals) > concurrency else (arrivals[0], max(
         e for _, e in spans_server))
     return {
-        "ttft": pcts(ttft), "chunk": pcts(chunk), "ttft_e2e": pcts(ttft_e2e), "first_wave_ttft": pcts(first_wave_ttft),
+        "ttft": pcts(ttft), "chunk": pcts(chunk), "waves": {k: pcts(v) for k, v in sorted(by_wave.items())}, "ttft_e2e": pcts(ttft_e2e), "first_wave_ttft": pcts(first_wave_ttft),
         "in_flight_server": mean_in_flight(spans_server, lo, hi),
         "in_flight_client": mean_in_flight(spans_client, lo, hi),
         "exact": exact, "compared": compared, "unmatched": unmatched, "not_ok": not_ok, "sources": sources,
@@ -154,7 +165,16 @@ def main() -> None:
                     help="client worker processes (default 1: one event loop in this process)")
     ap.add_argument("--client-rt", action="store_true",
                     help="run the client at real-time priority too (diagnostic: removes other tenants)")
+    ap.add_argument("--against", metavar="REF",
+                    help="also run a git ref's client (e.g. main), alternating with this checkout's, run by run")
+    ap.add_argument("--child-json", help=argparse.SUPPRESS)  # one run in a child process (--against)
     args = ap.parse_args()
+    if args.child_json:
+        kw = json.loads(args.child_json)
+        if kw.pop("client_rt"):
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY - 1))
+        print(json.dumps(run_once(**kw)))
+        return
     if args.view_refresh_s is not None:
         progress.LIVE_REFRESH_S = progress.PLAIN_EVERY_S = args.view_refresh_s
     levels = [int(x) for x in args.concurrency.split(",")]
@@ -172,20 +192,31 @@ def main() -> None:
           f"p50 {floor['p50']:.2f} ms, p99 {floor['p99']:.2f} ms, max {floor['max']:.2f} ms")
     views = {"off": [False], "on": [True], "both": [False, True]}[args.view]
     results: dict[tuple[str, int], list[dict]] = {}
-    for loop in loops:
-        for n, w in [(n, w) for n in levels for w in worker_counts]:
-            for i in range(args.repeat):
-                order = views if i % 2 == 0 else views[::-1]  # alternate which goes first
-                for view in order:
-                    label = _label(loop, w) + (" view" if view else "") if args.view != "off" else _label(loop, w)
-                    results.setdefault((label, n), []).append(run_once(
-                        n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000, tokens=args.tokens, view=view,
-                        view_mode=args.view_mode, workers=w))
-                    f = results[(label, n)][-1]
-                    print(f"  {label} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
-                          f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
-                          f"client {f['client_cores']:.2f} cores, server {f['server_cores']:.2f} cores"
-                          f"{'' if f['server_rt'] else ' (server NOT real-time)'}", flush=True)
+    trees: list[str | None] = [None]  # None: this checkout, in this process
+    with contextlib.ExitStack() as stack:
+        if args.against:
+            trees = [".", stack.enter_context(_exported(args.against))]
+            print(f"Against {args.against} ({_commit(args.against)}; this checkout {_commit('HEAD')}): "
+                  "each run made by both, in child processes, alternating which goes first\n")
+        for loop in loops:
+            for n, w in [(n, w) for n in levels for w in worker_counts]:
+                for i in range(args.repeat):
+                    order = views if i % 2 == 0 else views[::-1]  # alternate which goes first
+                    tree_order = trees if i % 2 == 0 else trees[::-1]
+                    for view, tree in [(v, t) for v in order for t in tree_order]:
+                        label = _label(loop, w) + (" view" if view else "") if args.view != "off" else _label(loop, w)
+                        if tree not in (None, "."):
+                            label += f" @{args.against}"
+                        kw = dict(concurrency=n, waves=args.waves, loop=loop, step_s=args.step_ms / 1000,
+                                  tokens=args.tokens, view=view, view_mode=args.view_mode, workers=w)
+                        f = run_once(**kw) if tree is None else _run_child(tree, kw, args.client_rt)
+                        results.setdefault((label, n), []).append(f)
+                        print(f"  {label} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
+                              f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
+                              f"client {f['client_cores']:.2f} cores ({f['client_cpu_s']:.2f} CPU-s), "
+                              f"server {f['server_cores']:.2f} cores"
+                              f"{'' if f['server_rt'] else ' (server NOT real-time)'}; "
+                              f"load average {os.getloadavg()[0]:.2f}", flush=True)
     print("\nClient timing error, ms (measured - true; median of the runs' own percentiles). TTFT and chunk:"
           " arrival of the first / every token chunk; TTFT e2e: measured TTFT - server TTFT\n")
     rows = []
@@ -196,6 +227,15 @@ def main() -> None:
                      m("ttft_e2e", "p50"), m("ttft_e2e", "p99"), m("first_wave_ttft", "p99")])
     print(table(["loop", "streams", "runs", "TTFT p50", "TTFT p99", "TTFT max", "chunk p50", "chunk p99",
                  "chunk max", "TTFT e2e p50", "TTFT e2e p99", "1st-wave TTFT p99"], rows))
+    print("\nTTFT error by wave (requests k*N .. (k+1)*N-1 of N streams; wave 0 is the warmup), ms, median of"
+          " the runs' own percentiles: a wave that starts while the previous one's records are being finished"
+          " shows here\n")
+    rows = []
+    for (loop, n), runs in results.items():
+        for k in sorted({k for r in runs for k in r["waves"]}):
+            m = lambda stat: median([r["waves"][k][stat] for r in runs if k in r["waves"]])  # noqa: E731
+            rows.append([loop, n, k, m("p50"), m("p99"), m("max")])
+    print(table(["loop", "streams", "wave", "TTFT err p50", "p99", "max"], rows))
     if args.view == "both":
         print("\nLive view on / off, same loop and streams (ratio of the medians above)\n")
         rows = []
@@ -227,6 +267,38 @@ def main() -> None:
              median([r["chunks_per_s"] / r["client_cores"] for r in runs if r["client_cores"]]),
              median([r["client_cores"] for r in runs])] for (loop, n), runs in results.items()]
     print(table(["loop", "streams", "chunks/s", "chunks/s per client core", "client cores"], rows))
+
+
+@contextlib.contextmanager
+def _exported(ref: str):
+    """REF's src/ in a temporary folder (git archive): the tree a child process measures."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="tp-against-") as tmp:
+        archive = subprocess.run(["git", "-C", str(root), "archive", ref, "src"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield tmp
+
+
+def _commit(ref: str) -> str:
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", ref], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _run_child(tree: str, kw: dict, client_rt: bool) -> dict:
+    """One run by the client of ``tree`` ("." this checkout, else an exported src/ folder) in a fresh
+    process, pinned as this one is."""
+    env = dict(os.environ)
+    if tree != ".":
+        src = str(Path(tree) / "src")
+        env["TOKENPACE_BENCH_SRC"] = src
+        env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")  # the server process too
+    out = subprocess.run([sys.executable, __file__, "--child-json", json.dumps({**kw, "client_rt": client_rt})],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    f = json.loads(out.strip().splitlines()[-1])
+    f["waves"] = {int(k): v for k, v in f["waves"].items()}
+    return f
 
 
 def _label(loop: str, workers: int) -> str:

@@ -29,6 +29,15 @@ requests and time. The tokenizer every tool uses is built offline from the cache
     .venv/bin/python benchmarks/client_accuracy_peers.py --concurrency 256 \\
         $(python3 benchmarks/peers/install.py)      # all four tools, ~20 s of load each
     .venv/bin/python benchmarks/client_accuracy_peers.py --tools tokenpace,aiperf --concurrency 64
+    .venv/bin/python benchmarks/client_accuracy_peers.py --tools tokenpace,inference-perf \\
+        --ramp 32,64,128,256 --waves 3 $(python3 benchmarks/peers/install.py)
+        # the highest chunk rate each tool sustains with its per-chunk timing error p99 <= 1 ms
+
+--ramp: each tool at each stream count of the list (tools alternating which goes first), then the
+highest server chunk rate at which the tool's per-chunk timing error p99 stayed within
+--max-error-ms (1 ms). The per-chunk error of a peer is read from its ITL p99 minus the server's ITL
+p99 over the same requests (the peers send no id to join on: a chunk stamped late lengthens one
+gap, so the gaps' tail grows by the lateness); tokenpace's must also pass joined chunk by chunk.
 """
 
 from __future__ import annotations
@@ -140,6 +149,82 @@ def tokenpace_joined(run_dir: Path, truth: dict, concurrency: int) -> tuple[dict
     return analyze(records, truth, concurrency), {r.request_id for r in records}, cpu
 
 
+def measure(tool: str, given: dict[str, str], w: Workload, run_dir: Path, tok: Path, env: dict[str, str]
+            ) -> dict | None:
+    """One tool at one load against a fresh truth server: its row, the truth over the same requests,
+    tokenpace's joined errors, cost and load held. None (and a line) when it is missing or failed."""
+    n = w.concurrency
+    exe = find_bin(tool, given)
+    if exe is None or not exe.exists():
+        print(f"{tool}: skipped, not found (install: python3 benchmarks/peers/install.py --tools {tool}, "
+              f"then --peer-bin {tool}=/tmp/tokenpace-peers/peers/{tool}-<version>/bin/{COMMANDS[tool]})")
+        return None
+    log = run_dir / "sends.jsonl"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    print(f"{tool}: running {n} streams ...", flush=True)
+    with truth_server(log, max_num_seqs=n, prefill_s=PREFILL_S, step_s=STEP_S) as server:
+        model = json.load(urllib.request.urlopen(f"{server.url}/models", timeout=10))["data"][0]["id"]
+        try:
+            row, cost = run_tool(tool, exe, w, Target(server.url, model, tok), run_dir, env)
+        except Exception as exc:  # noqa: BLE001 - one tool failing is a line, not the end
+            print(f"  {tool} FAILED: {str(exc)[:1500]}")
+            return None
+    truth = read_truth(log)
+    joined, ids, load_cpu = (tokenpace_joined(run_dir, truth, n) if tool == "tokenpace" else (None, None, None))
+    t = truth_figures(truth, ids)
+    arrivals = sorted(x.received_ns for x in truth.values())
+    spans = [(x.received_ns, x.done_ns) for x in truth.values() if x.done_ns]
+    held = mean_in_flight(spans, arrivals[n - 1], arrivals[-1]) if len(arrivals) > n else None
+    window_s = (max(e for _, e in spans) - arrivals[0]) / 1e9 if spans else None
+    print(f"  {tool}: ok {row.ok}, failed {row.failed}; server saw {t['requests']} requests; "
+          f"{cost['wall_s']:.0f} s wall, {cost['cpu_s']:.1f} CPU s", flush=True)
+    return {"row": row.as_dict(), "truth": t, "joined": joined, "cost": cost, "held": held,
+            "window_s": window_s, "load_cpu_s": load_cpu}
+
+
+def ramp(tools: list[str], given: dict[str, str], levels: list[int], args: argparse.Namespace, out_dir: Path,
+         tok: Path, env: dict[str, str], canary: HubCanary) -> int:
+    """Each tool at each load of the ramp (tools alternating which goes first); the highest chunk
+    rate each sustained with its per-chunk timing error p99 within --max-error-ms."""
+    bound = args.max_error_ms
+    results: dict[tuple[str, int], dict] = {}
+    for i, n in enumerate(levels):
+        w = Workload(concurrency=n, requests=n * args.waves, input_tokens=INPUT_TOKENS,
+                     output_tokens=OUTPUT_TOKENS, seed=42, timeout_s=args.timeout)
+        for tool in (tools if i % 2 == 0 else tools[::-1]):
+            x = measure(tool, given, w, out_dir / f"{tool}-{n}", tok, env)
+            if x is not None:
+                results[(tool, n)] = x
+    print(f"\nPer-chunk timing error p99 at each load, ms. For every tool: its ITL p99 minus the server's over the"
+          f" same requests (a chunk stamped late lengthens one gap and shortens the next, so the tail of the gaps"
+          f" grows by the lateness); tokenpace also joined chunk by chunk to the send log\n")
+    rows, best = [], {}
+    for (tool, n), x in sorted(results.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        got, true = (x["row"]["itl_ms"] or {}).get("p99"), x["truth"]["itl"].get("p99")
+        err = got - true if got is not None and true is not None else None
+        rate = x["truth"]["chunks"] / x["window_s"] if x["window_s"] else None
+        joined = x["joined"]["chunk"]["p99"] if x["joined"] else None
+        ok = err is not None and abs(err) <= bound and (joined is None or joined <= bound)
+        if ok and rate is not None and rate > best.get(tool, 0.0):
+            best[tool] = rate
+        rows.append([tool, n, f"{rate:,.0f}" if rate else "—", f"{x['held']:.1f}" if x["held"] is not None else "—",
+                     f"{err:+.2f}" if err is not None else "—", f"{joined:.2f}" if joined is not None else "—",
+                     f"{x['cost']['cpu_s']:.1f}", "{:.1f} → {:.1f}".format(*x["cost"]["load_avg"]),
+                     "yes" if ok else "no"])
+    print(table(["tool", "streams", "chunks/s (server)", "in flight", "ITL p99 - truth", "joined chunk err p99",
+                 "tool CPU s", "load avg", f"within {bound:g} ms"], rows))
+    print(f"\nHighest chunk rate sustained within {bound:g} ms (p99):")
+    for tool in tools:
+        print(f"  {tool}: " + (f"{best[tool]:,.0f} chunks/s" if tool in best else "none of the loads"))
+    if "tokenpace" in best and "inference-perf" in best:
+        print(f"  tokenpace / inference-perf: {best['tokenpace'] / best['inference-perf']:.2f}x")
+    print(f"\nHub canary connections: {len(canary.connections)} (any would mean a tool tried to reach a hub)")
+    (out_dir / "client_accuracy_peers_ramp.json").write_text(json.dumps(
+        {f"{tool}@{n}": x for (tool, n), x in results.items()}, indent=1, default=str))
+    print(f"Figures: {out_dir / 'client_accuracy_peers_ramp.json'}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,6 +238,12 @@ def main() -> int:
                     help="GGUF whose vocabulary every tool tokenizes with (default: the cached Gemma 3 270M)")
     ap.add_argument("--timeout", type=int, default=120, metavar="S", help="each tool's own time limit")
     ap.add_argument("--out-dir", default=None, metavar="DIR", help="default: a temporary folder")
+    ap.add_argument("--ramp", metavar="N,N,...",
+                    help="run each tool at each of these stream counts instead of --concurrency, and report "
+                         "the highest chunk rate each sustains with its per-chunk timing error p99 within "
+                         "--max-error-ms")
+    ap.add_argument("--max-error-ms", type=float, default=1.0, metavar="MS",
+                    help="the per-chunk timing error bound of --ramp (default 1 ms, issue 18's)")
     args = ap.parse_args()
     given = {}
     for item in args.peer_bin:
@@ -176,7 +267,9 @@ def main() -> int:
     print(machine_line() + f"; tools on CPU {CLIENT_CPU}, server on CPU {SERVER_CPU}")
     print("Command: .venv/bin/python benchmarks/client_accuracy_peers.py " + shlex.join(sys.argv[1:]))
     print(f"Server: prefill {PREFILL_S * 1e3:g} ms, decode step {STEP_S * 1e3:g} ms, {OUTPUT_TOKENS} tokens, "
-          f"jitter 5%, 1 token per chunk; closed loop, {n} streams, {w.requests} requests a tool, "
+          f"jitter 5%, 1 token per chunk; closed loop, "
+          f"{f'streams {args.ramp}, {args.waves} requests a stream' if args.ramp else f'{n} streams'}, "
+          f"{'' if args.ramp else f'{w.requests} requests a tool, '}"
           f"/v1/completions streamed\n")
     tok = tokenizer_dir(gguf, out_dir.parent / "tp-peers-tokenizers")
     hf_home = out_dir / "hf-home"  # private: no tool sees a user's hub cache or token
@@ -187,36 +280,14 @@ def main() -> int:
     env = peer_env({"HF_HOME": str(hf_home), "HF_HUB_CACHE": str(hf_home / "hub"), "HF_ENDPOINT": canary.url})
     env.pop("HF_TOKEN", None)
 
+    if args.ramp:
+        return ramp(tools, given, [int(x) for x in args.ramp.split(",")], args, out_dir, tok, env, canary)
     rows, results = [], {}
     for tool in tools:
-        exe = find_bin(tool, given)
-        if exe is None or not exe.exists():
-            print(f"{tool}: skipped, not found (install: python3 benchmarks/peers/install.py --tools {tool}, "
-                  f"then --peer-bin {tool}=/tmp/tokenpace-peers/peers/{tool}-<version>/bin/{COMMANDS[tool]})")
-            continue
-        run_dir = out_dir / tool
-        log = run_dir / "sends.jsonl"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        print(f"{tool}: running ...", flush=True)
-        with truth_server(log, max_num_seqs=n, prefill_s=PREFILL_S, step_s=STEP_S) as server:
-            model = json.load(urllib.request.urlopen(f"{server.url}/models", timeout=10))["data"][0]["id"]
-            try:
-                row, cost = run_tool(tool, exe, w, Target(server.url, model, tok), run_dir, env)
-            except Exception as exc:  # noqa: BLE001 - one tool failing is a line, not the end
-                print(f"  {tool} FAILED: {str(exc)[:1500]}")
-                continue
-        truth = read_truth(log)
-        joined, ids, load_cpu = (tokenpace_joined(run_dir, truth, n) if tool == "tokenpace" else (None, None, None))
-        t = truth_figures(truth, ids)
-        arrivals = sorted(x.received_ns for x in truth.values())
-        spans = [(x.received_ns, x.done_ns) for x in truth.values() if x.done_ns]
-        held = mean_in_flight(spans, arrivals[n - 1], arrivals[-1]) if len(arrivals) > n else None
-        window_s = (max(e for _, e in spans) - arrivals[0]) / 1e9 if spans else None
-        results[tool] = {"row": row.as_dict(), "truth": t, "joined": joined, "cost": cost, "held": held,
-                         "window_s": window_s, "load_cpu_s": load_cpu}
-        print(f"  {tool}: ok {row.ok}, failed {row.failed}; server saw {t['requests']} requests; "
-              f"{cost['wall_s']:.0f} s wall, {cost['cpu_s']:.1f} CPU s", flush=True)
-        rows.append(tool)
+        x = measure(tool, given, w, out_dir / tool, tok, env)
+        if x is not None:
+            results[tool] = x
+            rows.append(tool)
 
     def d(tool: str, fig: str, stat: str) -> str:
         r, t = results[tool]["row"], results[tool]["truth"]

@@ -76,3 +76,8 @@ def test_a_dipping_count_never_gives_negative_tokens():
 
 def test_no_usage_is_one_token_per_chunk():
     assert split_chunk_tokens([7, 0, 2], []) == ([1, 1, 1], "one_per_chunk")
+
+
+def test_a_count_that_dips_adds_nothing_and_the_next_rise_counts_from_the_highest():
+    # Cumulative 2, then a dip to 1 (nothing added: 0 tokens), then 3 (3 - 2 = 1 token).
+    assert split_chunk_tokens([1, 1, 1], [(1, 2), (2, 1), (3, 3)]) == ([2, 0, 1], "chunk_usage")

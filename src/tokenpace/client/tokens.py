@@ -98,18 +98,22 @@ def split_chunk_tokens(
     seen_chunks = 0
     seen_tokens = 0
     carried = 0  # tokens reported before the chunk that showed them
+    # Runs once per request, on the loop that stamps chunks, with a mark per chunk when the server
+    # streams usage: kept to plain comparisons (no slice, no max()) for the one-chunk segments.
     for chunks_so_far, cumulative in usage_marks:
-        added = max(0, cumulative - seen_tokens)  # never negative, even if a server's count dips
-        seen_tokens = max(seen_tokens, cumulative)
+        if cumulative > seen_tokens:
+            added = cumulative - seen_tokens
+            seen_tokens = cumulative
+        else:
+            added = 0  # never negative, even if a server's count dips
         if chunks_so_far <= seen_chunks:
             carried += added
             continue
-        segment = weights[seen_chunks:chunks_so_far]
-        if len(segment) == 1:
+        if chunks_so_far - seen_chunks == 1:
             counts.append(added + carried)
         else:
             exact = False
-            counts.extend(apportion_tokens(added + carried, segment))
+            counts.extend(apportion_tokens(added + carried, weights[seen_chunks:chunks_so_far]))
         carried = 0
         seen_chunks = chunks_so_far
     if seen_chunks < n:

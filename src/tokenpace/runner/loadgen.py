@@ -3,7 +3,8 @@ sessions (each turn after the previous reply and a think time), bounded by count
 
 It owns *when* requests go out and nothing else: the client stamps and fills each record, the sink
 saves it, metrics come later from the records alone. Every request it starts ends as exactly one
-record (ok, error, timeout or cancelled), which `on_record` receives as soon as it completes.
+record (ok, error, timeout or cancelled), which `on_record` receives soon after it completes (a
+slice of ended records per loop turn, runner/loop_slices.py) and always before `run()` returns.
 
 Ending: when the count is reached, the duration is over or `stop()` is called, no new request is
 sent; requests in flight get `grace_s` to finish and are then cancelled (their partial tokens kept).
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenpace.record import RequestRecord
+from tokenpace.runner.loop_slices import LoopSlices
 from tokenpace.runner.retry import retry_delay_s, should_retry
 from tokenpace.runner.warmup import is_warmup
 from tokenpace.workload import Conversation, PlannedRequest
@@ -65,7 +67,10 @@ class LoadGenerator:
         self._stopped_early = False
         self._s = settings
         self._api, self._stream = api, stream
-        self._on_record = on_record
+        # Ended records go to on_record a slice per loop turn, and closed-loop sends are spread over
+        # turns, so that a wave of requests ending together does not hold up chunk stamping.
+        self._slices: LoopSlices[RequestRecord] = LoopSlices(on_record)
+        self._on_record = self._slices.record
         self._on_launch = on_launch
         self._stride = index_stride
         self._stopping = asyncio.Event()
@@ -120,10 +125,13 @@ class LoadGenerator:
                 await self._until_stopped(asyncio.gather(
                     *(self._worker(client_start_s(k, workers, self._s.ramp_s)) for k in range(workers))))
         finally:
-            if deadline is not None:
-                deadline.cancel()
-            self.send_end_ns = self.send_end_ns or time.monotonic_ns()
-            await self._drain()
+            try:
+                if deadline is not None:
+                    deadline.cancel()
+                self.send_end_ns = self.send_end_ns or time.monotonic_ns()
+                await self._drain()
+            finally:  # every record handed over, however the run ends (a cancelled drain too)
+                self._slices.flush()
             self.cpu_s = time.process_time() - cpu0
             self.wall_s = (time.monotonic_ns() - self.start_ns) / NS
             gc.unfreeze()
@@ -148,11 +156,17 @@ class LoadGenerator:
     async def _worker(self, start_after_s: float = 0.0) -> None:
         if start_after_s > 0:  # --ramp: this client joins later
             await self._sleep_until(asyncio.get_running_loop(), self.start_ns / NS + start_after_s)
+        first = True
         while not self._stopping.is_set():
+            now = time.monotonic_ns()
+            if not first:  # a worker's first request goes at once: at the start nothing is in flight to delay
+                await self._slices.send_turn()  # waiting for a send slot counts as schedule lag
+                if self._stopping.is_set():
+                    return
+            first = False
             planned = self._next()
             if planned is None:
                 return
-            now = time.monotonic_ns()
             # Shielded: cancelling the worker must not cancel its request, which drains instead.
             await asyncio.shield(self._start(planned, scheduled_ns=now))
 
@@ -242,6 +256,8 @@ class LoadGenerator:
             scheduled_s = (self.start_ns / NS + conversation.start_offset_s if previous_done_ns is None
                            else previous_done_ns / NS + turn.think_time_s)
             await self._sleep_until(loop, scheduled_s)
+            if previous_done_ns is not None:  # as the closed loop: a session's first turn goes at once
+                await self._slices.send_turn()
             index = self._next_index()
             if index is None or self._stopping.is_set():
                 return

@@ -1,0 +1,219 @@
+"""LoopSlices (records handed over a slice per loop turn, sends a few per turn) and the load
+generator's exit paths with it: every request still ends as exactly one record, handed over by the
+time ``run()`` returns, however the run ends."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
+from tokenpace.runner.loop_slices import LoopSlices
+from tokenpace.workload import PlannedRequest
+
+
+class TurnCounter:
+    """Counts the event loop's turns: a callback that schedules itself again each turn."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self._on = True
+        asyncio.get_running_loop().call_soon(self._next)
+
+    def _next(self) -> None:
+        self.turn += 1
+        if self._on:
+            asyncio.get_running_loop().call_soon(self._next)
+
+    def stop(self) -> None:
+        self._on = False
+
+
+def test_records_are_handed_over_later_in_order_and_all_by_flush():
+    got: list[int] = []
+
+    async def main() -> None:
+        slices = LoopSlices(got.append, record_budget_ns=0)  # one record per turn
+        for i in range(5):
+            slices.record(i)
+        assert got == []  # none on the caller's turn
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert got and got == list(range(len(got))) and len(got) < 5
+        slices.flush()
+        assert got == [0, 1, 2, 3, 4]
+        slices.record(5)  # after the flush: at once
+        assert got[-1] == 5
+
+    asyncio.run(main())
+
+
+def test_sends_are_spread_over_turns_in_the_order_they_asked():
+    async def main() -> list[tuple[int, int]]:
+        slices: LoopSlices[int] = LoopSlices(lambda _r: None, sends_per_turn=3)
+        turns = TurnCounter()
+        went: list[tuple[int, int]] = []
+
+        async def sender(i: int) -> None:
+            await slices.send_turn()
+            went.append((i, turns.turn))
+
+        await asyncio.gather(*(sender(i) for i in range(12)))
+        turns.stop()
+        return went
+
+    went = asyncio.run(main())
+    assert [i for i, _ in went] == list(range(12))  # first come, first sent
+    per_turn: dict[int, int] = {}
+    for _, turn in went:
+        per_turn[turn] = per_turn.get(turn, 0) + 1
+    assert max(per_turn.values()) <= 3
+    assert len(per_turn) >= 4
+
+
+def test_a_cancelled_sender_gives_its_place_up():
+    async def main() -> list[int]:
+        slices: LoopSlices[int] = LoopSlices(lambda _r: None, sends_per_turn=1)
+        went: list[int] = []
+
+        async def sender(i: int) -> None:
+            await slices.send_turn()
+            went.append(i)
+
+        tasks = [asyncio.ensure_future(sender(i)) for i in range(4)]
+        await asyncio.sleep(0)  # 0 went at once; 1, 2, 3 wait
+        tasks[1].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return went
+
+    assert asyncio.run(main()) == [0, 2, 3]
+
+
+def test_a_failing_hand_over_does_not_strand_the_records_behind_it():
+    got: list[int] = []
+    errors: list[object] = []
+
+    def on_record(r: int) -> None:
+        if r == 1:
+            raise RuntimeError("boom")
+        got.append(r)
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx.get("exception")))
+        slices = LoopSlices(on_record, record_budget_ns=0)
+        for i in range(4):
+            slices.record(i)
+        for _ in range(10):
+            await asyncio.sleep(0)
+
+    asyncio.run(main())
+    assert got == [0, 2, 3]
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError)
+
+
+def test_sends_per_turn_below_one_is_refused():
+    with pytest.raises(ValueError, match="sends_per_turn"):
+        LoopSlices(lambda _r: None, sends_per_turn=0)
+
+
+# -- the load generator's exit paths -----------------------------------------------------------------
+
+
+def _plan(n: int):
+    return iter(PlannedRequest(index=i, prompt="hi", input_tokens=1, output_tokens=1, offset_s=None)
+                for i in range(n))
+
+
+def _settings(total: int | None, concurrency: int, **kw) -> LoadSettings:
+    return LoadSettings(concurrency=concurrency, open_loop=False, total_requests=total, end_after_s=None,
+                        grace_s=0.05, **kw)
+
+
+async def _quick(record, _prompt, _extra) -> None:
+    record.sent_ns = time.monotonic_ns()
+    await asyncio.sleep(0)
+    record.status, record.done_ns = "ok", time.monotonic_ns()
+
+
+async def _forever(record, _prompt, _extra) -> None:
+    record.sent_ns = time.monotonic_ns()
+    await asyncio.Event().wait()
+
+
+def _loadgen(send, total, concurrency, records, launched, **kw) -> LoadGenerator:
+    return LoadGenerator(send, _plan(total or 10_000), _settings(total, concurrency, **kw), api="completions",
+                         stream=True, on_record=records.append, on_launch=launched.append)
+
+
+async def _run_and_count(lg: LoadGenerator, records: list) -> int:
+    await lg.run()
+    return len(records)
+
+
+def test_a_count_bounded_run_hands_over_every_record_once():
+    records, launched = [], []
+
+    def slow_on_record(record) -> None:  # over a turn's budget each: most are still queued at the end
+        time.sleep(0.001)
+        records.append(record)
+
+    lg = LoadGenerator(_quick, _plan(64), _settings(64, 64), api="completions", stream=True,
+                       on_record=slow_on_record, on_launch=launched.append)
+    assert asyncio.run(_run_and_count(lg, records)) == 64  # all of them by the time run() returned
+    assert sorted(r.index for r in records) == list(range(64))
+    assert lg.sent_count == len(launched) == 64
+
+
+def test_a_stopped_run_accounts_for_every_request_sent():
+    records, launched = [], []
+
+    def on_record(record) -> None:  # a Ctrl-C once 100 requests have ended
+        records.append(record)
+        if len(records) == 100:
+            lg.stop()
+
+    lg = LoadGenerator(_quick, _plan(10_000), _settings(None, 16), api="completions", stream=True,
+                       on_record=on_record, on_launch=launched.append)
+    handed_over = asyncio.run(_run_and_count(lg, records))
+    assert lg.interrupted
+    assert lg.sent_count == len(launched) == len(records) == handed_over >= 100
+    assert sorted(r.index for r in records) == sorted(r.index for r in launched)
+
+
+def test_cancelled_requests_are_records_when_run_returns():
+    records, launched = [], []
+
+    async def main() -> LoadGenerator:
+        lg = _loadgen(_forever, 40, 8, records, launched)
+        task = asyncio.ensure_future(lg.run())
+        while len(launched) < 8:
+            await asyncio.sleep(0.01)
+        lg.cancel_now()
+        await task
+        assert len(records) == 8  # by the time run() returned
+        return lg
+
+    lg = asyncio.run(main())
+    assert len(records) == len(launched) == lg.sent_count == 8
+    assert {r.status for r in records} == {"cancelled"}
+
+
+def test_a_run_cancelled_from_outside_still_hands_over_its_records():
+    records, launched = [], []
+
+    async def main() -> None:
+        lg = _loadgen(_forever, 40, 8, records, launched, end_grace_s=30.0)
+        task = asyncio.ensure_future(lg.run())
+        while len(launched) < 8:
+            await asyncio.sleep(0.01)
+        lg.stop()
+        await asyncio.sleep(0)
+        task.cancel()  # the run is cancelled in its drain: the records must still come out
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert len(records) == 8  # by the time the cancelled run() ended
+
+    asyncio.run(main())
+    assert len(records) == len(launched) == 8
