@@ -109,7 +109,7 @@ def test_calibration_file_round_trips_and_bad_files_are_one_line_errors(tmp_path
     assert again.roofline == cal.roofline and again.model == cal.model and again.hardware == cal.hardware
     assert again.max_num_seqs == 16 and again.source == {"runs": [{"path": "run.json"}]}
     doc = json.loads(path.read_text())
-    assert doc["kind"] == "calibration" and doc["schema_version"] == 3
+    assert doc["kind"] == "calibration" and doc["schema_version"] == 4
     cases = {"missing.json": None, "notjson.json": "{", "run.json": json.dumps({"kind": "bench", "schema_version": 1}),
              "future.json": json.dumps({**doc, "schema_version": 99}),
              "broken.json": json.dumps({**doc, "roofline": {"mfu": -1, "mbu": 0.5, "step_overhead_s": 0}})}

@@ -29,8 +29,14 @@ do with groups of 4: a kernel that pads its last group), or "gemv" (ggml's CPU m
 rows in full groups go through a GEMM kernel, which costs ``gemm_step_s`` once per step it runs in
 beyond its FLOPs and bytes, and each remaining ``rows % row_group`` row through a matrix-vector
 kernel that costs ``gemv_row_s`` beyond its FLOPs: on llama.cpp a decode step of 1 to 3 sequences
-is all GEMV, 4 is one GEMM, 6 costs more than 8). Calibration fits the overheads, the row group and
-its remainder, and one MFU and MBU.
+is all GEMV, 4 is one GEMM, 6 costs more than 8), or "gemv-pass": the same, each remaining row also
+reading the weights once more. That is what ggml's repacked CPU kernels do: a matrix's rows past
+the last full group of 4 each go through their own matrix-vector call over the whole matrix, after
+one GEMM call for all the full groups (``ggml/src/ggml-cpu/repack.cpp``,
+``tensor_traits::forward_mul_mat_one_chunk``: ``gemm(..., nrows - nrows % 4, ...)``, then ``gemv``
+per remaining row), so a memory-bound step of k < 4 sequences costs k passes over the weights, not
+one (``weight_passes``). Calibration fits the overheads, the row group and its remainder, and one
+MFU and MBU.
 For a fixed decode batch the step time is affine in the total context: the engine relies on that
 when it jumps over runs of identical decode steps.
 """

@@ -17,6 +17,14 @@ step measured long counts less), so after a first pass the residuals are divided
 pass's prediction instead (iteratively reweighted least squares): the fit then matches the mean
 step time, which is what TPOT and throughput add up.
 
+Where the steps cannot tell the per-sequence overhead from the rest, it is held at a prior
+(``priors.sequence_prior_s``: the sampler's passes over the vocabulary at the hardware file's
+bandwidth): every structure is fitted with it free and with it held there, and the held fit counts
+as the simpler. A closed loop at one concurrency needs it: on llama.cpp a decode step of k < 4
+sequences is k GEMV passes over the weights, so there a cost per sequence is the same line as the
+passes, and a fit free to choose put it on the sequences, which then cost 4 to 8 times too much at
+8 sequences (all through one GEMM) and at 1 (one pass).
+
 Why a per-sequence overhead beside the per-step one: a CPU engine (llama.cpp) samples each
 sequence's token over the whole vocabulary (262k entries for Gemma 3) on the same core that runs
 the model, so its decode step grows by a fixed time per sequence that neither FLOPs nor bytes
