@@ -14,6 +14,8 @@ from tokenpace.errors import UsageError
 from tokenpace.runner.simulate import SimRunConfig, run_sim
 from tokenpace.simulator import RooflineParams, SimConfig
 from tokenpace.simulator.calibrate import calibrate, load_calibration, observe_steps, write_calibration
+from tokenpace.simulator.calibrate.priors import sequence_prior_s
+from tokenpace.simulator.catalog import get_gpu, get_model
 
 from sim_helpers import assert_predicts
 
@@ -68,7 +70,10 @@ def test_a_parameter_the_run_does_not_exercise_is_reported_as_undetermined(tmp_p
     mbu_lo, mbu_hi = cal.fit["ranges"]["mbu"]
     assert mfu_hi / mfu_lo < 1.2
     assert mbu_hi / mbu_lo > 1.5
-    assert cal.fit["ranges"]["seq_overhead_s"][1] is None and cal.roofline.seq_overhead_s == 0
+    # Not determined: held at its prior (sampling over the vocabulary at the hardware's bandwidth), and said so.
+    prior = sequence_prior_s(get_model(ENGINE.model), get_gpu(ENGINE.gpu))
+    assert cal.fit["ranges"]["seq_overhead_s"][1] is None and cal.roofline.seq_overhead_s == prior
+    assert "seq_overhead_s" in cal.fit["undetermined"] and "assumed its prior" in cal.fit["undetermined"]["seq_overhead_s"]
     assert cal.fit["observations"]["decode_batch_sizes"] == [1]
 
 

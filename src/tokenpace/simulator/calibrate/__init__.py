@@ -37,8 +37,8 @@ MIN_STEPS = 8
 # What the report says of a parameter the run could not determine, and of what is not fitted.
 UNDETERMINED = {
     "seq_overhead_s": "the steps could not tell a per-sequence cost from the other terms (every step held one "
-                      "sequence, or a fit with it held at its prior explains them within the ranges' limit of "
-                      "the best): assumed its prior, {prior}",
+                      "sequence, or a fit with it held at its prior explains them within 10% of the best RMS "
+                      "error): assumed its prior, {prior}",
     "token_overhead_s": "a per-token cost did not explain the steps better than the FLOPs and bytes already "
                         "do (it is collinear with compute on compute-bound steps): assumed 0",
     "gemv_row_s": "computing the rows past the last full row group one by one (ggml's GEMV) did not explain "

@@ -98,8 +98,8 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
 
     ``seq_prior_s``: what a sequence costs the host per step where the steps cannot tell (see
     ``sequence_prior_s``). Each structure is then also fitted with the per-sequence overhead held
-    there, and that fit counts as the simpler: where it explains the steps within the ranges'
-    limit of the best, the per-sequence cost is reported undetermined, at its prior. A closed loop
+    there, and that fit counts as the simpler: where its RMS error is within 10% of the best, the
+    per-sequence cost is reported undetermined, at its prior. A closed loop
     at one concurrency needs it: its decode steps of 1 to 3 sequences cost one weight pass per
     sequence under ggml's GEMV, and a per-sequence cost is the same line there."""
     # (per token, sequence overhead fitted, remainder's rank in REMAINDERS, row group): the
@@ -126,7 +126,20 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     # line as the FLOPs, and would blur MFU.
     best_rms = min(f.rms_rel for f in fits.values())
     limit = max(best_rms * RANGE_RMS[0], best_rms + RANGE_RMS[1])
-    key = min(k for k in fits if fits[k].rms_rel <= limit)
+    # The per-sequence overhead stays at its prior only within 10% of the best, relative: the ranges'
+    # absolute slack (1 point, for fits near 0) would hold it there on any low-noise run.
+    # Where the freely fitted structure cannot tell it at all (one sequence in every step), the prior
+    # is kept within the usual limit.
+    prior_limit = best_rms * RANGE_RMS[0]
+
+    def eligible(k: tuple[bool, bool, int, int]) -> bool:
+        rms = fits[k].rms_rel
+        if k[1]:
+            return rms <= limit
+        free = fits.get((k[0], True, *k[2:]))
+        return rms <= prior_limit or (rms <= limit and free is not None and "seq_overhead_s" in free.undetermined)
+
+    key = min(k for k in fits if eligible(k))
     fit = fits[key]
     within = [k[3] for k, f in fits.items() if k[:3] == key[:3] and f.rms_rel <= limit]
     ranges = {**fit.ranges, "row_group": (float(min(within)), float(max(within)))}
