@@ -6,7 +6,8 @@
 
 Parts: ``steps`` reconstructs the engine steps the run went through from its records; ``fit``
 finds the MFU, MBU and the step and sequence overheads that explain their durations best;
-``client`` measures a closed-loop client's turnaround; ``calibration`` is the file that carries
+``priors`` says what a term the steps cannot determine is assumed to be (from the model and the
+hardware file alone); ``client`` measures a closed-loop client's turnaround; ``calibration`` is the file that carries
 the result, the engine it describes and the fit's quality.
 """
 
