@@ -73,7 +73,7 @@ def test_a_parameter_the_run_does_not_exercise_is_reported_as_undetermined(tmp_p
     # Not determined: held at its prior (sampling over the vocabulary at the hardware's bandwidth), and said so.
     prior = sequence_prior_s(get_model(ENGINE.model), get_gpu(ENGINE.gpu))
     assert cal.fit["ranges"]["seq_overhead_s"][1] is None and cal.roofline.seq_overhead_s == prior
-    assert "seq_overhead_s" in cal.fit["undetermined"] and "assumed its prior" in cal.fit["undetermined"]["seq_overhead_s"]
+    assert "assumed its prior" in cal.fit["undetermined"]["seq_overhead_s"]
     assert cal.fit["observations"]["decode_batch_sizes"] == [1]
 
 

@@ -97,9 +97,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                         "GEMV) at --gemv-row-ms each (gemv-pass: each also a pass over the weights), with "
                         "--gemm-step-ms per step that runs the GEMM (default pad)")
     g.add_argument("--gemv-row-ms", type=float, metavar="MS",
-                   help="with --row-remainder gemv or gemv-pass: time per row outside the full groups, beyond its FLOPs (default 0)")
+                   help="with --row-remainder gemv or gemv-pass: time per row outside the full groups, beyond its "
+                        "FLOPs (default 0)")
     g.add_argument("--gemm-step-ms", type=float, metavar="MS",
-                   help="with --row-remainder gemv or gemv-pass: time per step with a full row group, beyond its FLOPs (default 0)")
+                   help="with --row-remainder gemv or gemv-pass: time per step with a full row group, beyond its "
+                        "FLOPs (default 0)")
 
 
 def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
