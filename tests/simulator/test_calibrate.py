@@ -14,6 +14,8 @@ from tokenpace.errors import UsageError
 from tokenpace.runner.simulate import SimRunConfig, run_sim
 from tokenpace.simulator import RooflineParams, SimConfig
 from tokenpace.simulator.calibrate import calibrate, load_calibration, observe_steps, write_calibration
+from tokenpace.simulator.calibrate.priors import sequence_prior_s
+from tokenpace.simulator.catalog import get_gpu, get_model
 
 from sim_helpers import assert_predicts
 
@@ -68,7 +70,10 @@ def test_a_parameter_the_run_does_not_exercise_is_reported_as_undetermined(tmp_p
     mbu_lo, mbu_hi = cal.fit["ranges"]["mbu"]
     assert mfu_hi / mfu_lo < 1.2
     assert mbu_hi / mbu_lo > 1.5
-    assert cal.fit["ranges"]["seq_overhead_s"][1] is None and cal.roofline.seq_overhead_s == 0
+    # Not determined: held at its prior (sampling over the vocabulary at the hardware's bandwidth), and said so.
+    prior = sequence_prior_s(get_model(ENGINE.model), get_gpu(ENGINE.gpu))
+    assert cal.fit["ranges"]["seq_overhead_s"][1] is None and cal.roofline.seq_overhead_s == prior
+    assert "assumed its prior" in cal.fit["undetermined"]["seq_overhead_s"]
     assert cal.fit["observations"]["decode_batch_sizes"] == [1]
 
 
@@ -109,7 +114,7 @@ def test_calibration_file_round_trips_and_bad_files_are_one_line_errors(tmp_path
     assert again.roofline == cal.roofline and again.model == cal.model and again.hardware == cal.hardware
     assert again.max_num_seqs == 16 and again.source == {"runs": [{"path": "run.json"}]}
     doc = json.loads(path.read_text())
-    assert doc["kind"] == "calibration" and doc["schema_version"] == 3
+    assert doc["kind"] == "calibration" and doc["schema_version"] == 4
     cases = {"missing.json": None, "notjson.json": "{", "run.json": json.dumps({"kind": "bench", "schema_version": 1}),
              "future.json": json.dumps({**doc, "schema_version": 99}),
              "broken.json": json.dumps({**doc, "roofline": {"mfu": -1, "mbu": 0.5, "step_overhead_s": 0}})}

@@ -165,11 +165,12 @@ def _render(cal, out: Path, console) -> None:
             continue
         lo, hi = ranges[key]
         span = (f"{lo * 1e3:.3f} – {hi * 1e3:.3f} ms" if hi is not None and key not in undetermined
-                else "not determined: assumed 0")
+                else f"not determined: assumed {getattr(r, key) * 1e3:.3g} ms")
         params.add_row(label, f"{getattr(r, key) * 1e3:.3f} ms", span)
     if "row_group" in ranges:
         lo, hi = ranges["row_group"]
-        remainder = {"pad": "remainder padded", "gemv": "remainder row by row"}[r.row_remainder]
+        remainder = {"pad": "remainder padded", "gemv": "remainder row by row",
+                     "gemv-pass": "remainder row by row, a weight pass each"}[r.row_remainder]
         params.add_row("GEMM row group", f"{r.row_group} ({remainder})", f"{lo:g} – {hi:g}")
     console.print(params)
     for key, why in undetermined.items():

@@ -29,8 +29,14 @@ do with groups of 4: a kernel that pads its last group), or "gemv" (ggml's CPU m
 rows in full groups go through a GEMM kernel, which costs ``gemm_step_s`` once per step it runs in
 beyond its FLOPs and bytes, and each remaining ``rows % row_group`` row through a matrix-vector
 kernel that costs ``gemv_row_s`` beyond its FLOPs: on llama.cpp a decode step of 1 to 3 sequences
-is all GEMV, 4 is one GEMM, 6 costs more than 8). Calibration fits the overheads, the row group and
-its remainder, and one MFU and MBU.
+is all GEMV, 4 is one GEMM, 6 costs more than 8), or "gemv-pass": the same, each remaining row also
+reading the weights once more. That is what ggml's repacked CPU kernels do: a matrix's rows past
+the last full group of 4 each go through their own matrix-vector call over the whole matrix, after
+one GEMM call for all the full groups (``ggml/src/ggml-cpu/repack.cpp``,
+``tensor_traits::forward_mul_mat_one_chunk``: ``gemm(..., nrows - nrows % 4, ...)``, then ``gemv``
+per remaining row), so a memory-bound step of k < 4 sequences costs k passes over the weights, not
+one (``weight_passes``). Calibration fits the overheads, the row group and its remainder, and one
+MFU and MBU.
 For a fixed decode batch the step time is affine in the total context: the engine relies on that
 when it jumps over runs of identical decode steps.
 """
@@ -50,7 +56,8 @@ from tokenpace.simulator.step import StepBatch
 # efficiencies come from the catalog (data/efficiency.json), unless ``mfu``/``mbu`` replace them.
 DEFAULT_STEP_OVERHEAD_S = 0.00175
 GROUPS = ("attention_projections", "mlp", "attention", "lm_head", "elementwise")
-ROW_REMAINDERS = ("pad", "gemv")
+ROW_REMAINDERS = ("pad", "gemv", "gemv-pass")
+GEMV_REMAINDERS = ("gemv", "gemv-pass")
 # The highest MBU accepted: a fraction of the hardware's stated bandwidth, above 1 where weights stream
 # from a cache faster than from the memory the figure describes (a CPU's last-level cache).
 MBU_MAX = 4.0
@@ -83,7 +90,7 @@ class RooflineParams:
 
     def kernel_paths_s(self, tokens: int) -> float:
         """The "gemv" remainder's costs for a step of ``tokens`` GEMM rows (0 under "pad")."""
-        if self.row_remainder != "gemv" or not tokens:
+        if self.row_remainder not in GEMV_REMAINDERS or not tokens:
             return 0.0
         rg = self.row_group
         return (tokens % rg) * self.gemv_row_s + (self.gemm_step_s if tokens >= rg else 0.0)
@@ -93,7 +100,7 @@ class RooflineParams:
         operator group at its bound, plus overheads."""
         compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens = work
         t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
-        if self.row_remainder == "gemv":
+        if self.row_remainder in GEMV_REMAINDERS:
             t += self.kernel_paths_s(tokens)
         if allreduces:
             lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
@@ -213,8 +220,12 @@ class RooflinePredictor:
         if tokens == 0:
             return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0
         rg = self.params.row_group
-        if rg == 1 or self.params.row_remainder == "gemv":  # "gemv": every row priced as itself
+        remainder = self.params.row_remainder
+        passes = logit_passes = 1  # reads of the weights per step
+        if rg == 1 or remainder in GEMV_REMAINDERS:  # "gemv": every row priced as itself
             rows, logit_rows = tokens, logits
+            if rg > 1 and remainder == "gemv-pass":
+                passes, logit_passes = weight_passes(tokens, rg), weight_passes(logits, rg)
         else:
             rows, logit_rows = -(-tokens // rg) * rg, -(-logits // rg) * rg
         model = self.model
@@ -222,12 +233,12 @@ class RooflinePredictor:
             e, k = model.num_experts, model.experts_per_token
             touched = e * (1.0 - (1.0 - k / e) ** tokens)
             mlp_cmp = rows * (k * self._expert_cmp_tok + self._router_cmp_tok)
-            mlp_mem = touched * self._expert_mem
+            mlp_mem = touched * self._expert_mem * passes
         else:
-            mlp_cmp, mlp_mem = rows * self._expert_cmp_tok, self._expert_mem
+            mlp_cmp, mlp_mem = rows * self._expert_cmp_tok, self._expert_mem * passes
         return ((rows * self._attn_proj_cmp_tok, mlp_cmp, pairs * self._attn_cmp_pair, logit_rows * self._lm_cmp_tok,
                  0.0),
-                (self._attn_proj_mem, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem,
+                (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
                 self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + len(batch.prefill),
                 self._compute_eff, self._memory_eff, self._ar_latency, tokens)
@@ -245,6 +256,13 @@ class RooflinePredictor:
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
                 "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
                 "efficiency": eff}
+
+
+def weight_passes(rows: int, row_group: int) -> int:
+    """How many times a "gemv-pass" step reads a weight matrix for ``rows`` rows: once per row past
+    the last full row group (each a matrix-vector product over the whole matrix), and once more for
+    the full groups' GEMM kernel if it runs."""
+    return rows % row_group + (1 if rows >= row_group else 0)
 
 
 def _elementwise_bytes(model: ModelSpec, tp: int, heads: float, kv_heads: float, fp8_activations: bool,

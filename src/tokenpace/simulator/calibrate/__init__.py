@@ -6,7 +6,8 @@
 
 Parts: ``steps`` reconstructs the engine steps the run went through from its records; ``fit``
 finds the MFU, MBU and the step and sequence overheads that explain their durations best;
-``client`` measures a closed-loop client's turnaround; ``calibration`` is the file that carries
+``priors`` says what a term the steps cannot determine is assumed to be (from the model and the
+hardware file alone); ``client`` measures a closed-loop client's turnaround; ``calibration`` is the file that carries
 the result, the engine it describes and the fit's quality.
 """
 
@@ -22,7 +23,8 @@ from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import closed_loop_turnaround
-from tokenpace.simulator.calibrate.fit import BOUNDS, MBU_BOUNDS, ROW_GROUPS, Fit, fit_roofline
+from tokenpace.simulator.calibrate.fit import BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline
+from tokenpace.simulator.calibrate.priors import describe_sequence_prior, sequence_prior_s
 from tokenpace.simulator.calibrate.steps import ObservedStep, StepObservations, observe_steps
 from tokenpace.simulator.catalog import (
     GPU, ModelSpec, Precision, get_gpu, get_model, get_precision, is_gguf_file,
@@ -35,8 +37,9 @@ __all__ = ["Calibration", "ObservedStep", "StepObservations", "calibrate", "load
 MIN_STEPS = 8
 # What the report says of a parameter the run could not determine, and of what is not fitted.
 UNDETERMINED = {
-    "seq_overhead_s": "every step held one sequence, so a per-sequence cost cannot be told from the per-step "
-                      "one: assumed 0 (both are in step_overhead_s)",
+    "seq_overhead_s": "the steps could not tell a per-sequence cost from the other terms (every step held one "
+                      "sequence, or a fit with it held at its prior explains them within 10% of the best RMS "
+                      "error): assumed its prior, {prior}",
     "token_overhead_s": "a per-token cost did not explain the steps better than the FLOPs and bytes already "
                         "do (it is collinear with compute on compute-bound steps): assumed 0",
     "gemv_row_s": "computing the rows past the last full row group one by one (ggml's GEMV) did not explain "
@@ -82,8 +85,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                          f"(skipped: {observed.skipped or 'none'}); calibration needs at least {MIN_STEPS}")
     base = RooflineParams()
     predictor = RooflinePredictor(m, hw, w, kv, tp, base)
-    fit = fit_roofline(predictor, observed.steps, base)
-    report = fit_report(fit, observed)
+    fit = fit_roofline(predictor, observed.steps, base, seq_prior_s=sequence_prior_s(m, hw))
+    report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw))
     report["observations"]["runs"] = len(runs)
     turnaround = 0.0
     if closed_loop_concurrency:
@@ -120,7 +123,7 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                                                sum(o.joins_after_start[1] for o in observations)))
 
 
-def fit_report(fit: Fit, observed: StepObservations) -> dict[str, Any]:
+def fit_report(fit: Fit, observed: StepObservations, prior: str = "0") -> dict[str, Any]:
     """What the calibration file says about the fit: method, data, parameters' ranges, residuals."""
     steps = observed.steps
     y = np.array([s.duration_s for s in steps])
@@ -146,14 +149,16 @@ def fit_report(fit: Fit, observed: StepObservations) -> dict[str, Any]:
                   f"[{BOUNDS[0]}, {BOUNDS[1]}] and MBU over [{MBU_BOUNDS[0]}, {MBU_BOUNDS[1]}] (above 1: faster "
                   "than the hardware file's bandwidth, as weights in a CPU's cache are) refined around the best "
                   "point, the step, sequence, token and kernel-path overheads in closed form (>= 0) at each "
-                  f"point, for each GEMM row group in {list(ROW_GROUPS)} with its remainder padded or computed "
-                  "row by row (ggml's GEMV); the simplest model (no per-token term, a padded remainder, the "
-                  "smallest row group) whose RMS error is within the ranges' limit of the best is kept",
+                  f"point, for each GEMM row group in {list(ROW_GROUPS)} with its remainder {' or '.join(REMAINDERS)} "
+                  "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost), each with the "
+                  "per-sequence overhead fitted and held at its prior; the simplest model (no per-token term, the "
+                  "per-sequence overhead at its prior, a padded remainder, the smallest row group) whose RMS "
+                  "error is within the ranges' limit of the best is kept",
         "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
                    "each batch size seen weighs alike",
         "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
                    "row_remainder", "gemv_row_s", "gemm_step_s"],
-        "undetermined": {name: UNDETERMINED[name] for name in fit.undetermined},
+        "undetermined": {name: UNDETERMINED[name].format(prior=prior) for name in fit.undetermined},
         "assumed": ASSUMED,
         "rms_relative_error": round(fit.rms_rel, 5),
         "ranges": {k: [_sig(lo), _sig(hi) if np.isfinite(hi) else None] for k, (lo, hi) in fit.ranges.items()},

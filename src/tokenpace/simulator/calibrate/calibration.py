@@ -22,9 +22,9 @@ from tokenpace.files import write_whole
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.roofline import RooflineParams
 
-# 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s
-# (older versions are read, without them)
-SCHEMA_VERSION = 3
+# 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
+# 4: row_remainder may be "gemv-pass" (older versions are read, without them)
+SCHEMA_VERSION = 4
 KIND = "calibration"
 
 

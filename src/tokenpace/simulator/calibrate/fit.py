@@ -17,6 +17,14 @@ step measured long counts less), so after a first pass the residuals are divided
 pass's prediction instead (iteratively reweighted least squares): the fit then matches the mean
 step time, which is what TPOT and throughput add up.
 
+Where the steps cannot tell the per-sequence overhead from the rest, it is held at a prior
+(``priors.sequence_prior_s``: the sampler's passes over the vocabulary at the hardware file's
+bandwidth): every structure is fitted with it free and with it held there, and the held fit counts
+as the simpler. A closed loop at one concurrency needs it: on llama.cpp a decode step of k < 4
+sequences is k GEMV passes over the weights, so there a cost per sequence is the same line as the
+passes, and a fit free to choose put it on the sequences, which then cost 4 to 8 times too much at
+8 sequences (all through one GEMM) and at 1 (one pass).
+
 Why a per-sequence overhead beside the per-step one: a CPU engine (llama.cpp) samples each
 sequence's token over the whole vocabulary (262k entries for Gemma 3) on the same core that runs
 the model, so its decode step grows by a fixed time per sequence that neither FLOPs nor bytes
@@ -49,7 +57,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tokenpace.simulator.calibrate.steps import ObservedStep
-from tokenpace.simulator.roofline import MBU_MAX, RooflineParams, RooflinePredictor
+from tokenpace.simulator.roofline import GEMV_REMAINDERS, MBU_MAX, RooflineParams, RooflinePredictor
 
 BOUNDS = (1e-3, 1.0)  # MFU: fraction of the hardware's peak FLOP/s
 # MBU: fraction of the hardware file's bandwidth. Above 1 where weights stream faster than the file's
@@ -62,6 +70,8 @@ GRID_ELEMENTS = 4_000_000  # numbers per block of the vectorized grid
 PASSES = 3  # residuals relative to the measured time, then twice to the previous pass's prediction
 RANGE_RMS = (1.1, 0.01)  # a parameter's range: RMS relative error within 10% of the best, or 1 point
 ROW_GROUPS = (1, 2, 4, 8, 16, 32)  # GEMM row groups tried
+# The remainders tried, simplest first (parsimony keeps the first within the ranges' limit of the best).
+REMAINDERS = ("pad", "gemv-pass", "gemv")
 # Linear terms, fitted >= 0: per step, sequence, token; under a "gemv" remainder, per row outside the
 # full row groups and per step that runs the GEMM kernel.
 OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s")
@@ -78,43 +88,73 @@ class Fit:
 
 
 def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams,
-                 row_groups: tuple[int, ...] = ROW_GROUPS) -> Fit:
+                 row_groups: tuple[int, ...] = ROW_GROUPS, seq_prior_s: float | None = None) -> Fit:
     """Best MFU, MBU, row group and its remainder, and step, sequence, token and kernel-path
     overheads for ``steps`` priced by ``predictor``'s work model; ``base`` supplies what is not
     fitted (the all-reduce latency). Each row group in ``row_groups`` is fitted in turn, with its
-    remainder padded and (above 1) computed row by row ("gemv"), then a per-token term at the best
-    of them; the simplest model within the ranges' limit of the best is kept, and the row group's
-    range lists those whose RMS stays within that limit."""
-    fits: dict[tuple[bool, bool, int], Fit] = {}  # (per token, gemv remainder, row group)
+    remainder padded and (above 1) computed row by row ("gemv-pass", "gemv"), then a per-token term
+    at the best of them; the simplest model within the ranges' limit of the best is kept, and the
+    row group's range lists those whose RMS stays within that limit.
 
-    def fit_at(rg: int, per_token: bool, gemv: bool) -> Fit:
-        params = replace(base, row_group=rg, row_remainder="gemv" if gemv else "pad")
+    ``seq_prior_s``: what a sequence costs the host per step where the steps cannot tell (see
+    ``sequence_prior_s``). Each structure is then also fitted with the per-sequence overhead held
+    there, and that fit counts as the simpler: where its RMS error is within 10% of the best, the
+    per-sequence cost is reported undetermined, at its prior. A closed loop
+    at one concurrency needs it: its decode steps of 1 to 3 sequences cost one weight pass per
+    sequence under ggml's GEMV, and a per-sequence cost is the same line there."""
+    # (per token, sequence overhead fitted, remainder's rank in REMAINDERS, row group): the
+    # simplest first, by the order of the tuple.
+    fits: dict[tuple[bool, bool, int, int], Fit] = {}
+    seq_options = (False, True) if seq_prior_s is not None else (True,)
+
+    def fit_at(rg: int, per_token: bool, remainder: int, seq_free: bool) -> Fit:
+        params = replace(base, row_group=rg, row_remainder=REMAINDERS[remainder])
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
                               params, predictor.efficiency_file)
-        return _fit_one(p, steps, params, per_token)
+        return _fit_one(p, steps, params, per_token, None if seq_free else seq_prior_s)
 
-    for rg in row_groups:
-        fits[False, False, rg] = fit_at(rg, False, False)
-        if rg > 1:
-            fits[False, True, rg] = fit_at(rg, False, True)
+    for seq_free in seq_options:
+        for rg in row_groups:
+            for r in range(len(REMAINDERS) if rg > 1 else 1):
+                fits[False, seq_free, r, rg] = fit_at(rg, False, r, seq_free)
     # The per-token term is tried at the best row group only (it does not move the row-group kinks).
     best = min(fits, key=lambda k: (fits[k].rms_rel, k))
-    fits[True, best[1], best[2]] = fit_at(best[2], True, best[1])
-    # Parsimony: a per-token term, a row-by-row remainder or a larger row group is kept only where it
-    # explains the steps clearly better (beyond the ranges' limit) than the simpler model; on a GPU's
-    # compute-bound prefills a per-token cost is the same line as the FLOPs, and would blur MFU.
+    fits[(True, *best[1:])] = fit_at(best[3], True, best[2], best[1])
+    # Parsimony: a per-token term, a per-sequence cost off its prior, a row-by-row remainder or a
+    # larger row group is kept only where it explains the steps clearly better (beyond the ranges'
+    # limit) than the simpler model; on a GPU's compute-bound prefills a per-token cost is the same
+    # line as the FLOPs, and would blur MFU.
     best_rms = min(f.rms_rel for f in fits.values())
     limit = max(best_rms * RANGE_RMS[0], best_rms + RANGE_RMS[1])
-    key = min(k for k in fits if fits[k].rms_rel <= limit)
+    # The per-sequence overhead stays at its prior only within 10% of the best, relative: the ranges'
+    # absolute slack (1 point, for fits near 0) would hold it there on any low-noise run.
+    # Where the freely fitted structure cannot tell it at all (one sequence in every step), the prior
+    # is kept within the usual limit.
+    prior_limit = best_rms * RANGE_RMS[0]
+
+    def eligible(k: tuple[bool, bool, int, int]) -> bool:
+        rms = fits[k].rms_rel
+        if k[1]:
+            return rms <= limit
+        free = fits.get((k[0], True, *k[2:]))
+        return rms <= prior_limit or (rms <= limit and free is not None and "seq_overhead_s" in free.undetermined)
+
+    key = min(k for k in fits if eligible(k))
     fit = fits[key]
-    within = [k[2] for k, f in fits.items() if k[:2] == key[:2] and f.rms_rel <= limit]
+    within = [k[3] for k, f in fits.items() if k[:3] == key[:3] and f.rms_rel <= limit]
     ranges = {**fit.ranges, "row_group": (float(min(within)), float(max(within)))}
     undetermined = fit.undetermined + (() if key[0] else ("token_overhead_s",)) \
-        + (() if key[1] else ("gemv_row_s", "gemm_step_s"))
+        + (() if key[2] else ("gemv_row_s", "gemm_step_s"))
+    if not key[1]:
+        # Held at its prior: its range is the freely fitted one's of the same structure.
+        free = fits.get((key[0], True, *key[2:]))
+        ranges["seq_overhead_s"] = free.ranges["seq_overhead_s"] if free else (seq_prior_s, seq_prior_s)
+        undetermined = tuple(u for u in undetermined if u != "seq_overhead_s") + ("seq_overhead_s",)
     return replace(fit, ranges=ranges, undetermined=undetermined)
 
 
-def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams, per_token: bool) -> Fit:
+def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams, per_token: bool,
+             seq_fixed_s: float | None = None) -> Fit:
     works = [predictor.work(s.batch) for s in steps]
     groups = max(len(w.compute_s) for w in works)
     compute = np.zeros((len(steps), groups))
@@ -125,13 +165,17 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     fixed = np.array([w.link_s + w.allreduces * (w.allreduce_latency_s if base.allreduce_latency_s is None
                                                  else base.allreduce_latency_s) for w in works])
     rg = base.row_group
-    columns = {"seq_overhead_s": [w.sequences for w in works]}
+    columns = {}
+    if seq_fixed_s is None:
+        columns["seq_overhead_s"] = [w.sequences for w in works]
+    else:
+        fixed = fixed + seq_fixed_s * np.array([w.sequences for w in works], dtype=float)
     if per_token:
         columns["token_overhead_s"] = [w.tokens for w in works]
-    if base.row_remainder == "gemv":
+    if base.row_remainder in GEMV_REMAINDERS:
         columns["gemv_row_s"] = [w.tokens % rg for w in works]
         columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
-    counts = np.array(list(columns.values()), dtype=float)
+    counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
     weights = _weights(steps)
@@ -140,6 +184,8 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
         problem = _Problem(compute, memory, fixed, y, weights, counts, ref, names)
         fit = _search(problem, base)
         ref = fit.predicted_s
+    if seq_fixed_s is not None:
+        fit = replace(fit, params=replace(fit.params, seq_overhead_s=seq_fixed_s))
     return fit
 
 
