@@ -17,6 +17,7 @@ import filecmp
 import os
 import resource
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -67,6 +68,13 @@ def main() -> int:
     print(f"Command: .venv/bin/python benchmarks/sweep_fanout.py {shlex.join(sys.argv[1:])}")
     print(f"{os.cpu_count()} CPUs; load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     root = Path(tempfile.mkdtemp(prefix="tp-fanout-"))
+    try:
+        return compare(root, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # the three sweeps' files: gigabytes with long steps
+
+
+def compare(root: Path, args: argparse.Namespace) -> int:
     rows = [("serial", *run(root / "serial", args))]
     rows.append((f"--jobs {args.jobs}", *run(root / "jobs", args, jobs=args.jobs)))
     same = {"--jobs": same_steps(root / "serial" / "sweep.steps", root / "jobs" / "sweep.steps")}
