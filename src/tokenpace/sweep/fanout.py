@@ -61,12 +61,12 @@ class Outcome:
     error: str | None = None
 
 
-def simulate_step(config: SweepConfig, cfg: BenchConfig, engine: Any, *, write: bool = True) -> RunResult:
-    """One simulated step (``write=False``: its files are left to the caller)."""
+def simulate_step(config: SweepConfig, cfg: BenchConfig, engine: Any) -> RunResult:
+    """One simulated step, its files written where ``cfg.out`` says."""
     from tokenpace.runner.simulate import SimRunConfig, run_sim
 
     return run_sim(SimRunConfig(load=cfg, engine=engine, shared_prefix_tokens=config.shared_prefix_tokens,
-                                calibration=config.calibration), write=write)
+                                calibration=config.calibration))
 
 
 def tasks_of(config: SweepConfig) -> list[Task]:
