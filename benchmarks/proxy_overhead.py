@@ -131,7 +131,8 @@ def tail_where(results: list[dict], truth: dict, decode_ms: float) -> str:
     parts.append(f"sent within {decode_ms:g} ms after >= 10 other streams' last tokens {share(after_ends, tail)} "
                  f"(of all tokens {share(after_ends, everyone)})")
     by_position = ", ".join(f"{name} {np.percentile(delay[pos == name], 50):.2f} / "
-                            f"{np.percentile(delay[pos == name], 99):.2f}" for name in ("first", "middle", "last"))
+                            f"{np.percentile(delay[pos == name], 99):.2f}" for name in ("first", "middle", "last")
+                            if (pos == name).any())  # 2 tokens a stream: no middle
     return (f"delay p50 / p99 by position, ms: {by_position}; slowest 1% ({tail.sum()} tokens, >= "
             f"{np.percentile(delay, 99):.2f} ms): " + "; ".join(parts))
 
