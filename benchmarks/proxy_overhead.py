@@ -244,6 +244,49 @@ def measuring_cost(tokens: int = 64, streams: int = 2000) -> str:
     return f"{per_chunk:.1f} µs a chunk"
 
 
+def start_cost(requests: int = 20_000) -> str:
+    """What the proxy does at a request's start beyond what the pass-through does (both copy the
+    request's and the response's headers), in-process CPU per request: the request id, the record,
+    the body parsed for its fields, the key to mask, the Progress, the timing and the stream's
+    parser; the rest of a start is aiohttp's (server and client), the same in both relays."""
+    from multidict import CIMultiDict
+
+    from tokenpace.client.progress import Progress
+    from tokenpace.proxy.relay import Timing, Unparsed, _bearer, _read_request, forward_headers, response_headers
+
+    body = orjson.dumps({"model": "tokenpace-sim", "messages": [{"role": "user", "content": "hello " * 8}],
+                         "max_tokens": 64, "stream": True, "stream_options": {"include_usage": True}})
+    incoming = CIMultiDict({"Host": "127.0.0.1:9000", "Content-Type": "application/json",
+                            "Content-Length": str(len(body)), "X-Request-ID": "r-1", "Authorization": "Bearer k"})
+    upstream = CIMultiDict({"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked",
+                            "X-Request-ID": "r-1", "Date": "Tue, 24 Nov 2026 22:00:00 GMT", "Server": "x"})
+    drop = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+
+    def plain() -> None:  # the pass-through's own start work
+        {k: v for k, v in incoming.items() if k.lower() not in drop}
+        {k: v for k, v in upstream.items() if k.lower() not in drop | {"content-encoding"}}
+
+    def ours() -> None:
+        timing = Timing(time.monotonic_ns())
+        headers = forward_headers(incoming)
+        request_id = incoming.get("X-Request-ID")
+        headers.setdefault("X-Request-ID", request_id)
+        record = RequestRecord(request_id=request_id, index=0, api="chat", sent_ns=timing.received_ns)
+        _read_request(record, body)
+        secret = _bearer(incoming.get("Authorization"))
+        Progress(streaming=record.stream, secrets=(secret,) if secret else ())
+        response_headers(upstream)
+        Unparsed()
+
+    out = []
+    for label, fn in (("pass-through", plain), ("tokenpace proxy", ours)):
+        start = time.process_time_ns()
+        for _ in range(requests):
+            fn()
+        out.append(f"{label} {(time.process_time_ns() - start) / requests / 1e3:.1f} µs")
+    return ", ".join(out)
+
+
 def hashing_cost(words: int, runs: int = 200) -> str:
     """What ``--prompt-hashes`` costs the proxy per request (done after the answer is relayed): a
     chat body of ``words`` words, a fresh user turn each time, hashed by the proxy's PromptHasher."""
@@ -404,6 +447,8 @@ def main() -> None:
     print("  of which user (the relay's own code) / system (the kernel's socket work): " + "; ".join(
         f"{name} {u / chunks * 1e6:.1f} / {k / chunks * 1e6:.1f} µs" for name, (u, k) in split.items()))
     print(f"  tokenpace proxy's measurement alone (parse, stamp, finish the record; in-process CPU): {measuring_cost()}")
+    print(f"  a request's start beyond aiohttp's (headers copied; the proxy's record, body fields, Progress, parser; "
+          f"in-process CPU): {start_cost()}")
     print("--prompt-hashes, per request, after the answer is relayed: "
           + "; ".join(hashing_cost(words) for words in (500, 2000, 8000)))
     print(f"tokenpace proxy RSS after each round, MiB: {', '.join(f'{m:.1f}' for m in rss)}")
