@@ -58,7 +58,7 @@ class InstrumentedStream:
             if chars > 0:  # the common chunk, text only: no ChunkInfo, no usage to look for
                 progress.add_text(recorder.record, chars, now)
                 return chunk
-            progress.last_read_ns = now  # (no watchdog reads it here: kept for Progress's other readers)
+            progress.last_read_ns = now  # read by no watchdog here: the text path above skips it
             info = classify_chunk_object(chunk)
             progress.add(recorder.record, info, now)
             if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):
@@ -116,7 +116,7 @@ class InstrumentedAsyncStream:
             if chars > 0:  # the common chunk, text only: no ChunkInfo, no usage to look for
                 progress.add_text(recorder.record, chars, now)
                 return chunk
-            progress.last_read_ns = now  # (no watchdog reads it here: kept for Progress's other readers)
+            progress.last_read_ns = now  # read by no watchdog here: the text path above skips it
             info = classify_chunk_object(chunk)
             progress.add(recorder.record, info, now)
             if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):
