@@ -19,38 +19,39 @@ from tokenpace.record import RequestRecord
 
 FIRST_SLAB = 64  # a short stream's slabs stay small (made at its second text chunk)...
 SLAB = 1024  # ...a longer one's are made once more, this long: one chunk in SLAB moves a full slab
-_NONE: list[int] = []  # no slab yet: writing into it raises IndexError, which makes the slabs
 
 
 class SlabProgress(Progress):
-    __slots__ = ("_ns", "_chars", "_n")
+    __slots__ = ("_ns", "_chars", "_n", "_room")
 
     def __init__(self, streaming: bool = True) -> None:
         super().__init__(streaming=streaming)
-        self._ns = _NONE  # arrival times of the text chunks not yet in the record...
-        self._chars = _NONE  # ...and their text lengths
+        self._ns: list[int] = []  # arrival times of the text chunks not yet in the record...
+        self._chars: list[int] = []  # ...and their text lengths
         self._n = 0  # how many of the slabs' slots hold them
+        self._room = 0  # the slabs' length (0: not made yet)
 
     def add_text(self, record: RequestRecord, chars: int, now_ns: int) -> None:
         """``Progress.add_text``: the stamp and the length go into the slabs; the record's lists and
-        ``last_token_ns`` are brought up to date by ``spill``. Slabs exist only once the record has
-        its first content (the first text is stamped by ``add``), so a chunk that finds room in them
-        needs no other check."""
+        ``last_token_ns`` are brought up to date by ``spill``. Slabs are made only once the record
+        has its first content (the first text is stamped by ``add``), so a chunk that finds room in
+        them needs no other check."""
         i = self._n
-        try:
+        if i < self._room:
             self._ns[i] = now_ns
-        except IndexError:  # the slabs are full, or not made yet
-            if record.first_content_ns is None:
-                self.add(record, ChunkInfo(chars), now_ns)
-                return
-            self.spill(record)
-            if len(self._ns) < SLAB:  # none yet (a short first slab), or the short one is full
-                size = FIRST_SLAB if self._ns is _NONE else SLAB
-                self._ns, self._chars = [0] * size, [0] * size
-            i = 0
-            self._ns[0] = now_ns
-        self._chars[i] = chars
-        self._n = i + 1
+            self._chars[i] = chars
+            self._n = i + 1
+            return
+        if record.first_content_ns is None:
+            self.add(record, ChunkInfo(chars), now_ns)
+            return
+        self.spill(record)  # the slabs are full, or not made yet
+        if self._room < SLAB:
+            self._room = FIRST_SLAB if self._room == 0 else SLAB
+            self._ns, self._chars = [0] * self._room, [0] * self._room
+        self._ns[0] = now_ns
+        self._chars[0] = chars
+        self._n = 1
 
     def add(self, record: RequestRecord, info: ChunkInfo, now_ns: int) -> None:
         if self._n:
