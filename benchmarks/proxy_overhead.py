@@ -37,6 +37,7 @@ import resource
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import defaultdict
@@ -62,16 +63,19 @@ def free_port() -> int:
 
 
 def start(argv: list[str], port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    errors = tempfile.TemporaryFile()  # a relay's stderr, shown if it does not start
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True)
     proc.stdout.readline()  # the "listening" line
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc
         except OSError:
             time.sleep(0.05)
-    raise SystemExit(f"{argv} did not start")
+    errors.seek(0)
+    tail = errors.read().decode(errors="replace").strip().splitlines()[-5:]
+    raise SystemExit(f"{argv} did not start" + "".join(f"\n  {line}" for line in tail))
 
 
 CLIENT_CPU_S = [0.0]
