@@ -33,8 +33,10 @@ class Stamped(asyncio.Protocol):
     def __init__(self, request: bytes, done: asyncio.Future) -> None:
         self.request, self.done = request, done
         self.reads: list[tuple[int, bytes]] = []
+        self.sent_ns = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.sent_ns = monotonic_ns()
         transport.write(self.request)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
@@ -123,7 +125,7 @@ async def run(url: str, streams: int, tokens: int, tag: str) -> list[dict]:
     results = []
     for request_id, proto in protocols:  # parsed after the load, never during it
         status, arrivals = token_arrivals(proto.reads)
-        results.append({"request_id": request_id, "status": status, "token_ns": arrivals})
+        results.append({"request_id": request_id, "status": status, "token_ns": arrivals, "sent_ns": proto.sent_ns})
     return results
 
 

@@ -151,26 +151,27 @@ def timer_ns(n: int, clock=time.perf_counter_ns) -> np.ndarray:
     return out
 
 
-def next_ns(n: int, clock=time.perf_counter_ns) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def next_ns(n: int, clock=time.perf_counter_ns) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One ``next()`` on a stream, call by call: a bare iterator's over SDK objects, and the
     instrumented stream's (classify, stamp, check for the injected usage chunk) over the same
-    objects, in alternating blocks of 1000 (so that both see the same machine). Third: which
-    instrumented calls grew the record's per-token lists (Python reallocates a list as it grows:
-    ~28 of 1,000 appends), found on one stream of the same chunks before the timing: every stream
-    grows its lists at the same chunks."""
+    objects, in alternating blocks of 1000 (so that both see the same machine). Third: the calls at
+    the positions in a stream where a list appended once a chunk is reallocated (Python grows a list
+    in steps: ~28 of 1,000 appends), where the record's two per-token lists grew before the stream
+    wrapper wrote its stamps into slabs made once (``instrumentation/slabs.py``): the same calls,
+    timed, say what the growth cost and whether it is gone."""
     from tokenpace.instrumentation.call import RecordFactory
     from tokenpace.instrumentation.streams import InstrumentedStream
 
     chunks = sdk_chunks(1000, usage=False)[1:-1]  # text chunks only: the per-chunk path
     factory = RecordFactory(())
     out = (np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64))
-    recorder = factory.start("chat", True)
-    stream = InstrumentedStream(ListStream(chunks), recorder)
-    sizes = [sys.getsizeof(recorder.record.chunk_ns)]
+    appended: list[int] = []
+    sizes = [sys.getsizeof(appended)]
     for _ in chunks:
-        next(stream)
-        sizes.append(sys.getsizeof(recorder.record.chunk_ns))
+        appended.append(0)
+        sizes.append(sys.getsizeof(appended))
     grows_at = np.diff(sizes) != 0  # by position in a stream
+    grows_at[0] = False  # a stream's first chunk takes the general path (its first stamps): apart
     for block in range(0, n, 1000):
         for instrumented, times in enumerate(out):
             stream = InstrumentedStream(ListStream(chunks), factory.start("chat", True)) if instrumented else iter(chunks)
@@ -181,7 +182,7 @@ def next_ns(n: int, clock=time.perf_counter_ns) -> tuple[np.ndarray, np.ndarray,
                 step()
                 elapsed = clock() - start
                 times[i] = -elapsed if involuntary_switches() != switches else elapsed
-    return out[0], out[1], grows_at[np.arange(n) % len(chunks)]
+    return out[0], out[1], grows_at[np.arange(n) % len(chunks)], np.arange(n) % len(chunks) == 0
 
 
 def next_cpu_ns(n: int, instrumented: bool) -> float:
@@ -308,11 +309,14 @@ def wrapper(args: argparse.Namespace) -> None:
     timer = timer_ns(200_000)
     print(f"  the clock itself (perf_counter_ns around nothing): p50 {pct(timer, 50):.0f} ns, "
           f"p99 {pct(timer, 99):.0f} ns (included in every per-call figure below, bare and instrumented)")
-    bare, inst, grew = next_ns(200_000)
+    bare, inst, grew, first = next_ns(200_000)
     print(line("per chunk, one next() on the stream:", bare, inst))
-    print(f"    of which the {grew.mean():.1%} of calls that grew the per-token lists: instrumented p50 "
-          f"{pct(inst[grew], 50) / 1e3:.2f} / p99 {pct(inst[grew], 99) / 1e3:.2f} µs; the other calls: p50 "
-          f"{pct(inst[~grew], 50) / 1e3:.2f} / p99 {pct(inst[~grew], 99) / 1e3:.2f} µs")
+    rest = ~grew & ~first
+    print(f"    of which the {grew.mean():.1%} of calls where a list appended once a chunk grows (the record's "
+          f"per-token lists grew there before slabs): instrumented p50 {pct(inst[grew], 50) / 1e3:.2f} / p99 "
+          f"{pct(inst[grew], 99) / 1e3:.2f} µs; each stream's first chunk ({first.mean():.1%}): p50 "
+          f"{pct(inst[first], 50) / 1e3:.2f} / p99 {pct(inst[first], 99) / 1e3:.2f} µs; the other calls: p50 "
+          f"{pct(inst[rest], 50) / 1e3:.2f} / p99 {pct(inst[rest], 99) / 1e3:.2f} µs")
     cpu_bare, cpu_inst = next_cpu_ns(200_000, False), next_cpu_ns(200_000, True)
     print(f"  per chunk, CPU time over 200,000 next() calls: bare {cpu_bare / 1e3:.3f} µs, instrumented "
           f"{cpu_inst / 1e3:.3f} µs; added {(cpu_inst - cpu_bare) / 1e3:.2f} µs a chunk (mean)")

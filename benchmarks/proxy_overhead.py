@@ -8,6 +8,10 @@ arrivals (``_stamp_client.py``: socket reads and their times during the load, al
 With 3 CPUs or more each gets a CPU of its own (``os.sched_setaffinity``): server, client, relay;
 with 2, the relay gets one and the server and client share the other (``--no-pin``: none).
 
+A second ``tokenpace proxy`` runs with ``--starts-per-turn 0`` ("all at once"): a burst of new
+requests sent upstream in one turn of its event loop, as before the proxy paced them, so that
+what the pacing changes is visible in the same run.
+
 For each path the same load (``--streams`` concurrent streams of ``--tokens`` tokens) is sent,
 paths interleaved, ``--rounds`` times. Per token, the delivery delay is the client's arrival
 stamp minus the server's send stamp (one monotonic clock across processes on Linux); a relay's
@@ -15,7 +19,9 @@ added latency is its delay minus direct's at the same percentile; ITL is the cli
 CPU time per relayed chunk (from /proc) does not depend on the machine's load; the proxy's own
 ``tokenpace_proxy_added_seconds`` histogram is read from its /metrics. Each path's slowest 1% of
 tokens are placed: first, middle or last token of their stream, and whether other streams had just
-ended (their end work is what a relay does then). ``--hold`` runs both relays under
+ended (their end work is what a relay does then). For each request it also gives the way in (client send to the server's "received" line) and
+the TTFT the client sees, against direct: the delivery delay starts at the server's send, so a
+relay that holds requests before sending them upstream shows there. ``--hold`` runs the relays under
 ``_relay_hold.py``, which times how long each read waited inside the relay process.
 
     python benchmarks/proxy_overhead.py
@@ -31,6 +37,7 @@ import resource
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import defaultdict
@@ -46,6 +53,7 @@ from tokenpace.record import RequestRecord  # noqa: E402
 from tokenpace.servers import BuiltinServerConfig, read_send_log, start_server_process  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+UNPACED = "tokenpace proxy, all at once"  # --starts-per-turn 0: a burst's requests all sent in one turn
 
 
 def free_port() -> int:
@@ -55,16 +63,19 @@ def free_port() -> int:
 
 
 def start(argv: list[str], port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    errors = tempfile.TemporaryFile()  # a relay's stderr, shown if it does not start
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True)
     proc.stdout.readline()  # the "listening" line
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc
         except OSError:
             time.sleep(0.05)
-    raise SystemExit(f"{argv} did not start")
+    errors.seek(0)
+    tail = errors.read().decode(errors="replace").strip().splitlines()[-5:]
+    raise SystemExit(f"{argv} did not start" + "".join(f"\n  {line}" for line in tail))
 
 
 CLIENT_CPU_S = [0.0]
@@ -131,7 +142,8 @@ def tail_where(results: list[dict], truth: dict, decode_ms: float) -> str:
     parts.append(f"sent within {decode_ms:g} ms after >= 10 other streams' last tokens {share(after_ends, tail)} "
                  f"(of all tokens {share(after_ends, everyone)})")
     by_position = ", ".join(f"{name} {np.percentile(delay[pos == name], 50):.2f} / "
-                            f"{np.percentile(delay[pos == name], 99):.2f}" for name in ("first", "middle", "last"))
+                            f"{np.percentile(delay[pos == name], 99):.2f}" for name in ("first", "middle", "last")
+                            if (pos == name).any())  # 2 tokens a stream: no middle
     return (f"delay p50 / p99 by position, ms: {by_position}; slowest 1% ({tail.sum()} tokens, >= "
             f"{np.percentile(delay, 99):.2f} ms): " + "; ".join(parts))
 
@@ -162,6 +174,16 @@ def hold_summary(path: Path) -> str:
     where = ", ".join(f"{name} {np.percentile(cpu[part == name], 99):.3f}" for name in ("start", "middle", "end")
                       if (part == name).any())
     return f"{len(data['cpu_ns'])} reads; " + "; ".join(parts) + f"; CPU p99 by tenth of a round: {where}"
+
+
+def request_side(results: list[dict], truth: dict, received: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Per request: (client send -> the server's "received", client send -> first token's arrival), ms."""
+    fwd, ttft = [], []
+    for r in results:
+        if r["status"] == 200 and r["token_ns"] and r["request_id"] in received:
+            fwd.append((received[r["request_id"]] - r["sent_ns"]) / 1e6)
+            ttft.append((r["token_ns"][0] - r["sent_ns"]) / 1e6)
+    return np.array(fwd), np.array(ttft)
 
 
 def itl_ms(results: list[dict]) -> np.ndarray:
@@ -224,6 +246,49 @@ def measuring_cost(tokens: int = 64, streams: int = 2000) -> str:
     per_chunk = (time.process_time_ns() - start) / (streams * len(reads)) / 1e3
     assert record.output_tokens == tokens and progress.saw_done
     return f"{per_chunk:.1f} µs a chunk"
+
+
+def start_cost(requests: int = 20_000) -> str:
+    """What the proxy does at a request's start beyond what the pass-through does (both copy the
+    request's and the response's headers), in-process CPU per request: the request id, the record,
+    the body parsed for its fields, the key to mask, the Progress, the timing and the stream's
+    parser; the rest of a start is aiohttp's (server and client), the same in both relays."""
+    from multidict import CIMultiDict
+
+    from tokenpace.client.progress import Progress
+    from tokenpace.proxy.relay import Timing, Unparsed, _bearer, _read_request, forward_headers, response_headers
+
+    body = orjson.dumps({"model": "tokenpace-sim", "messages": [{"role": "user", "content": "hello " * 8}],
+                         "max_tokens": 64, "stream": True, "stream_options": {"include_usage": True}})
+    incoming = CIMultiDict({"Host": "127.0.0.1:9000", "Content-Type": "application/json",
+                            "Content-Length": str(len(body)), "X-Request-ID": "r-1", "Authorization": "Bearer k"})
+    upstream = CIMultiDict({"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked",
+                            "X-Request-ID": "r-1", "Date": "Tue, 24 Nov 2026 22:00:00 GMT", "Server": "x"})
+    drop = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+
+    def plain() -> None:  # the pass-through's own start work
+        {k: v for k, v in incoming.items() if k.lower() not in drop}
+        {k: v for k, v in upstream.items() if k.lower() not in drop | {"content-encoding"}}
+
+    def ours() -> None:
+        timing = Timing(time.monotonic_ns())
+        headers = forward_headers(incoming)
+        request_id = incoming.get("X-Request-ID")
+        headers.setdefault("X-Request-ID", request_id)
+        record = RequestRecord(request_id=request_id, index=0, api="chat", sent_ns=timing.received_ns)
+        _read_request(record, body)
+        secret = _bearer(incoming.get("Authorization"))
+        Progress(streaming=record.stream, secrets=(secret,) if secret else ())
+        response_headers(upstream)
+        Unparsed()
+
+    out = []
+    for label, fn in (("pass-through", plain), ("tokenpace proxy", ours)):
+        start = time.process_time_ns()
+        for _ in range(requests):
+            fn()
+        out.append(f"{label} {(time.process_time_ns() - start) / requests / 1e3:.1f} µs")
+    return ", ".join(out)
 
 
 def hashing_cost(words: int, runs: int = 200) -> str:
@@ -291,30 +356,32 @@ def main() -> None:
     server = start_server_process(BuiltinServerConfig(send_log_path=str(log), decode_base_s=args.decode_ms / 1000,
                                                       decode_per_running_s=0.0, max_num_seqs=args.streams * 2),
                                   cpus=None if cpus["server"] is None else [cpus["server"]])
-    ours_port, plain_port = free_port(), free_port()
+    ours_port, plain_port, unpaced_port = free_port(), free_port(), free_port()
     holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
-             for name, tag in (("tokenpace proxy", "ours"), ("aiohttp pass-through", "plain"))}
+             for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"))}
     probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
     ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
                   "--listen", f"127.0.0.1:{ours_port}"], ours_port)
+    unpaced = start([sys.executable, *probe[UNPACED], "-m", "tokenpace", "proxy", "--upstream", server.url,
+                     "--listen", f"127.0.0.1:{unpaced_port}", "--starts-per-turn", "0"], unpaced_port)
     plain = start([sys.executable, *probe["aiohttp pass-through"], str(HERE / "_passthrough.py"), server.url,
                    str(plain_port)], plain_port)
-    pids = {"tokenpace proxy": ours.pid, "aiohttp pass-through": plain.pid}
+    pids = {"tokenpace proxy": ours.pid, UNPACED: unpaced.pid, "aiohttp pass-through": plain.pid}
     if cpus["relay"] is not None:
         for pid in pids.values():
             os.sched_setaffinity(pid, {cpus["relay"]})
     paths = {"direct": server.url, "tokenpace proxy": f"http://127.0.0.1:{ours_port}/v1",
-             "aiohttp pass-through": f"http://127.0.0.1:{plain_port}/v1"}
+             UNPACED: f"http://127.0.0.1:{unpaced_port}/v1", "aiohttp pass-through": f"http://127.0.0.1:{plain_port}/v1"}
     wall_start = time.monotonic()
     try:
         results: dict[str, list[dict]] = {name: [] for name in paths}
         rss = []
         cpu = {name: 0.0 for name in pids}
         split = {name: np.zeros(2) for name in pids}
-        for rep in range(args.rounds):  # interleaved, so drift in the machine's load hits all three
-            for name, url in paths.items():
+        for rep in range(args.rounds):  # interleaved, so drift in the machine's load hits every path
+            for number, (name, url) in enumerate(paths.items()):
                 before = cpu_split(pids[name]) if name in pids else None
-                results[name] += stamp_load(url, f"{name[:6].replace(' ', '')}{rep}", args.streams, args.tokens,
+                results[name] += stamp_load(url, f"path{number}r{rep}", args.streams, args.tokens,
                                             cpus["client"])
                 if before is not None:
                     split[name] += cpu_split(pids[name]) - before
@@ -323,20 +390,25 @@ def main() -> None:
         histogram = proxy_added_histogram(ours_port)
         server_cpu = cpu_s(server.pid) if hasattr(server, "pid") else float("nan")
     finally:
-        ours.terminate(), plain.terminate()
-        ours.wait(10), plain.wait(10)
+        for relay in (ours, unpaced, plain):
+            relay.terminate()
+        for relay in (ours, unpaced, plain):
+            relay.wait(10)
         server.stop()
     truth: dict = defaultdict(list)
+    received: dict = {}
     for line in read_send_log(log):
         if line["kind"] == "token":
             truth[line["request_id"]].append(line["t_ns"])
+        elif line["kind"] == "received":
+            received[line["request_id"]] = line["t_ns"]
     log.unlink(missing_ok=True)
     base, _ = delays_ms(results["direct"], truth)
     base_itl = float(np.median(itl_ms(results["direct"])))
     b50, b99 = np.percentile(base, [50, 99])
     print(f"\n{args.streams} concurrent streams x {args.tokens} tokens x {args.rounds} rounds per path, "
           f"server {args.decode_ms:g} ms a token; delivery delay = client arrival - server send, per token")
-    print(f"{'path':<22}{'matched':>9}{'delay p50 ms':>14}{'delay p99 ms':>14}{'added p50 ms':>14}"
+    print(f"{'path':<30}{'matched':>9}{'delay p50 ms':>14}{'delay p99 ms':>14}{'added p50 ms':>14}"
           f"{'added p99 ms':>14}{'ITL p50 ms':>12}{'vs direct':>11}{'CPU/chunk':>11}")
     chunks = args.streams * args.rounds * (args.tokens + 3)  # role, tokens, usage, [DONE]
     verdicts = []
@@ -345,7 +417,7 @@ def main() -> None:
         itl = float(np.median(itl_ms(res)))
         p50, p99 = np.percentile(d, [50, 99])
         per_chunk = f"{cpu[name] / chunks * 1e6:.1f} µs" if name in cpu else "-"
-        print(f"{name:<22}{matched:>5}/{len(res):<3}{p50:>14.3f}{p99:>14.3f}{p50 - b50:>14.3f}{p99 - b99:>14.3f}"
+        print(f"{name:<30}{matched:>5}/{len(res):<3}{p50:>14.3f}{p99:>14.3f}{p50 - b50:>14.3f}{p99 - b99:>14.3f}"
               f"{itl:>12.3f}{(itl / base_itl - 1) * 100:>+10.2f}%{per_chunk:>11}")
         if name != "direct":
             verdicts.append(f"{name}: added p50 {p50 - b50:.3f} ms {'<=' if p50 - b50 <= 0.5 else '>'} 0.5, "
@@ -360,6 +432,15 @@ def main() -> None:
               "them (the event loop's other work in between), ms; CPU time excludes the OS's preemption")
         for name, path in holds.items():
             print(f"  {name}: {hold_summary(path)}")
+    print("\nthe request's way in, and what a client sees (per request, ms; the delivery delay above starts at "
+          "the server's send, so a relay that holds a request before sending it upstream shows here):")
+    way_in = {name: request_side(res, truth, received) for name, res in results.items()}
+    d_fwd, d_ttft = way_in["direct"]
+    for name, (fwd, ttft) in way_in.items():
+        print(f"  {name:<32} forward (client send -> server received) p50 {np.percentile(fwd, 50):.3f} / p99 "
+              f"{np.percentile(fwd, 99):.3f}; TTFT p50 {np.percentile(ttft, 50):.3f} / p99 {np.percentile(ttft, 99):.3f}"
+              f"; TTFT added p50 {np.percentile(ttft, 50) - np.percentile(d_ttft, 50):+.3f} / p99 "
+              f"{np.percentile(ttft, 99) - np.percentile(d_ttft, 99):+.3f}")
     print("\nwhere each path's tail is:")
     for name, res in results.items():
         print(f"  {name}: {tail_where(res, truth, args.decode_ms)}")
@@ -370,6 +451,8 @@ def main() -> None:
     print("  of which user (the relay's own code) / system (the kernel's socket work): " + "; ".join(
         f"{name} {u / chunks * 1e6:.1f} / {k / chunks * 1e6:.1f} µs" for name, (u, k) in split.items()))
     print(f"  tokenpace proxy's measurement alone (parse, stamp, finish the record; in-process CPU): {measuring_cost()}")
+    print(f"  a request's start beyond aiohttp's (headers copied; the proxy's record, body fields, Progress, parser; "
+          f"in-process CPU): {start_cost()}")
     print("--prompt-hashes, per request, after the answer is relayed: "
           + "; ".join(hashing_cost(words) for words in (500, 2000, 8000)))
     print(f"tokenpace proxy RSS after each round, MiB: {', '.join(f'{m:.1f}' for m in rss)}")

@@ -2,7 +2,8 @@
 
 ``CallRecorder.finish`` is idempotent and every exit path calls it (end of stream, an exception,
 ``close()``, cancellation, garbage collection), so a call yields exactly one record. The record is
-the bench client's: the same ``Progress`` stamps it and ``finish_record`` fills its counts.
+the bench client's: ``Progress`` stamps it (with slabs for the text chunks' stamps, ``slabs.py``)
+and ``finish_record`` fills its counts.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from time import monotonic_ns
 from typing import Any
 
 from tokenpace.client.chunks import ChunkInfo
-from tokenpace.client.progress import Progress, finish_record, one_line
+from tokenpace.client.progress import finish_record, one_line
 from tokenpace.record import RequestRecord
+
+from .slabs import SlabProgress
 
 Observer = Callable[[RequestRecord], None]
 
@@ -25,7 +28,7 @@ class CallRecorder:
 
     def __init__(self, record: RequestRecord, observers: tuple[Observer, ...], *, streaming: bool) -> None:
         self.record = record
-        self.progress = Progress(streaming=streaming)
+        self.progress = SlabProgress(streaming=streaming)
         self._observers = observers
         self.finished = False
         self.injected_usage = False  # the caller did not ask for usage: the usage-only chunk is ours
@@ -41,6 +44,7 @@ class CallRecorder:
         progress = self.progress
         if progress.status != "ok":
             return
+        progress.spill(self.record)
         if not self.record.chunk_ns:
             progress.fail("error", "empty_response", "the response ended with no token", now_ns)
             return
@@ -59,6 +63,7 @@ class CallRecorder:
         progress = self.progress
         if progress.status == "ok" and not progress.saw_done:  # it stopped short of its end
             progress.fail("cancelled", "abandoned", None, monotonic_ns())
+        progress.spill(self.record)
         finish_record(self.record, progress)
         if self.prompt is not None:  # hashed once the caller has its answer, never before the call
             self.record.prompt_hash_chain = self.hasher(self.prompt)

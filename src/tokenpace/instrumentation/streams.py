@@ -54,11 +54,11 @@ class InstrumentedStream:
                 raise
             now = monotonic_ns()
             progress = recorder.progress  # CallRecorder.chunk, inlined: this runs once a chunk
-            progress.last_read_ns = now
             chars = text_chars(chunk)
             if chars > 0:  # the common chunk, text only: no ChunkInfo, no usage to look for
                 progress.add_text(recorder.record, chars, now)
                 return chunk
+            progress.last_read_ns = now  # read by no watchdog here: the text path above skips it
             info = classify_chunk_object(chunk)
             progress.add(recorder.record, info, now)
             if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):
@@ -112,11 +112,11 @@ class InstrumentedAsyncStream:
                 raise
             now = monotonic_ns()
             progress = recorder.progress  # CallRecorder.chunk, inlined: this runs once a chunk
-            progress.last_read_ns = now
             chars = text_chars(chunk)
             if chars > 0:  # the common chunk, text only: no ChunkInfo, no usage to look for
                 progress.add_text(recorder.record, chars, now)
                 return chunk
+            progress.last_read_ns = now  # read by no watchdog here: the text path above skips it
             info = classify_chunk_object(chunk)
             progress.add(recorder.record, info, now)
             if info.usage is None or not _is_injected_usage_chunk(chunk, recorder):

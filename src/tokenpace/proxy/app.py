@@ -13,6 +13,7 @@ from tokenpace.instrumentation import PrometheusExporter, RotatingRecordSink
 from tokenpace.instrumentation import buckets
 from tokenpace.metrics.slo import parse_slo
 from tokenpace.record import RequestRecord
+from tokenpace.runner.loop_slices import LoopSlices
 
 from .config import ProxyConfig
 from .finisher import Finisher
@@ -42,6 +43,12 @@ class ProxyState:
 
             self.hasher = PromptHasher(config.hash_salt, block=config.hash_block, tokenizer=config.tokenizer)
         self.finisher = Finisher()  # each request's end work, behind the relay
+        # A burst of new requests sent upstream a few per turn of the loop, as the bench client sends
+        # its own (LoopSlices.send_turn), so that the streams already flowing are relayed in between:
+        # started all in one turn, 200 requests held every other stream's next read for ~20 ms.
+        # Records are finished by the finisher, not by these slices.
+        self.sends = (LoopSlices(_no_records, sends_per_turn=config.starts_per_turn)
+                      if config.starts_per_turn > 0 else None)
         self.session: aiohttp.ClientSession | None = None
         self.total = 0
         self.in_flight = 0
@@ -61,6 +68,10 @@ class ProxyState:
         self.exporter(record)
         if timing.added_ns:
             self.added.observe(timing.added_ns / 1e9)
+
+
+def _no_records(_record: object) -> None:
+    raise AssertionError("the proxy's records go through its finisher")
 
 
 def create_app(config: ProxyConfig) -> web.Application:
@@ -112,7 +123,8 @@ async def _route(request: web.Request) -> web.StreamResponse:
         state.in_flight_gauge.inc()
         try:
             return await relay_generation(request, state.session, url, api, state.record_done, state.hasher,
-                                          state.finisher.defer)
+                                          state.finisher.defer,
+                                          state.sends.send_turn if state.sends is not None else None)
         finally:
             state.in_flight -= 1
             state.in_flight_gauge.dec()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from time import monotonic_ns
 from typing import Any
 
@@ -77,13 +77,17 @@ class Timing:
 
 async def relay_generation(request: web.Request, session: aiohttp.ClientSession, url: str, api: str,
                            record_done: Any, hasher: Any = None,
-                           defer: Callable[[Callable[[], object]], None] | None = None) -> web.StreamResponse:
+                           defer: Callable[[Callable[[], object]], None] | None = None,
+                           start_turn: Callable[[], Awaitable[None]] | None = None) -> web.StreamResponse:
     """Forward one generation request and relay its answer; ``record_done(record, timing)`` once.
 
     ``hasher`` (advise.hashchain.PromptHasher): the record gets the prompt's hash chain, computed
     when the answer has been relayed, so that it never delays this request (about 0.7 µs a block).
     ``defer`` (``Finisher.defer``): where the end work goes once the client has its whole answer (the
-    last parse, finishing the record, ``record_done``); without it, that work runs before returning."""
+    last parse, finishing the record, ``record_done``); without it, that work runs before returning.
+    ``start_turn`` (``LoopSlices.send_turn``): in a burst of arrivals, the upstream request waits for a
+    send slot of the loop's turn, so that the streams already flowing are relayed in between (the wait
+    counts in the proxy's added latency; a client that leaves meanwhile is recorded)."""
     timing = Timing(monotonic_ns())
     body = await request.read()
     headers = forward_headers(request.headers)
@@ -99,6 +103,8 @@ async def relay_generation(request: web.Request, session: aiohttp.ClientSession,
     tail: Unparsed | None = None
     try:
         try:
+            if start_turn is not None:
+                await start_turn()
             timing.upstream_sent_ns = monotonic_ns()
             async with session.post(url, data=body, headers=headers) as upstream:
                 headers_at = monotonic_ns()
