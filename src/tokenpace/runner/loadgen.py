@@ -13,7 +13,6 @@ sent; requests in flight get `grace_s` to finish and are then cancelled (their p
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,6 +22,7 @@ from typing import Any
 from tokenpace.record import RequestRecord
 from tokenpace.runner.loop_slices import LoopSlices
 from tokenpace.runner.retry import retry_delay_s, should_retry
+from tokenpace.runner.run_gc import quiet_gc
 from tokenpace.runner.warmup import is_warmup
 from tokenpace.workload import Conversation, PlannedRequest
 from tokenpace.workload.plan import Prompt
@@ -102,11 +102,12 @@ class LoadGenerator:
 
     async def run(self, start_at_ns: int | None = None) -> None:
         """``start_at_ns``: a monotonic time to start at (all workers of a run share one start)."""
-        # A full collection over the heap that imports leave behind takes ~30 ms here, and one
-        # during the run delays every chunk that arrives meanwhile: collect once, then freeze what
-        # exists so later collections only walk objects made during the run.
-        gc.collect()
-        gc.freeze()
+        # A collection stops the loop, and every chunk arriving meanwhile is stamped late: none
+        # runs on its own during the run (runner/run_gc.py).
+        async with quiet_gc():
+            await self._run(start_at_ns)
+
+    async def _run(self, start_at_ns: int | None) -> None:
         if start_at_ns is not None:
             await self._sleep_until(asyncio.get_running_loop(), start_at_ns / NS)
         cpu0 = time.process_time()
@@ -134,7 +135,6 @@ class LoadGenerator:
                 self._slices.flush()
             self.cpu_s = time.process_time() - cpu0
             self.wall_s = (time.monotonic_ns() - self.start_ns) / NS
-            gc.unfreeze()
 
     # -- the two load shapes ------------------------------------------------------------------
 
