@@ -6,7 +6,8 @@ built-in server) ran ~530 young collections of ~1 ms CPU each, ~50 middle ones o
 full collection every ~6 s of 23-35 ms CPU (a ``gc.freeze()`` at the start leaves the old
 generation empty, so CPython's "a quarter of the old objects are new" guard never holds a full
 collection back), while not one of them found garbage: the client's objects die by reference
-count. Those pauses were the TTFT-error tail of the run's last wave (benchmarks/RESULTS.md 22d).
+count. Without them the chunks' timing error p99 fell 2.4x at 256 streams and 3.6x at 512
+(benchmarks/RESULTS.md 22d).
 
 ``quiet_gc()`` therefore collects once, freezes what exists (later collections never walk it) and
 turns automatic collection off until the run ends, when it is restored as it was. A safety valve
