@@ -4,7 +4,9 @@ sessions (each turn after the previous reply and a think time), bounded by count
 It owns *when* requests go out and nothing else: the client stamps and fills each record, the sink
 saves it, metrics come later from the records alone. Every request it starts ends as exactly one
 record (ok, error, timeout or cancelled), which `on_record` receives soon after it completes (a
-slice of ended records per loop turn, runner/loop_slices.py) and always before `run()` returns.
+slice of ended records per loop turn, runner/loop_slices.py; a record's token counts are completed
+in that slice when `send` returned a finisher, as the client's `send_deferred` does) and always
+before `run()` returns. No automatic garbage collection runs meanwhile (runner/run_gc.py).
 
 Ending: when the count is reached, the duration is over or `stop()` is called, no new request is
 sent; requests in flight get `grace_s` to finish and are then cancelled (their partial tokens kept).
