@@ -119,7 +119,8 @@ def main() -> None:
                      max((x[1] for x in pauses), default=0.0), max((x[2] for x in pauses if x[0] == 2), default=0.0),
                      sum(x[3] for x in pauses), median([r["ttft"]["p50"] for r in runs]),
                      median([r["ttft"]["p99"] for r in runs]),
-                     " / ".join(f"{median([r['waves'][k]['p99'] for r in runs]):.2f}" for k in sorted(runs[0]["waves"])),
+                     " / ".join(f"{median([r['waves'][k]['p99'] for r in runs]):.2f}"
+                                for k in sorted(runs[0]["waves"], key=int)),
                      median([r["chunk"]["p99"] for r in runs]), median([r["client_cpu_s"] for r in runs])])
     print(table(["gc", "streams", "runs", "collections gen 0/1/2", "CPU ms", "longest ms", "longest full, CPU ms",
                  "objects freed", "TTFT err p50", "TTFT err p99", "p99 by wave", "chunk err p99", "client CPU-s"],
