@@ -217,3 +217,36 @@ def test_a_run_cancelled_from_outside_still_hands_over_its_records():
 
     asyncio.run(main())
     assert len(records) == len(launched) == 8
+
+
+def test_a_deferred_finish_runs_in_the_hand_over_and_a_failing_one_keeps_the_record():
+    """A send that returns a finisher (the client's send_deferred): the sink sees each record only
+    after its finisher ran, and a finisher that raises still leaves a (client_bug) record."""
+    records, launched = [], []
+    finished_before_sink = []
+
+    async def deferred(record, _prompt, _extra):
+        record.sent_ns = time.monotonic_ns()
+        await asyncio.sleep(0)
+        record.status, record.done_ns = "ok", time.monotonic_ns()
+
+        def finish() -> None:
+            if record.index == 3:
+                raise ValueError("token split failed")
+            record.output_tokens = 7
+
+        return finish
+
+    def sink(record) -> None:
+        finished_before_sink.append(record.output_tokens)
+        records.append(record)
+
+    lg = LoadGenerator(deferred, _plan(20), _settings(20, 4), api="completions", stream=True,
+                       on_record=sink, on_launch=launched.append)
+    asyncio.run(lg.run())
+    assert sorted(r.index for r in records) == list(range(20))
+    by_index = {r.index: r for r in records}
+    assert by_index[3].status == "error" and by_index[3].error_kind == "client_bug"
+    assert "token split failed" in by_index[3].error_message
+    assert all(by_index[i].output_tokens == 7 and by_index[i].status == "ok" for i in range(20) if i != 3)
+    assert finished_before_sink.count(7) == 19

@@ -57,8 +57,9 @@ import asyncio
 import email.utils
 import errno
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
+from functools import partial
 from time import monotonic_ns
 from typing import Any
 
@@ -72,7 +73,7 @@ from tokenpace.record import RequestRecord
 from tokenpace.redact import redact, strip_url_credentials, url_has_credentials
 
 from .formats import CACHE_BREAKPOINTS, api_format
-from .progress import Progress, finish_record, one_line, truncate
+from .progress import Progress, finish_outcome, finish_record, finish_tokens, one_line, truncate
 from .responses import read_error_message, read_stream, read_whole
 
 _LIST_MODELS_TIMEOUT_S = 30.0  # a preflight request should fail fast, whatever the run's timeout
@@ -178,6 +179,19 @@ class OpenAIClient:
         kept) before ``CancelledError`` propagates. A request that passes one of the client's limits
         ends with status "timeout" and returns normally (the watchdog's cancellation is absorbed).
         """
+        (await self.send_deferred(record, prompt, extra_body))()
+
+    async def send_deferred(self, record: RequestRecord, prompt: str | list[dict[str, Any]],
+                            extra_body: dict[str, Any] | None = None) -> Callable[[], None]:
+        """``send``, but the record's token accounting is left to the function it returns.
+
+        On return the record has every stamp and its outcome (status, error kind and message,
+        ``done_ns``); calling the returned function (once) fills the token counts and their sources
+        (``progress.finish_tokens``). The load generator calls it in the slice that hands the record
+        to the sink, so that a wave of streams ending together does not count its tokens on the
+        turns that stamp the next wave's chunks. A cancelled request is finished whole before
+        ``CancelledError`` propagates, as with ``send``.
+        """
         record.api = self.api
         record.stream = self.stream
         data = orjson.dumps(self.request_body(record, prompt, extra_body))
@@ -237,7 +251,8 @@ class OpenAIClient:
             progress.fail("error", "client_exception", one_line(exc), monotonic_ns())
         finally:
             watchdog.stop()
-        finish_record(record, progress)
+        finish_outcome(record, progress)
+        return partial(finish_tokens, record, progress)
 
     async def _post(self, session: aiohttp.ClientSession, data: bytes,
                     headers: dict[str, str]) -> aiohttp.ClientResponse:

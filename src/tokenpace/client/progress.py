@@ -2,7 +2,9 @@
 
 ``Progress.add`` runs once per chunk (hot path: a few comparisons and appends). ``finish_record``
 runs once per request, on success, failure or cancellation alike, so a partial stream keeps its
-latencies and token counts.
+latencies and token counts. It is two halves: ``finish_outcome`` (status, error, ``done_ns``) and
+``finish_tokens`` (the counts), which the bench client's ``send_deferred`` runs later, off the loop
+turn that read the stream's end.
 """
 
 from __future__ import annotations
@@ -112,10 +114,23 @@ class Progress:
 
 def finish_record(record: RequestRecord, progress: Progress) -> None:
     """Write outcome, token counts and their sources into ``record`` (once per request)."""
+    finish_outcome(record, progress)
+    finish_tokens(record, progress)
+
+
+def finish_outcome(record: RequestRecord, progress: Progress) -> None:
+    """The first half of ``finish_record``: status, error kind and message, ``done_ns`` (a few
+    assignments, for a caller that must judge the outcome at once and count the tokens later)."""
     record.status = progress.status  # type: ignore[assignment]
     record.error_kind = progress.error_kind
     record.error_message = progress.error_message
     record.done_ns = progress.done_ns
+
+
+def finish_tokens(record: RequestRecord, progress: Progress) -> None:
+    """The second half of ``finish_record``, after ``finish_outcome``: token counts per chunk and in
+    all, their sources, the usage's prompt and reasoning counts (the split over the chunks is most of
+    ``finish_record``'s time)."""
     weights = progress.weights
     marks = progress.usage_marks
     complete = progress.saw_done or record.finish_reason is not None

@@ -233,7 +233,7 @@ async def _drive(client: OpenAIClient, config: BenchConfig, workload: WorkloadSp
     plan = None if conversations is not None else await _plan(workload, total)
     progress = live_progress(config, workload, total, slo=slo, watch=watch, console=progress_console)
     with Recorder(records_path, progress) as recorder:
-        loadgen = LoadGenerator(client.send, plan, settings, api=config.api, stream=config.stream,
+        loadgen = LoadGenerator(client.send_deferred, plan, settings, api=config.api, stream=config.stream,
                                 on_record=recorder, conversations=conversations)
         recorder.load = loadgen
         progress.attach(loadgen, settings.grace_s)

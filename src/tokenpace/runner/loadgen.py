@@ -4,7 +4,9 @@ sessions (each turn after the previous reply and a think time), bounded by count
 It owns *when* requests go out and nothing else: the client stamps and fills each record, the sink
 saves it, metrics come later from the records alone. Every request it starts ends as exactly one
 record (ok, error, timeout or cancelled), which `on_record` receives soon after it completes (a
-slice of ended records per loop turn, runner/loop_slices.py) and always before `run()` returns.
+slice of ended records per loop turn, runner/loop_slices.py; a record's token counts are completed
+in that slice when `send` returned a finisher, as the client's `send_deferred` does) and always
+before `run()` returns. No automatic garbage collection runs meanwhile (runner/run_gc.py).
 
 Ending: when the count is reached, the duration is over or `stop()` is called, no new request is
 sent; requests in flight get `grace_s` to finish and are then cancelled (their partial tokens kept).
@@ -13,7 +15,6 @@ sent; requests in flight get `grace_s` to finish and are then cancelled (their p
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,12 +24,14 @@ from typing import Any
 from tokenpace.record import RequestRecord
 from tokenpace.runner.loop_slices import LoopSlices
 from tokenpace.runner.retry import retry_delay_s, should_retry
+from tokenpace.runner.run_gc import quiet_gc
 from tokenpace.runner.warmup import is_warmup
 from tokenpace.workload import Conversation, PlannedRequest
 from tokenpace.workload.plan import Prompt
 from tokenpace.workload.ramp import client_start_s, ramped_offset_s
 
 NS = 1_000_000_000
+Finish = Callable[[], None]  # completes an ended record (OpenAIClient.send_deferred)
 # Open-loop sends wake this early and then yield to the loop until the exact time: the event loop's
 # timers round up to whole milliseconds, which alone would add up to 1 ms of schedule lag.
 _EARLY_WAKE_S = 0.002
@@ -50,7 +53,7 @@ class LoadSettings:
 
 
 class LoadGenerator:
-    def __init__(self, send: Callable[..., Awaitable[None]], plan: Iterator[PlannedRequest] | None,
+    def __init__(self, send: Callable[..., Awaitable[Finish | None]], plan: Iterator[PlannedRequest] | None,
                  settings: LoadSettings, *, api: str, stream: bool,
                  on_record: Callable[[RequestRecord], None],
                  conversations: list[Conversation] | None = None,
@@ -60,7 +63,9 @@ class LoadGenerator:
         # which accounts for a request whose worker dies). run_id: shared by all of a run's
         # workers. index_stride (k, n): sessions number their requests k, k+n, k+2n... so that
         # worker k of n never reuses another worker's index.
-        self._send = send  # async (record, prompt, extra_body) -> None; fills the record
+        # async (record, prompt, extra_body) -> None or a function that completes the record's
+        # token counts (the client's send_deferred), called in the slice that hands it over.
+        self._send = send
         self._plan = plan if plan is not None else iter(())
         self._conversations = conversations  # multi-turn sessions instead of a flat plan
         self._sent_count = 0
@@ -69,8 +74,8 @@ class LoadGenerator:
         self._api, self._stream = api, stream
         # Ended records go to on_record a slice per loop turn, and closed-loop sends are spread over
         # turns, so that a wave of requests ending together does not hold up chunk stamping.
-        self._slices: LoopSlices[RequestRecord] = LoopSlices(on_record)
-        self._on_record = self._slices.record
+        self._sink = on_record
+        self._slices: LoopSlices[tuple[RequestRecord, Finish | None]] = LoopSlices(self._hand_over)
         self._on_launch = on_launch
         self._stride = index_stride
         self._stopping = asyncio.Event()
@@ -102,11 +107,12 @@ class LoadGenerator:
 
     async def run(self, start_at_ns: int | None = None) -> None:
         """``start_at_ns``: a monotonic time to start at (all workers of a run share one start)."""
-        # A full collection over the heap that imports leave behind takes ~30 ms here, and one
-        # during the run delays every chunk that arrives meanwhile: collect once, then freeze what
-        # exists so later collections only walk objects made during the run.
-        gc.collect()
-        gc.freeze()
+        # A collection stops the loop, and every chunk arriving meanwhile is stamped late: none
+        # runs on its own during the run (runner/run_gc.py).
+        async with quiet_gc():
+            await self._run(start_at_ns)
+
+    async def _run(self, start_at_ns: int | None) -> None:
         if start_at_ns is not None:
             await self._sleep_until(asyncio.get_running_loop(), start_at_ns / NS)
         cpu0 = time.process_time()
@@ -134,7 +140,6 @@ class LoadGenerator:
                 self._slices.flush()
             self.cpu_s = time.process_time() - cpu0
             self.wall_s = (time.monotonic_ns() - self.start_ns) / NS
-            gc.unfreeze()
 
     # -- the two load shapes ------------------------------------------------------------------
 
@@ -282,40 +287,53 @@ class LoadGenerator:
         goes out, or as the request's outcome when the run ends during the backoff.
         """
         while True:
-            await self._attempt(record, prompt, extra_body)
+            finish = await self._attempt(record, prompt, extra_body)
             if self._stopping.is_set() or not should_retry(record, retries=self._s.retries):
-                self._on_record(record)
+                self._ended(record, finish)
                 return
             try:
                 await asyncio.wait_for(self._stopping.wait(),
                                        retry_delay_s(record, backoff_s=self._s.retry_backoff_s))
-                self._on_record(record)  # the run ended during the backoff
+                self._ended(record, finish)  # the run ended during the backoff
                 return
             except asyncio.TimeoutError:
                 pass
             except asyncio.CancelledError:
-                self._on_record(record)
+                self._ended(record, finish)
                 raise
             record.retried = True
-            self._on_record(record)
+            self._ended(record, finish)
             record = _next_attempt(record)
             task = asyncio.current_task()
             if task in self._flying:
                 self._flying[task] = record
 
     async def _attempt(self, record: RequestRecord, prompt: Prompt,
-                       extra_body: dict[str, Any] | None) -> None:
+                       extra_body: dict[str, Any] | None) -> Finish | None:
+        """One attempt; returns what is left to finish its record (the client's token accounting)."""
         try:
-            await self._send(record, prompt, extra_body)
+            return await self._send(record, prompt, extra_body)
         except asyncio.CancelledError:
             if record.done_ns is None:  # the client normally finalizes; never leave it open
                 record.status, record.done_ns = "cancelled", time.monotonic_ns()
-            self._on_record(record)  # exactly once per attempt
+            self._ended(record, None)  # exactly once per attempt
             raise
         except Exception as exc:  # a bug in the client must neither end the run nor lose the record
-            record.status, record.error_kind = "error", "client_bug"
-            record.error_message = f"{type(exc).__name__}: {exc}"[:300]
-            record.done_ns = record.done_ns or time.monotonic_ns()
+            _client_bug(record, exc)
+            return None
+
+    def _ended(self, record: RequestRecord, finish: Finish | None) -> None:
+        """An attempt's record is final but for ``finish``: queued, completed and handed over in a slice."""
+        self._slices.record((record, finish))
+
+    def _hand_over(self, ended: tuple[RequestRecord, Finish | None]) -> None:
+        record, finish = ended
+        if finish is not None:
+            try:
+                finish()
+            except Exception as exc:  # noqa: BLE001 - as in _attempt: the record still goes to the sink
+                _client_bug(record, exc)
+        self._sink(record)
 
     async def _drain(self) -> None:
         """Give requests in flight the grace period, then cancel what is left. After a count-bounded
@@ -337,6 +355,12 @@ class LoadGenerator:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=1.0)
+
+
+def _client_bug(record: RequestRecord, exc: Exception) -> None:
+    record.status, record.error_kind = "error", "client_bug"
+    record.error_message = f"{type(exc).__name__}: {exc}"[:300]
+    record.done_ns = record.done_ns or time.monotonic_ns()
 
 
 def _next_attempt(failed: RequestRecord) -> RequestRecord:

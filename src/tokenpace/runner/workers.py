@@ -90,7 +90,7 @@ class WorkerBody:
                 plan = iter(await asyncio.to_thread(list, plan))  # prompts made before the clock starts
         self._client = make_client(config, job.url, job.model, part.share(_connections(config, workload)))
         self.loadgen = LoadGenerator(
-            self._client.send, plan, settings, api=config.api, stream=config.stream,
+            self._client.send_deferred, plan, settings, api=config.api, stream=config.stream,
             on_record=lambda r: self._emit("record", r), conversations=conversations,
             on_launch=lambda r: self._emit("launch", launch_notice(r)), run_id=job.run_id,
             index_stride=(job.worker, job.workers) if conversations is not None else (0, 1))
