@@ -337,16 +337,6 @@ def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None
     write_result(result)
 
 
-_JSONL_LINES_PER_WRITE = 64
-
-
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
-    # A few lines at a time into the temporary file: a 100,000-request run's JSONL is never whole in
-    # memory, and a record's line (kilobytes, longer than the file's buffer) does not cost a write
-    # system call of its own.
-    def pieces() -> Iterator[bytes]:
-        it = iter(rows)
-        while batch := list(islice(it, _JSONL_LINES_PER_WRITE)):
-            yield b"\n".join(map(orjson.dumps, batch)) + b"\n"
-
-    write_whole(path, pieces())
+    # Line by line into the temporary file: a 100,000-request run's JSONL is never whole in memory.
+    write_whole(path, (orjson.dumps(row) + b"\n" for row in rows))
