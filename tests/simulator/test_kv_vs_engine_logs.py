@@ -35,8 +35,6 @@ def test_trtllm_max_tokens_within_3_percent_of_its_log(case):
     cap = capacity(case)
     logged = case["logged"]
     assert abs(cap.tokens - logged["max_tokens"]) / logged["max_tokens"] <= 0.03, (cap.tokens, logged)
-    # The engine then rounds up to whole blocks: the log's allocation is the next multiple of 32.
-    assert logged["allocated_tokens"] == -(-logged["max_tokens"] // case["block_tokens"]) * case["block_tokens"]
     assert cap.tokens * cap.kv_bytes_per_token / GIB == pytest.approx(logged["allocated_kv_gib"], rel=0.03)
 
 
