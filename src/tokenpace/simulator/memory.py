@@ -80,13 +80,15 @@ VLLM_NON_TORCH_TP_GIB = 2.1
 # exponential noise the random sampler divides them by (4 B) - vllm/v1/sample/sampler.py and
 # ops/topk_topp_sampler.py, all alive at once.
 VLLM_SAMPLER_BYTES_PER_LOGIT = 14
-# TensorRT-LLM: not checked against a log (estimates).
+# TensorRT-LLM: estimates; the whole formula is within 1.6% of one TensorRT-LLM 0.20.0 log
+# (tests/simulator/data/engine_kv_logs.json), whose excerpt does not print these terms apart.
 NON_TORCH_GIB = 0.15  # CUDA/cuBLAS workspaces outside PyTorch's allocator, one GPU
 NON_TORCH_TP_GIB = 0.6  # NCCL and custom all-reduce buffers, added under tensor parallelism
 
 
 def activation_peak_bytes(model: ModelSpec, tp: int, max_batched_tokens: int, max_num_seqs: int) -> float:
-    """A rough peak of an engine's profiling forward pass (used for TensorRT-LLM, unchecked): the
+    """A rough peak of an engine's profiling forward pass (used for TensorRT-LLM; not checked on its
+    own, only within the whole formula, see ``engine_kv_capacity``): the
     larger of ``max_batched_tokens`` tokens through one layer (the MLP's gate+up output and
     activation, 3 × intermediate / tp, plus about six hidden-sized buffers, all 16-bit) and a
     sampler over ``max_num_seqs`` rows of FP32 logits (8 bytes per vocabulary entry)."""
@@ -143,11 +145,20 @@ def engine_kv_capacity(
       blocks by the caller, as vLLM does. Within 0.5% of vLLM 0.19.0's logged "GPU KV cache size"
       on the cases in tests/simulator/data/vllm_kv_logs.json;
     - ``trtllm``: free_gpu_memory_fraction × (total − weights − peak activations − non-torch),
-      i.e. a fraction of the memory left free after loading and a profiling pass;
+      i.e. a fraction of the memory left free after loading and a profiling pass (TensorRT-LLM's
+      PyTorch backend, ``tensorrt_llm/_torch/pyexecutor/_util.py``: fraction × (device total − the
+      profiling pass's peak, torch and non-torch, + the temporary KV cache it held));
     - ``sglang``: mem_fraction_static × total − weights (activations live outside the fraction).
+      SGLang's ``profile_max_num_token`` (``model_runner.py``) computes free memory after loading −
+      free memory before loading × (1 − fraction), i.e. fraction × free-before-loading − what the
+      loading took; "before loading" is after the CUDA context and torch.distributed start (0.4–0.6
+      GiB below the total on an H100), which this leaves out: about 1% more tokens than SGLang.
 
-    Assumptions for ``trtllm`` (not checked against its log): the activation peak is
-    ``activation_peak_bytes``; non-torch memory is 0.15 GiB on one GPU and 0.75 GiB under TP.
+    Checked against the engines' start-up logs (tests/simulator/data/engine_kv_logs.json, each with
+    its source): TensorRT-LLM 0.20.0, Llama-3.1-8B FP8 on an H100 at fraction 0.8, +1.6% of its
+    "max_tokens"; SGLang, Llama-3.1-8B BF16 on an H100 at 0.88, +0.9% and +1.3% of its
+    "max_total_num_tokens". Assumptions for ``trtllm`` (its terms not logged apart): the activation
+    peak is ``activation_peak_bytes``; non-torch memory is 0.15 GiB on one GPU and 0.75 GiB under TP.
     Weights are ``weight_bytes`` (16-bit embeddings and LM head; vLLM also counts its rotary
     cos/sin cache, about 0.03 GiB, left out). ``fraction`` is the engine's knob.
     """
