@@ -253,7 +253,7 @@ class BlockDescriber:
             self._held = self._parts[0][0].size
             # Merge again once the parts since hold as many entries as the merged ones: each entry is
             # merged a few times at most, even when the distinct values alone are over the threshold.
-            self._merge_at = max(_MERGE_AT, 2 * self._held)
+            self._merge_at = max(_MERGE_AT, 4 * self._held)
 
     def _order_statistics(self, ranks: np.ndarray) -> np.ndarray:
         """The samples at 0-based ``ranks`` (each in a kept bucket) of the sorted samples."""
