@@ -145,6 +145,7 @@ class BlockDescriber:
         self._guess: np.ndarray | None = None  # set once, then never changed
         self._raw: list[np.ndarray] = []  # the blocks' samples until the guess
         self._second: np.ndarray | None = None
+        self._targets: np.ndarray | None = None  # the buckets that hold a wanted rank (``settle``)
         self._parts: list[tuple[np.ndarray, np.ndarray]] = []
         self._held = 0
         self._merge_at = _MERGE_AT
@@ -223,6 +224,7 @@ class BlockDescriber:
             lo, hi = np.searchsorted(self._ends, [int(self._draws[0].min()), int(self._draws[1].max())],
                                      side="right")
             targets[lo:hi + 1] = True
+        self._targets = targets
         if self._guess is None:  # fewer samples than held before a guess: pick them exactly
             self._set_guess(targets)
             return None
@@ -257,6 +259,9 @@ class BlockDescriber:
 
     def _order_statistics(self, ranks: np.ndarray) -> np.ndarray:
         """The samples at 0-based ``ranks`` (each in a kept bucket) of the sorted samples."""
+        if self._targets is not None:  # the guess's margins are of no use now: merge the rest only
+            self._parts = [part for part in map(self._targeted, self._parts) if part[0].size]
+            self._targets = None
         values, counts = self._parts[0] = _merge(self._parts)
         del self._parts[1:]
         key, base = _buckets(values)
@@ -267,6 +272,13 @@ class BlockDescriber:
         before = cumulative[first_of_bucket] - counts[first_of_bucket]  # kept samples before its bucket
         ends = starts + cumulative - before  # rank after the last copy of each value
         return values[np.searchsorted(ends, ranks, side="right")]
+
+    def _targeted(self, part: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The entries of ``part`` in buckets that hold a wanted rank."""
+        values, counts = part
+        key, base = _buckets(values)
+        keep = self._targets[base:][key]
+        return values[keep], counts[keep]
 
     def result(self) -> dict | None:
         n = self.n
