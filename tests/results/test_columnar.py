@@ -161,3 +161,22 @@ def test_a_summary_from_disk_never_holds_the_chunk_table(tmp_path):
             tracemalloc.stop()
 
     assert peak(chunks=True) - peak(chunks=False) > 0.75 * 12 * n * tokens
+
+
+def test_a_view_of_the_measured_rows_reads_as_their_copy_does(tmp_path):
+    # The summary reads the measured rows of a run with warmup through a view (selected per read)
+    # rather than a copy of every column: the same columns, row for row.
+    write_table(tmp_path / "run.columns", _records(300))
+    table = read_table(tmp_path / "run.columns", chunks=False)
+    mask = table.measured
+    assert not mask.all()  # two warmup requests
+    view, copy = table.records_view(mask), table.records_only(mask)
+    for group in ("ints", "bools", "floats"):
+        assert list(getattr(view, group)) == list(getattr(copy, group))
+        for name, column in getattr(copy, group).items():
+            np.testing.assert_array_equal(getattr(view, group)[name], column, err_msg=name)
+    assert {k: t.values() for k, t in view.texts.items()} == {k: t.values() for k, t in copy.texts.items()}
+    np.testing.assert_array_equal(view.has("sent_ns"), copy.has("sent_ns"))
+    np.testing.assert_array_equal(view.sent_ns, copy.sent_ns)  # attribute access, as RecordTable's
+    assert "sent_ns" in view.ints and "nonsense" not in view.ints
+    assert table.records_view(np.ones(len(table), bool)) is table
