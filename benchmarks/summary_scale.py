@@ -120,6 +120,7 @@ def make_run(directory: Path, requests: int, tokens: int, *, jsonl: bool, seed: 
                            records_path=records_path, load={"valid": True},
                            workload_info={"input_tokens": "512", "output_tokens": str(tokens),
                                           "input_length_source": "synthetic"}))
+    os.sync()  # the files on disk before any figure: the first one measured does not pay their writeback
     return result_path
 
 
