@@ -23,7 +23,7 @@ from array import array
 import struct
 import zipfile
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -219,10 +219,15 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
         counts.append(np.array(_mapped(name, ("chunk_count",))[0]))
     n = sum(c.size for c in counts)
     total = int(sum(int(c.sum()) for c in counts))
+    # Without the chunks (a summary, a report), the int and float columns stay in the part files and
+    # are read when asked (``_ReadOnRead``): most of a request's bytes, never all held at once.
+    mapped = _mapped_parts(parts, counts) if not chunks else None
     table = RecordTable(
-        ints={k: np.empty(n, np.int64) for k in INT_FIELDS},
+        ints=({k: np.empty(n, np.int64) for k in INT_FIELDS} if mapped is None
+              else _ReadOnRead(mapped, INT_FIELDS, "int.", np.int64, NULL, n)),
         bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
-        floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS},
+        floats=({k: np.empty(n, np.float64) for k in FLOAT_FIELDS} if mapped is None
+                else _ReadOnRead(mapped, FLOAT_FIELDS, "float.", np.float64, np.nan, n)),
         texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
         chunk_ns=np.empty(total if chunks else 0, np.int64),
         chunk_tokens=np.empty(total if chunks else 0, np.int32),
@@ -236,6 +241,8 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
         # A field newer than the part (written by an earlier version) reads as None for every row.
         for group, columns, none in (("int", table.ints, NULL), ("bool", table.bools, False),
                                      ("float", table.floats, np.nan)):
+            if isinstance(columns, _ReadOnRead):
+                continue
             for k, out in columns.items():
                 out[row:row + size] = part.get(f"{group}.{k}", none)
         for k in TEXT_FIELDS:
@@ -252,6 +259,23 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
         row, chunk = row + size, chunk + n_chunks
     table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
     return table
+
+
+def _mapped_parts(parts: list[Path], counts: list[np.ndarray]) -> list[tuple[mmap.mmap, dict, int]] | None:
+    """Per part: the part file mapped, where its int and float members lie, and its rows; None when
+    a part has a compressed member (then the columns are read whole, as with the chunks)."""
+    out = []
+    for name, count in zip(parts, counts):
+        with zipfile.ZipFile(name) as archive:
+            members = tuple(m.removesuffix(".npy") for m in archive.namelist()
+                            if m.startswith(("int.", "float.")))
+        layout = _layout(name, members)
+        if layout is None:
+            return None
+        with open(name, "rb") as fh:
+            whole = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        out.append((whole, dict(zip(members, layout)), int(count.size)))
+    return out
 
 
 # Blocks handed out whose mapped pages are kept: worker threads may still be reading them.
@@ -312,15 +336,13 @@ def _members(path: Path) -> dict[str, np.ndarray]:
     return dict(zip(names, _mapped(path, names)))
 
 
-def _mapped(path: Path, names: tuple[str, ...]) -> list[np.ndarray]:
-    """Members of a part, memory-mapped read-only: a stored (uncompressed) zip member is the .npy
-    file's bytes as they are, at an offset the member's local header gives. No copy and no
-    checksum pass; a compressed member (a part written by another tool) is read the usual way."""
+def _layout(path: Path, names: tuple[str, ...]) -> list[tuple[int, tuple, bool, np.dtype]] | None:
+    """Where each member's array lies in a part file: (offset, shape, Fortran order, dtype); None
+    when a member is compressed (a part written by another tool: read the usual way)."""
     with zipfile.ZipFile(path) as archive:
         infos = [archive.getinfo(name + ".npy") for name in names]
     if any(info.compress_type != zipfile.ZIP_STORED for info in infos):
-        with np.load(path, allow_pickle=False) as part:
-            return [part[name] for name in names]
+        return None
     out = []
     with open(path, "rb") as fh:
         for info in infos:
@@ -332,9 +354,72 @@ def _mapped(path: Path, names: tuple[str, ...]) -> list[np.ndarray]:
             read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                            else np.lib.format.read_array_header_2_0)
             shape, fortran, dtype = read_header(fh)
-            if int(np.prod(shape)) == 0:
-                out.append(np.empty(shape, dtype))
-                continue
-            out.append(np.memmap(path, dtype=dtype, mode="r", offset=fh.tell(), shape=shape,
-                                 order="F" if fortran else "C"))
+            out.append((fh.tell(), shape, fortran, dtype))
     return out
+
+
+def _mapped(path: Path, names: tuple[str, ...]) -> list[np.ndarray]:
+    """Members of a part, memory-mapped read-only: a stored (uncompressed) zip member is the .npy
+    file's bytes as they are, at an offset the member's local header gives. No copy and no
+    checksum pass; a compressed member (a part written by another tool) is read the usual way."""
+    layout = _layout(path, names)
+    if layout is None:
+        with np.load(path, allow_pickle=False) as part:
+            return [part[name] for name in names]
+    out = []
+    for offset, shape, fortran, dtype in layout:
+        if int(np.prod(shape)) == 0:
+            out.append(np.empty(shape, dtype))
+            continue
+        out.append(np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape,
+                             order="F" if fortran else "C"))
+    return out
+
+
+class _ReadOnRead(Mapping):
+    """The per-request columns of one kind (``prefix``: ``int.`` or ``float.``) of a run's parts,
+    copied out of the mapped part files each time one is read and not kept; the parts' pages are
+    let go after each copy. The summary reads each column a few times, so a run's columns are never
+    all in this process's memory at once (``read_table(..., chunks=False)``)."""
+
+    def __init__(self, parts: list[tuple[mmap.mmap, dict, int]], names: tuple[str, ...], prefix: str,
+                 dtype, none, n: int) -> None:
+        self._parts, self._names, self._prefix = parts, names, prefix
+        self._dtype, self._none, self._n = dtype, none, n
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._names:
+            raise KeyError(name)
+        out = np.empty(self._n, self._dtype)
+        row = 0
+        for mapped, layout, size in self._parts:
+            at = layout.get(self._prefix + name)
+            if at is None or not size:  # a field newer than the part: None for every row
+                out[row:row + size] = self._none
+            else:
+                offset, shape, _, dtype = at
+                view = np.ndarray(shape, dtype, buffer=mapped, offset=offset)
+                out[row:row + size] = view
+                _let_go(view)
+            row += size
+        return out
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def _let_go(view: np.ndarray) -> None:
+    """``_unmap_pages`` of an array made over a part's ``mmap`` (only ever such an array: these
+    pages are the file's, read again from the page cache if needed)."""
+    if _madvise is None or _MADV_DONTNEED is None or not view.nbytes:
+        return
+    start = view.ctypes.data
+    end = start + view.nbytes
+    start -= start % _PAGE
+    _madvise(start, end - start, _MADV_DONTNEED)
