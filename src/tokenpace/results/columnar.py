@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import io
 import mmap
+import os
 import shutil
 from array import array
 import struct
@@ -221,13 +222,13 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
     total = int(sum(int(c.sum()) for c in counts))
     # Without the chunks (a summary, a report), the int and float columns stay in the part files and
     # are read when asked (``_ReadOnRead``): most of a request's bytes, never all held at once.
-    mapped = _mapped_parts(parts, counts) if not chunks else None
+    layouts = _part_layouts(parts, counts) if not chunks else None
     table = RecordTable(
-        ints=({k: np.empty(n, np.int64) for k in INT_FIELDS} if mapped is None
-              else _ReadOnRead(mapped, INT_FIELDS, "int.", np.int64, NULL, n)),
+        ints=({k: np.empty(n, np.int64) for k in INT_FIELDS} if layouts is None
+              else _ReadOnRead(layouts, INT_FIELDS, "int.", np.int64, NULL, n)),
         bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
-        floats=({k: np.empty(n, np.float64) for k in FLOAT_FIELDS} if mapped is None
-                else _ReadOnRead(mapped, FLOAT_FIELDS, "float.", np.float64, np.nan, n)),
+        floats=({k: np.empty(n, np.float64) for k in FLOAT_FIELDS} if layouts is None
+                else _ReadOnRead(layouts, FLOAT_FIELDS, "float.", np.float64, np.nan, n)),
         texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
         chunk_ns=np.empty(total if chunks else 0, np.int64),
         chunk_tokens=np.empty(total if chunks else 0, np.int32),
@@ -261,9 +262,9 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
     return table
 
 
-def _mapped_parts(parts: list[Path], counts: list[np.ndarray]) -> list[tuple[mmap.mmap, dict, int]] | None:
-    """Per part: the part file mapped, where its int and float members lie, and its rows; None when
-    a part has a compressed member (then the columns are read whole, as with the chunks)."""
+def _part_layouts(parts: list[Path], counts: list[np.ndarray]) -> list[tuple[Path, dict, int]] | None:
+    """Per part: its file, where its int and float members lie in it, and its rows; None when a
+    part has a compressed member (then the columns are read whole, as with the chunks)."""
     out = []
     for name, count in zip(parts, counts):
         with zipfile.ZipFile(name) as archive:
@@ -272,9 +273,7 @@ def _mapped_parts(parts: list[Path], counts: list[np.ndarray]) -> list[tuple[mma
         layout = _layout(name, members)
         if layout is None:
             return None
-        with open(name, "rb") as fh:
-            whole = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        out.append((whole, dict(zip(members, layout)), int(count.size)))
+        out.append((name, dict(zip(members, layout)), int(count.size)))
     return out
 
 
@@ -378,29 +377,31 @@ def _mapped(path: Path, names: tuple[str, ...]) -> list[np.ndarray]:
 
 class _ReadOnRead(Mapping):
     """The per-request columns of one kind (``prefix``: ``int.`` or ``float.``) of a run's parts,
-    copied out of the mapped part files each time one is read and not kept; the parts' pages are
-    let go after each copy. The summary reads each column a few times, so a run's columns are never
-    all in this process's memory at once (``read_table(..., chunks=False)``)."""
+    read from the part files each time one is asked for and not kept: the summary reads each
+    column a few times, so a run's columns are never all in this process's memory at once
+    (``read_table(..., chunks=False)``). Each read opens each part and reads its member straight
+    into the column (``os.preadv``): no part stays open or mapped (a long run has thousands)."""
 
-    def __init__(self, parts: list[tuple[mmap.mmap, dict, int]], names: tuple[str, ...], prefix: str,
+    def __init__(self, parts: list[tuple[Path, dict, int]], names: tuple[str, ...], prefix: str,
                  dtype, none, n: int) -> None:
         self._parts, self._names, self._prefix = parts, names, prefix
-        self._dtype, self._none, self._n = dtype, none, n
+        self._dtype, self._none, self._n = np.dtype(dtype), none, n
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._names:
             raise KeyError(name)
         out = np.empty(self._n, self._dtype)
         row = 0
-        for mapped, layout, size in self._parts:
+        for path, layout, size in self._parts:
             at = layout.get(self._prefix + name)
             if at is None or not size:  # a field newer than the part: None for every row
                 out[row:row + size] = self._none
             else:
-                offset, shape, _, dtype = at
-                view = np.ndarray(shape, dtype, buffer=mapped, offset=offset)
-                out[row:row + size] = view
-                _let_go(view)
+                offset, shape, fortran, dtype = at
+                if dtype != self._dtype or fortran or tuple(shape) != (size,):  # not as this version writes
+                    out[row:row + size] = np.fromfile(path, dtype, count=int(np.prod(shape)), offset=offset)
+                else:
+                    _read_into(path, offset, out[row:row + size])
             row += size
         return out
 
@@ -414,12 +415,16 @@ class _ReadOnRead(Mapping):
         return len(self._names)
 
 
-def _let_go(view: np.ndarray) -> None:
-    """``_unmap_pages`` of an array made over a part's ``mmap`` (only ever such an array: these
-    pages are the file's, read again from the page cache if needed)."""
-    if _madvise is None or _MADV_DONTNEED is None or not view.nbytes:
-        return
-    start = view.ctypes.data
-    end = start + view.nbytes
-    start -= start % _PAGE
-    _madvise(start, end - start, _MADV_DONTNEED)
+def _read_into(path: Path, offset: int, out: np.ndarray) -> None:
+    """``out.nbytes`` bytes of ``path`` from ``offset`` into ``out`` (contiguous)."""
+    view = memoryview(out).cast("B")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        done = 0
+        while done < view.nbytes:
+            got = os.preadv(fd, [view[done:]], offset + done)
+            if got <= 0:
+                raise UsageError(f"{path} ends inside a member: a truncated columnar part")
+            done += got
+    finally:
+        os.close(fd)
