@@ -19,9 +19,15 @@ of --runs.
 - --low-tokens: the summary of as many requests of fewer tokens: the difference of the peaks over
   the difference of tokens is what the summary's memory grows by per token (about 0 now that the
   pooled samples are described block by block; 8 bytes before).
+- --memory-sizes: the summary's peak at each of these request counts (--memory-tokens tokens each,
+  the first --memory-warmup requests warmup, so that the measured rows are a subset as in a run
+  with warmup), and what it grows by per request between the least and the greatest size (with
+  --against, the other tree's too). The pooled ITL no longer grows the peak; the per-request
+  columns still do.
 
 Reproduce:  .venv/bin/python benchmarks/summary_scale.py [--requests 1000000] [--tokens 128]
             [--runs 3] [--peer-requests 100000] [--sim-requests 100000] [--against OLD/src]
+            [--memory-sizes 1000000,2000000,4000000 --memory-tokens 4]
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ MS = 1_000_000
 BLOCK = 65_536
 
 
-def synthetic_block(start: int, n: int, tokens: int, rng: np.random.Generator) -> RecordTable:
+def synthetic_block(start: int, n: int, tokens: int, rng: np.random.Generator, warmup: int = 0) -> RecordTable:
     index = np.arange(start, start + n, dtype=np.int64)
     sent = index * 2 * MS + rng.integers(0, MS, n)  # 500 req/s offered
     ttft = (rng.lognormal(np.log(150), 0.4, n) * MS).astype(np.int64)
@@ -76,6 +82,7 @@ def synthetic_block(start: int, n: int, tokens: int, rng: np.random.Generator) -
                 requested_input_tokens=np.full(n, 512, np.int64), http_status=np.where(errors, 500, 200))
     bools = {k: np.zeros(n, bool) for k in BOOL_FIELDS}
     bools["stream"][:] = True
+    bools["warmup"][:] = index < warmup  # the first ``warmup`` requests: not measured
     status = np.where(errors, 1, np.where(cancelled, 2, 0)).astype(np.int32)
     texts = {"api": Text(np.zeros(n, np.int32), ["chat"]),
              "status": Text(status, ["ok", "error", "cancelled"]),
@@ -92,15 +99,16 @@ def synthetic_block(start: int, n: int, tokens: int, rng: np.random.Generator) -
                        chunk_tokens=np.ones(chunk_ns.size, np.int32))
 
 
-def make_run(directory: Path, requests: int, tokens: int, *, jsonl: bool, seed: int = 0) -> Path:
-    """RUN.json, RUN.columns/ and (when ``jsonl``) RUN.records.jsonl of a synthetic run."""
+def make_run(directory: Path, requests: int, tokens: int, *, jsonl: bool, seed: int = 0, warmup: int = 0) -> Path:
+    """RUN.json, RUN.columns/ and (when ``jsonl``) RUN.records.jsonl of a synthetic run (its first
+    ``warmup`` requests marked as warmup)."""
     rng = np.random.default_rng(seed)
     result_path = directory / "run.json"
     records_path = directory / "run.records.jsonl"
     first = None
     with ColumnarWriter(directory / "run.columns") as writer, open(records_path, "wb") as fh:
         for start in range(0, requests, BLOCK):
-            block = synthetic_block(start, min(BLOCK, requests - start), tokens, rng)
+            block = synthetic_block(start, min(BLOCK, requests - start), tokens, rng, warmup)
             writer.add_table(block)
             if jsonl:
                 fh.write(b"".join(orjson.dumps(r) + b"\n" for r in to_dicts(block)))
@@ -112,6 +120,7 @@ def make_run(directory: Path, requests: int, tokens: int, *, jsonl: bool, seed: 
                            records_path=records_path, load={"valid": True},
                            workload_info={"input_tokens": "512", "output_tokens": str(tokens),
                                           "input_length_source": "synthetic"}))
+    os.sync()  # the files on disk before any figure: the first one measured does not pay their writeback
     return result_path
 
 
@@ -172,6 +181,24 @@ def figure(what: str, m: tuple[float, float, float], target: str = "", peer: tup
     return line
 
 
+def memory_scaling(sizes: list[int], tokens: int, warmup: int, runs: int, against: str | None) -> None:
+    """The summary's peak at each size, and its growth per request from the least size to the greatest."""
+    peaks: dict[str | None, list[float]] = {None: [], against: []}
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            run = make_run(Path(tmp), n, tokens, jsonl=False, warmup=warmup)
+            for src in ([None, against] if against else [None]):
+                m = measure(summary_command(run, columnar=True), runs, src)
+                peaks[src].append(m[1])
+                print(figure(f"memory: columnar summary {n:,} x {tokens} ({warmup:,} warmup)"
+                             + (" --against" if src else ""), m))
+    for src in ([None, against] if against else [None]):
+        slope = (peaks[src][-1] - peaks[src][0]) * 2**20 / (sizes[-1] - sizes[0]) if len(sizes) > 1 else float("nan")
+        print(f"    {'--against' if src else 'this tree'}: summary memory per request {slope:,.0f} bytes "
+              f"({sizes[0]:,} to {sizes[-1]:,} requests); at 7,200,000 requests (an hour at 2,000 req/s) "
+              f"that is {(peaks[src][0] + slope * (7_200_000 - sizes[0]) / 2**20) / 1024:.1f} GB")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--requests", type=int, default=1_000_000)
@@ -183,6 +210,10 @@ def main() -> None:
                    help="also summarize --requests of this many tokens: the summary's memory per token")
     p.add_argument("--against", default=None, metavar="SRC",
                    help="also time the summary and the reports with this source tree (PYTHONPATH), same files")
+    p.add_argument("--memory-sizes", default="", metavar="N,N,...",
+                   help="also the summary's peak memory at these request counts (--memory-tokens tokens each)")
+    p.add_argument("--memory-tokens", type=int, default=4)
+    p.add_argument("--memory-warmup", type=int, default=1000)
     args = p.parse_args()
     against = str(Path(args.against).resolve()) if args.against else None
     print(f"# {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)")
@@ -222,6 +253,9 @@ def main() -> None:
             print(figure(f"columnar summary {args.requests:,} x {args.low_tokens}", m)
                   + f"\n    summary memory per token: {per_token:.2f} bytes (peak at {args.tokens} tokens less "
                   f"the peak at {args.low_tokens}, over the tokens between)")
+    if args.memory_sizes:
+        memory_scaling([int(n) for n in args.memory_sizes.split(",")], args.memory_tokens, args.memory_warmup,
+                       args.runs, against)
     if args.sim_requests:
         with tempfile.TemporaryDirectory() as tmp:
             sim = measure([sys.executable, "-m", "tokenpace", "sim", "--requests", str(args.sim_requests),

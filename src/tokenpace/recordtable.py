@@ -18,7 +18,7 @@ Kept out (they stay in the JSONL journal): ``request_id``, ``server_timing`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -64,6 +64,25 @@ class Text:
 
     def __getitem__(self, key) -> Text:
         return Text(self.codes[key], self.vocab)
+
+
+class _Selected(Mapping):
+    """The columns of ``columns`` at the rows set in ``mask``, selected on each read (not kept)."""
+
+    def __init__(self, columns: Mapping, mask: np.ndarray) -> None:
+        self._columns, self._mask = columns, mask
+
+    def __getitem__(self, name: str):
+        return self._columns[name][self._mask]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
 
 
 @dataclass
@@ -177,6 +196,19 @@ class RecordTable:
             bools={k: v[mask] for k, v in self.bools.items()},
             floats={k: v[mask] for k, v in self.floats.items()},
             texts={k: v[mask] for k, v in self.texts.items()},
+            chunk_count=self.chunk_count[mask], chunk_ns=np.zeros(0, np.int64),
+            chunk_tokens=np.zeros(0, np.int32))
+
+    def records_view(self, mask: np.ndarray) -> RecordTable:
+        """``records_only(mask)`` whose columns are selected when read, each time, never all at
+        once: for whole-column work that reads each column a few times (the summary), so that the
+        measured rows of a run with warmup are not a second copy of its columns. Every record set:
+        this table itself."""
+        if mask.all():
+            return self
+        return RecordTable(
+            ints=_Selected(self.ints, mask), bools=_Selected(self.bools, mask),
+            floats=_Selected(self.floats, mask), texts=_Selected(self.texts, mask),
             chunk_count=self.chunk_count[mask], chunk_ns=np.zeros(0, np.int64),
             chunk_tokens=np.zeros(0, np.int32))
 

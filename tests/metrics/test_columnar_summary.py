@@ -134,17 +134,21 @@ def _without_sums(summary: dict) -> tuple[dict, list[float]]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(records_strategy(), max_size=14),
-       slo=st.sampled_from([None, "chat", "tpot=50ms"]), window=_window, workers=st.sampled_from([1, 2]))
+       slo=st.sampled_from([None, "chat", "tpot=50ms"]), window=_window, workers=st.sampled_from([1, 2]),
+       warm=st.sampled_from([0, 3, 10**9]))
 def test_pooled_samples_described_without_holding_them_equal_the_per_record_summary(records, slo, window,
-                                                                                    workers):
-    # A large run's ITL and chunk gaps are described by the two-pass bucket select (order_stats),
-    # here forced on small random runs, read three chunks at a time, in one or two threads.
+                                                                                    workers, warm):
+    # A large run's ITL and chunk gaps are described by the bucket select (order_stats), here
+    # forced on small random runs, read three chunks at a time, in one or two threads, its guess of
+    # the buckets to keep made after the first block (warm 0: often missed, a second pass), after
+    # 3 samples, or never (every sample held).
     from unittest import mock
 
-    from tokenpace.metrics import block_map, chunk_scan
+    from tokenpace.metrics import block_map, chunk_scan, order_stats
     table = RecordTable.from_records(records)
     small = _SmallBlocks(**{k: getattr(table, k) for k in table.__dataclass_fields__})
     with mock.patch.object(chunk_scan, "HELD_SAMPLES", -1), \
+            mock.patch.object(order_stats, "WARM_SAMPLES", warm), \
             mock.patch.object(block_map, "default_workers", lambda: workers):
         got, got_sums = _without_sums(summarize(small, slo=slo, window=window))
     want, want_sums = _without_sums(summarize(records, slo=slo, window=window))

@@ -1,5 +1,6 @@
-"""The two-pass bucket select (``order_stats``) that describes a large run's pooled samples block by
-block: its order statistics against numpy's over all the samples at once."""
+"""The bucket select (``order_stats``) that describes a large run's pooled samples block by block:
+its order statistics against numpy's over all the samples at once, whether its guess of the buckets
+to keep held (one pass) or missed (a second pass)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_order_statistics_equal_numpy_over_all_samples(name, block):
     values = SAMPLES[name]
     if block == 1:
         values = values[:2_000]  # one sample a block: keep it quick
-    got = describe_blocks(lambda: iter(_blocks(values, block)))
+    got, _ = describe_blocks(lambda: iter(_blocks(values, block)))
     held = describe(values)  # every sample in one array, partitioned
     assert got["count"] == values.size
     assert got["min"] == values.min() and got["max"] == values.max()
@@ -50,23 +51,76 @@ def test_order_statistics_equal_numpy_over_all_samples(name, block):
 @pytest.mark.parametrize("name", [n for n, v in SAMPLES.items() if v.size >= 368])
 def test_the_p99_interval_equals_the_one_over_all_samples(name):
     values = SAMPLES[name]
-    got = describe_blocks(lambda: iter(_blocks(values, 65_536)))
+    got, _ = describe_blocks(lambda: iter(_blocks(values, 65_536)))
     assert got["p99_ci95"] == describe(values)["p99_ci95"]
 
 
 def test_no_samples_give_none():
-    assert describe_blocks(lambda: iter([])) is None
-    assert describe_blocks(lambda: iter([np.empty(0), np.empty(0)])) is None
+    assert describe_blocks(lambda: iter([]))[0] is None
+    assert describe_blocks(lambda: iter([np.empty(0), np.empty(0)]))[0] is None
 
 
 @settings(max_examples=200, deadline=None)
 @given(values=st.lists(st.one_of(st.integers(0, 30).map(float),
                                  st.floats(0, 1e12, allow_nan=False, allow_infinity=False)),
                        min_size=1, max_size=500),
-       block=st.integers(1, 64))
-def test_random_samples_in_random_blocks(values, block):
+       block=st.integers(1, 64), warm=st.sampled_from([0, 1, 50, 10**9]),
+       order=st.sampled_from(["given", "ascending", "descending"]))
+def test_random_samples_in_random_blocks(values, block, warm, order):
+    # warm: samples counted before the buckets to keep are guessed (0 and 1: from the first block
+    # alone, which often misses and takes the second pass; 10**9: never, every sample held).
     values = np.array(values, dtype=np.float64)
-    got = describe_blocks(lambda: iter(_blocks(values, block)))
+    if order != "given":
+        values = np.sort(values)[::1 if order == "ascending" else -1].copy()
+    got, passes = describe_blocks(lambda: iter(_blocks(values, block)), warm=warm)
     want = describe(values)
     for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
         assert got[key] == want[key], key
+    assert passes in (1, 2)
+    assert got["std"] == pytest.approx(values.std(), rel=1e-9, abs=1e-300)
+
+
+_SHUFFLED = _RNG.lognormal(np.log(20), 0.3, 400_000)
+
+
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_sorted_samples_miss_the_guess_and_take_a_second_pass_with_the_same_figures(order):
+    # The first 50,000 samples of sorted input are the least (or greatest): the buckets guessed
+    # from them hold none of the wanted ranks, and the second pass keeps the missed ones.
+    values = np.sort(_SHUFFLED)[::1 if order == "ascending" else -1].copy()
+    got, passes = describe_blocks(lambda: iter(_blocks(values, 10_000)), warm=50_000)
+    assert passes == 2
+    want = describe(values)
+    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
+        assert got[key] == want[key], key
+
+
+def test_samples_in_no_particular_order_are_described_in_one_pass():
+    got, passes = describe_blocks(lambda: iter(_blocks(_SHUFFLED, 10_000)), warm=50_000)
+    assert passes == 1
+    want = describe(_SHUFFLED)
+    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
+        assert got[key] == want[key], key
+
+
+def test_a_drift_late_in_the_run_takes_a_second_pass_with_the_same_figures():
+    # Latencies that double in the last quarter (a queue building up): the guess from the first
+    # samples misses the upper percentiles.
+    values = _SHUFFLED.copy()
+    values[300_000:] *= 2
+    got, passes = describe_blocks(lambda: iter(_blocks(values, 10_000)), warm=50_000)
+    assert passes == 2
+    want = describe(values)
+    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
+        assert got[key] == want[key], key
+
+
+def test_the_same_blocks_give_the_same_digits_whatever_the_guess():
+    # One pass or two, or every sample held (no guess), the kept buckets differ but every figure,
+    # the mean and the standard deviation included, is the same.
+    for values in (_SHUFFLED, np.sort(_SHUFFLED)):
+        blocks = _blocks(values, 10_000)
+        (guessed, passes), (held, _) = (describe_blocks(lambda: iter(blocks), warm=warm)
+                                        for warm in (50_000, 10**9))
+        assert guessed == held
+    assert passes == 2  # the sorted samples missed

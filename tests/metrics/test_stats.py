@@ -131,3 +131,15 @@ def test_order_statistics_equal_those_of_a_full_sort(samples):
         assert stats[key] == pytest.approx(float(np.quantile(ordered, q)), rel=1e-12, abs=1e-12), key
     ci = quantile_ci(ordered, 0.99)
     assert stats["p99_ci95"] == (None if ci is None else list(ci))
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.integers(0, 5).map(float), st.floats(-1e9, 1e9, allow_nan=False)),
+                       min_size=1, max_size=300),
+       q=st.one_of(st.sampled_from([0.0, 0.5, 0.9, 0.999, 1.0]), st.floats(0, 1)))
+def test_a_selected_quantile_is_numpys_linear_percentile(values, q):
+    from tokenpace.metrics.stats import select_quantile, sorted_quantile
+    values = np.array(values)
+    got = select_quantile(values.copy(), q)
+    assert got == sorted_quantile(np.sort(values), q)  # the same digits as from the sorted array
+    assert got == pytest.approx(np.quantile(values, q), rel=1e-12, abs=1e-6)  # numpy's linear method

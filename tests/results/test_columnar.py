@@ -138,10 +138,38 @@ def test_a_part_from_before_a_field_existed_reads_it_as_none(tmp_path):
         for name, data in members.items():
             if name not in ("text.model.npy", "vocab.model.npy", "int.cache_write_prompt_tokens.npy"):
                 new.writestr(name, data)
-    table = read_table(tmp_path / "run.columns")
-    assert table.texts["model"].values() == [None] * 20
-    assert not table.has("cache_write_prompt_tokens").any()
-    assert summarize(table, slo="chat") == summarize(records, slo="chat")
+    for chunks in (True, False):  # the columns read whole, or from the part files when asked
+        table = read_table(tmp_path / "run.columns", chunks=chunks)
+        assert table.texts["model"].values() == [None] * 20
+        assert not table.has("cache_write_prompt_tokens").any()
+        assert summarize(table, slo="chat") == summarize(records, slo="chat")
+
+
+def test_without_the_chunks_the_int_columns_are_read_from_the_parts_when_asked(tmp_path):
+    # A summary's table (chunks left on disk) holds neither the chunks nor the int and float
+    # columns: each is copied out of the part files when read, the same values as a whole read.
+    n = 20_000
+    records = _records(n)
+    with ColumnarWriter(tmp_path / "run.columns", batch_records=4096) as writer:
+        for r in records:
+            writer.add(r)
+    whole = read_table(tmp_path / "run.columns")
+    tracemalloc.start()
+    try:
+        lazy = read_table(tmp_path / "run.columns", chunks=False)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Read whole, the int columns alone are 8 bytes a field a request; the rest (text codes, flags,
+    # chunk counts) is about a third of that.
+    assert held < 8 * n * len(whole.ints) / 2
+    assert list(lazy.ints) == list(whole.ints) and "sent_ns" in lazy.ints and "nonsense" not in lazy.ints
+    for group in ("ints", "floats", "bools"):
+        for name, column in getattr(whole, group).items():
+            np.testing.assert_array_equal(getattr(lazy, group)[name], column, err_msg=name)
+    with pytest.raises(KeyError):
+        lazy.ints["nonsense"]
+    assert summarize(lazy, slo="chat") == summarize(whole, slo="chat") == summarize(records, slo="chat")
 
 
 def test_a_summary_from_disk_never_holds_the_chunk_table(tmp_path):
@@ -161,3 +189,22 @@ def test_a_summary_from_disk_never_holds_the_chunk_table(tmp_path):
             tracemalloc.stop()
 
     assert peak(chunks=True) - peak(chunks=False) > 0.75 * 12 * n * tokens
+
+
+def test_a_view_of_the_measured_rows_reads_as_their_copy_does(tmp_path):
+    # The summary reads the measured rows of a run with warmup through a view (selected per read)
+    # rather than a copy of every column: the same columns, row for row.
+    write_table(tmp_path / "run.columns", _records(300))
+    table = read_table(tmp_path / "run.columns", chunks=False)
+    mask = table.measured
+    assert not mask.all()  # two warmup requests
+    view, copy = table.records_view(mask), table.records_only(mask)
+    for group in ("ints", "bools", "floats"):
+        assert list(getattr(view, group)) == list(getattr(copy, group))
+        for name, column in getattr(copy, group).items():
+            np.testing.assert_array_equal(getattr(view, group)[name], column, err_msg=name)
+    assert {k: t.values() for k, t in view.texts.items()} == {k: t.values() for k, t in copy.texts.items()}
+    np.testing.assert_array_equal(view.has("sent_ns"), copy.has("sent_ns"))
+    np.testing.assert_array_equal(view.sent_ns, copy.sent_ns)  # attribute access, as RecordTable's
+    assert "sent_ns" in view.ints and "nonsense" not in view.ints
+    assert table.records_view(np.ones(len(table), bool)) is table

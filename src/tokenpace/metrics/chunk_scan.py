@@ -8,7 +8,7 @@ memory or from the columnar parts on disk; the blocks in two threads, ``block_ma
 10^8 chunks needs a few per-record arrays, never the chunk table (12 bytes per chunk) or a
 per-chunk record index. The pooled samples of up to ``HELD_SAMPLES`` chunks are written straight
 into one array (8 bytes each) and described; above, ``pooled_stats`` describes them block by block
-(``order_stats``: exact percentiles in two passes) without holding them. Definitions are those of
+(``order_stats``: exact percentiles, in one pass unless its guess of where they lie missed) without holding them. Definitions are those of
 ``metrics.chunks`` and ``metrics.latency`` (gaps between consecutive token-carrying chunks of one
 record; a chunk of k tokens gives k ITL samples of gap / k): the same numbers, in the same order,
 as ``ChunkTable`` gives for the same records (a property test holds them to it).
@@ -22,7 +22,7 @@ import numpy as np
 
 from tokenpace.metrics.block_map import ordered_map
 from tokenpace.metrics.chunks import ChunkTable
-from tokenpace.metrics.order_stats import BlockDescriber
+from tokenpace.metrics.order_stats import BlockDescriber, share
 from tokenpace.metrics.stats import copy_stats, describe
 from tokenpace.metrics.window import Window
 from tokenpace.recordtable import RecordTable
@@ -157,8 +157,9 @@ class TableChunks:
                      ) -> tuple[dict | None, dict | None]:
         """``stats.describe`` of ``pooled(record_mask)``'s ITL and chunk gaps (and the token sums of
         ``window`` in the same pass). Up to ``HELD_SAMPLES`` chunks the samples are held and
-        described; above, ``order_stats`` describes them block by block in two passes, so the
-        summary's memory does not grow with the run (8 bytes a token otherwise)."""
+        described; above, ``order_stats`` describes them block by block (in the same pass; a second
+        only when its guess missed), so the summary's memory does not grow with the run (8 bytes a
+        token otherwise)."""
         full = np.zeros(len(self.table), dtype=bool)
         full[self.rows] = record_mask
         if int(self.table.chunk_count[full].sum()) <= HELD_SAMPLES:
@@ -179,8 +180,8 @@ class TableChunks:
     def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None,
              described: bool = False):
         """One pass over the chunk blocks: the token sums (and those of ``window``), and the pooled
-        samples of the rows in ``itl_mask`` when given (returned; ``described``: pass 1 of their
-        description instead, a ``_Described``)."""
+        samples of the rows in ``itl_mask`` when given (returned; ``described``: described
+        in the same pass instead, a ``_Described`` to ``finish``)."""
         table, rows = self.table, self.rows
         n_all = len(table)
         total = np.zeros(n_all, dtype=np.int64)
@@ -220,7 +221,7 @@ class TableChunks:
             if pooled is None or not full[row:end].any():
                 return None
             found = _block_gaps(full[row:end], counts, offsets, ns, tokens, one_token)
-            return found if found is None or not described else _Described.tally(*found)
+            return found if found is None or not described else pooled.share(*found)
 
         for share in ordered_map(block, table.chunk_blocks()):
             if share is not None:
@@ -291,51 +292,53 @@ def _itl_ms(gaps_ns: np.ndarray, later: np.ndarray) -> np.ndarray:
 
 class _Described:
     """The pooled ITL and chunk-gap samples described (``order_stats.BlockDescriber``) instead of
-    held: pass 1 during the scan, pass 2 over the same blocks again (``TableChunks._gap_blocks``).
-    The chunk gaps get their own describer only from the first block whose ITL differs from them
-    (a chunk of several tokens); until then the two were the same samples, and the describer is
-    copied at that point."""
+    held, in the scan's one pass; a second pass over the same blocks (``TableChunks._gap_blocks``)
+    only when a describer's guess of the buckets to keep missed. The chunk gaps get their own
+    describer only from the first block whose ITL differs from them (a chunk of several tokens);
+    until then the two were the same samples, and the describer is copied at that point."""
 
     def __init__(self) -> None:
         self.itl = BlockDescriber()
         self.gaps: BlockDescriber | None = None
 
-    @staticmethod
-    def tally(gaps_ns: np.ndarray, later: np.ndarray | None):
-        """Pass 1's share of a block (``_block_gaps``' output): the ITL samples' tally, and the
-        chunk gaps' when they differ (None otherwise)."""
+    def share(self, gaps_ns: np.ndarray, later: np.ndarray | None):
+        """A block's share (``_block_gaps``' output; in any thread): the ITL samples', and the chunk
+        gaps' when they differ (None otherwise). Before the gaps have a describer of their own, their
+        share carries the samples themselves (``fold`` picks them)."""
         gaps = gaps_ns / _NS_PER_MS
         if later is None:
-            return BlockDescriber.tally(gaps), None
-        return BlockDescriber.tally(_itl_ms(gaps_ns, later)), BlockDescriber.tally(gaps)
+            return self.itl.share(gaps), None
+        own = self.gaps
+        return self.itl.share(_itl_ms(gaps_ns, later)), (own.share(gaps) if own is not None
+                                                         else share(gaps))
 
-    def fold(self, tallies) -> None:
-        itl, gaps = tallies
+    def fold(self, shares) -> None:
+        itl, gaps = shares
         if gaps is not None and self.gaps is None:
             self.gaps = copy.deepcopy(self.itl)  # every earlier block's gaps were its ITL samples
-        self.itl.add_tally(itl)
+        self.itl.fold(itl)
         if self.gaps is not None:
-            self.gaps.add_tally(itl if gaps is None else gaps)
+            self.gaps.fold(itl if gaps is None else gaps)
 
     def finish(self, blocks) -> tuple[dict | None, dict | None]:
-        """Pass 2 over ``blocks`` (``TableChunks._gap_blocks``: the blocks of pass 1), and the results."""
-        describers = [d for d in (self.itl, self.gaps) if d is not None]
-        for d in describers:
-            d.plan()
+        """The results, after a second pass over ``blocks`` (``TableChunks._gap_blocks``: the blocks
+        of the scan) for the describers whose guess missed."""
+        itl_missed = self.itl.settle() is not None
+        gaps_missed = self.gaps is not None and self.gaps.settle() is not None
+        if itl_missed or gaps_missed:
+            def picks(item):
+                keep, counts, ns, tokens = item
+                found = _block_gaps(keep, counts, _offsets(counts), ns, tokens, bool((tokens == 1).all()))
+                if found is None:
+                    return None, None
+                gaps_ns, later = found
+                gaps = gaps_ns / _NS_PER_MS
+                itl = gaps if later is None else _itl_ms(gaps_ns, later)
+                return (self.itl.pick(itl) if itl_missed else None), (self.gaps.pick(gaps) if gaps_missed else None)
 
-        def picks(item):
-            keep, counts, ns, tokens = item
-            found = _block_gaps(keep, counts, _offsets(counts), ns, tokens, bool((tokens == 1).all()))
-            if found is None:
-                return None, None
-            gaps_ns, later = found
-            gaps = gaps_ns / _NS_PER_MS
-            itl = gaps if later is None else _itl_ms(gaps_ns, later)
-            return self.itl.pick(itl), (None if self.gaps is None else self.gaps.pick(gaps))
-
-        for itl, gaps in ordered_map(picks, blocks):
-            self.itl.add_pick(itl)
-            if self.gaps is not None:
-                self.gaps.add_pick(gaps)
+            for itl, gaps in ordered_map(picks, blocks):
+                self.itl.add_pick(itl)
+                if gaps_missed:
+                    self.gaps.add_pick(gaps)
         itl = self.itl.result()
         return itl, (self.gaps.result() if self.gaps is not None else copy_stats(itl))

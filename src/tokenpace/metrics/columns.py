@@ -62,15 +62,18 @@ def _counts(values) -> np.ndarray:
     return np.array([max(v or 0, 0) for v in values], dtype=np.int64)
 
 
-def columns_of_table(table: RecordTable, rows: np.ndarray | None = None) -> Columns:
+def columns_of_table(table: RecordTable, rows: np.ndarray | None = None, *,
+                     selected: RecordTable | None = None) -> Columns:
     """``columns`` of the records in a ``RecordTable`` (of those set in ``rows``, one bool per
     record, when given), computed on whole arrays: the same numbers as the per-record definitions
     of ``latency`` and ``chunks`` give (a property test holds them to it), without one Python
     object per request or per token. The chunks are not copied: ``chunk_scan.TableChunks`` reads
-    them block by block when a section needs them."""
+    them block by block when a section needs them. ``selected``: ``table.records_only(rows)`` when
+    the caller has it already (not a second copy of the rows' columns)."""
     if rows is None:
         rows = np.ones(len(table), dtype=bool)
-    selected = table.records_only(rows) if not rows.all() else table
+    if selected is None:
+        selected = table.records_only(rows) if not rows.all() else table
     has = selected.has
     ints = selected.ints
     chunks, count = _table_chunks(table, rows, selected)

@@ -19,7 +19,7 @@ import numpy as np
 
 from tokenpace.metrics.columns import Columns
 from tokenpace.metrics.slo import SLO
-from tokenpace.metrics.stats import sorted_quantile
+from tokenpace.metrics.stats import select_quantile
 from tokenpace.metrics.throughput import progress_in_window, window_output_tokens
 from tokenpace.metrics.window import Window
 
@@ -45,8 +45,8 @@ def verdict(cols: Columns, slo: SLO, fraction: float | None) -> dict:
     lines: dict = {}
     for metric, limit in slo.limits_ms().items():
         values = cols.values_ms[metric][cols.ok]
-        values = np.sort(values[~np.isnan(values)])
-        value = sorted_quantile(values, slo.attainment) if values.size else None
+        values = values[~np.isnan(values)]  # a fresh array: selected in place
+        value = select_quantile(values, slo.attainment) if values.size else None
         lines[metric] = {"threshold_ms": limit, "value_ms": value,
                          "met": None if value is None else bool(value <= limit)}
     lines["met"] = bool(fraction is not None and fraction >= slo.attainment)

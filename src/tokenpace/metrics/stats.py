@@ -130,6 +130,15 @@ def sorted_quantile(ordered: np.ndarray, q: float) -> float:
     return _interpolate(float(ordered[low]), float(ordered[high]), fraction)
 
 
+def select_quantile(values: np.ndarray, q: float) -> float:
+    """``sorted_quantile`` of a non-empty array in any order, which it reorders in place: the two
+    order statistics it reads are selected (``np.partition``), not sorted for."""
+    low, high, fraction = _ranks(values.size, q)
+    values.partition(low)
+    high_value = values[low] if high == low else values[high:].min()  # the least above the low one
+    return _interpolate(float(values[low]), float(high_value), fraction)
+
+
 def quantile_ci(ordered: np.ndarray, q: float, confidence: float = CI_CONFIDENCE, *,
                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
                 ) -> tuple[float, float] | None:

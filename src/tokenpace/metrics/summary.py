@@ -51,8 +51,8 @@ def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str 
     if isinstance(records, RecordTable):
         table = records
         measured_mask = table.measured
-        measured_table = table.records_only(measured_mask)  # the chunks stay where they are
-        cols = columns_of_table(table, measured_mask)
+        measured_table = table.records_view(measured_mask)  # the chunks stay where they are; no copy
+        cols = columns_of_table(table, measured_mask, selected=measured_table)
         span = window_of(cols, window)
         return _sections(cols, span, slo, gpu_hour_usd, gpus, counts=counts_of(table, measured_mask),
                          tokens=lambda: token_sources_of(measured_table),
