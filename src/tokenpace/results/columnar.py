@@ -350,8 +350,9 @@ def _unmap_pages(*arrays: np.ndarray) -> None:
 def _members(path: Path, *, chunks: bool = True, columns: bool = True) -> dict[str, np.ndarray]:
     """Every member of a part by name (without ``.npy``): the per-record columns read into memory
     (a few kilobytes each), the chunks mapped as ``_mapped`` maps them; ``chunks=False`` leaves the
-    chunks out, ``columns=False`` the int and float columns. Mapping costs a system call and a NumPy memmap per member (about 0.1 ms): for the
-    fifty small members of each of a run's parts, reading them is several times cheaper."""
+    chunks out, ``columns=False`` the int and float columns. Mapping costs a system call and a
+    NumPy memmap per member (about 0.1 ms): for the fifty small members of each of a run's parts,
+    reading them is several times cheaper."""
     with zipfile.ZipFile(path) as archive:
         names = tuple(n.removesuffix(".npy") for n in archive.namelist())
     missing = [f for f in ("chunk_ns", "chunk_tokens", "chunk_count") if f not in names]
