@@ -198,3 +198,78 @@ def test_a_calibration_at_4_of_a_memory_bound_ggml_engine_predicts_1_and_8_withi
     truth = run(tmp_path, concurrency, engine)
     predicted = run(tmp_path, concurrency, dataclasses.replace(engine, roofline=cal.roofline))
     assert_predicts(predicted, truth, rel=0.02)
+
+
+# ggml's decode GEMM: a step of 4g decodes is one weight pass plus g row groups' compute, at an
+# efficiency of its own (here twice the prefills' MFU), not g passes at the prefills' MFU.
+GGML_DECODE = dataclasses.replace(GGML, decode_mfu=0.6)
+
+
+def test_the_decode_rows_are_priced_at_their_own_efficiency_and_the_prefills_are_not():
+    fast, same = truth_predictor(GGML_DECODE), truth_predictor(GGML)
+    prefill = StepBatch(prefill=((200, 0),))
+    assert fast.step_s(prefill) == pytest.approx(same.step_s(prefill))
+    decode = StepBatch(decode_context=(100,) * 8)
+    assert fast.step_s(decode) < same.step_s(decode)
+    # In a mixed step the decode tokens' share of each GEMM's FLOPs is theirs: 8 of 208 rows.
+    work = fast.work(StepBatch(prefill=((200, 0),), decode_context=(100,) * 8))
+    assert work.decode_compute_s[1] == pytest.approx(work.compute_s[1] * 8 / 208)
+    assert work.decode_compute_s[2] == 0.0  # the attention over the context stays at MFU
+    # Held at the file's peak, a second group of decode rows costs its compute, not a second pass.
+    # (100 GB/s: a pass is ~67 ms, 8 rows' FLOPs ~32 ms at the peak, ~107 ms at MFU 0.3)
+    mid = dataclasses.replace(CPU, id="mid-cpu", hbm_tb_s=0.1)
+    peak = truth_predictor(dataclasses.replace(LLAMA_CPP, decode_mfu=1.0), mid)
+    four, eight = (peak.step_s(StepBatch(decode_context=(100,) * k)) for k in (4, 8))
+    assert eight == pytest.approx(four, rel=0.03)  # 4 more sequences' host cost and KV reads aside
+    at_mfu = truth_predictor(LLAMA_CPP, mid)
+    four_mfu, eight_mfu = (at_mfu.step_s(StepBatch(decode_context=(100,) * k)) for k in (4, 8))
+    assert eight_mfu - four_mfu > 5 * (eight - four)
+
+
+def test_a_decode_gemm_efficiency_is_recovered_within_its_range_from_steps_past_one_group():
+    steps = synthetic_steps(noise=0.01, truth=GGML_DECODE)
+    fit = fit_roofline(truth_predictor(RooflineParams()), steps, RooflineParams(), decode_mfu=1.0)
+    got = fit.params
+    assert (got.row_group, got.row_remainder) == (4, "gemv-pass")
+    assert "decode_mfu" not in fit.undetermined  # fitted, off its prior
+    assert got.decode_mfu == pytest.approx(GGML_DECODE.decode_mfu, rel=0.15)
+    for name in ("mfu", "decode_mfu", "gemm_step_s"):  # the truth lies in each range
+        lo, hi = fit.ranges[name]
+        assert lo <= getattr(GGML_DECODE, name) <= hi, (name, lo, hi)
+
+
+def test_a_closed_loop_at_4_holds_the_decode_gemm_efficiency_at_its_prior_and_says_so():
+    """Steps of 2 to 4 sequences run one GEMM group at most: what a second costs is not in them."""
+    steps = synthetic_steps(noise=0.01, truth=GGML_DECODE, decode=(2, 4))
+    fit = fit_roofline(truth_predictor(RooflineParams()), steps, RooflineParams(), decode_mfu=1.0)
+    assert fit.params.decode_mfu == 1.0 and "decode_mfu" in fit.undetermined
+    lo, hi = fit.ranges["decode_mfu"]
+    assert lo <= GGML_DECODE.decode_mfu <= hi and hi == 1.0
+
+
+def test_a_calibration_of_a_sweep_predicts_a_load_it_did_not_see_with_the_decode_gemm_term(tmp_path):
+    """Fitted from c=1, 4 and 16 of an engine whose decode rows run at their own efficiency, the
+    calibration predicts c=8 within 2%."""
+    engine = dataclasses.replace(ENGINE, roofline=GGML_DECODE)
+    runs = [run(tmp_path, c, engine).records for c in (1, 4, 16)]
+    cal = calibrate(runs, model="llama-3.1-8b", hardware=CPU, weights="int4", max_num_seqs=16,
+                    max_batched_tokens=2048)
+    assert cal.roofline.decode_mfu == pytest.approx(GGML_DECODE.decode_mfu, rel=0.15)
+    assert "decode_mfu" not in cal.fit["undetermined"]
+    truth = run(tmp_path, 8, engine)
+    predicted = run(tmp_path, 8, dataclasses.replace(engine, roofline=cal.roofline))
+    assert_predicts(predicted, truth, rel=0.02)
+
+
+def test_a_calibration_at_4_of_llama_cpps_shape_predicts_8_with_the_decode_gemm_at_its_prior(tmp_path):
+    """Memory-bound at 4 with the decode rows at the file's peak: a closed loop at 4 cannot tell
+    the decode GEMM's efficiency, the calibration holds it at its prior (the truth's here) and
+    predicts c=8, where steps of 8 run two groups on one weight pass, within 2%."""
+    truth_params = dataclasses.replace(LLAMA_CPP, decode_mfu=1.0)
+    engine = dataclasses.replace(ENGINE, gpu=SLOW_CPU, roofline=truth_params)
+    cal = calibrate(run(tmp_path, 4, engine).records, model="llama-3.1-8b", hardware=SLOW_CPU, weights="int4",
+                    max_num_seqs=16, max_batched_tokens=2048)
+    assert cal.roofline.decode_mfu == 1.0 and "prior" in cal.fit["undetermined"]["decode_mfu"]
+    truth = run(tmp_path, 8, engine)
+    predicted = run(tmp_path, 8, dataclasses.replace(engine, roofline=cal.roofline))
+    assert_predicts(predicted, truth, rel=0.02)
