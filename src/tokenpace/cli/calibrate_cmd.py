@@ -160,7 +160,9 @@ def _render(cal, out: Path, console) -> None:
     undetermined = fit.get("undetermined") or {}
     if r.decode_mfu is not None and "decode_mfu" in ranges:
         lo, hi = ranges["decode_mfu"]
-        params.add_row("decode GEMM MFU", f"{r.decode_mfu:.3f}", f"assumed (steps allow {lo:.3f} – {hi:.3f})")
+        held = "decode_mfu" in undetermined
+        params.add_row("decode GEMM MFU", f"{r.decode_mfu:.3f}",
+                       f"{'not determined: assumed its prior; steps allow ' if held else ''}{lo:.3f} – {hi:.3f}")
     for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s"),
                        ("token overhead", "token_overhead_s"), ("GEMV row (past the groups)", "gemv_row_s"),
                        ("GEMM kernel, per step", "gemm_step_s")):

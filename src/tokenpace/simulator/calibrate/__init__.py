@@ -49,9 +49,9 @@ UNDETERMINED = {
                   "assumed 0",
     "gemm_step_s": "no cost of running the GEMM kernel beyond its FLOPs and bytes was called for, or the steps "
                    "could not tell it from the other terms: assumed 0",
-    "decode_mfu": "not fitted (a closed loop shows one row-group count per decode batch, so its steps cannot "
-                  "tell what a further group of decode rows costs): held at its prior, {decode_prior}; the "
-                  "range is what the steps allow with the other parameters held",
+    "decode_mfu": "the steps could not tell the decode rows' GEMM efficiency (a closed loop at one concurrency "
+                  "runs one row-group count per batch size: a fit with it at its prior explains them within 10% "
+                  "of the best RMS error along its profile): assumed its prior, {decode_prior}",
 }
 ASSUMED = {
     "efficiency_by_operator_class": "one MFU and one MBU replace the efficiency catalog's figures for every "
@@ -157,14 +157,16 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0", decode_pr
                   "than the hardware file's bandwidth, as weights in a CPU's cache are) refined around the best "
                   "point, the step, sequence, token and kernel-path overheads in closed form (>= 0) at each "
                   f"point, for each GEMM row group in {list(ROW_GROUPS)} with its remainder {' or '.join(REMAINDERS)} "
-                  "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost), each with the "
+                  "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost; there the decode "
+                  "rows' GEMM FLOPs at a decode MFU of their own, held at its prior unless a profile over it, "
+                  "MFU, MBU and the overheads searched again at each value, says otherwise), each with the "
                   "per-sequence overhead fitted and held at its prior; the simplest model (no per-token term, the "
                   "per-sequence overhead at its prior, a padded remainder, the smallest row group) whose RMS "
                   "error is within the ranges' limit of the best is kept",
         "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
                    "each batch size seen weighs alike",
         "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
-                   "row_remainder", "gemv_row_s", "gemm_step_s"],
+                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu"],
         "undetermined": {name: UNDETERMINED[name].format(prior=prior, decode_prior=decode_prior)
                          for name in fit.undetermined},
         "assumed": ASSUMED,
