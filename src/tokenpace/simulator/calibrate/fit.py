@@ -161,9 +161,13 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
         ranges["seq_overhead_s"] = free.ranges["seq_overhead_s"] if free else (seq_prior_s, seq_prior_s)
         undetermined = tuple(u for u in undetermined if u != "seq_overhead_s") + ("seq_overhead_s",)
     if fit.params.decode_mfu is not None:
-        fit, ranges["decode_mfu"], held = _fit_decode_mfu(predictor, steps, fit, key[0], seq_prior_s if not key[1] else None)
+        fit, ranges["decode_mfu"], held = _fit_decode_mfu(predictor, steps, fit, key[0],
+                                                          None if key[1] else seq_prior_s)
         if held:
             undetermined += ("decode_mfu",)
+        else:  # fitted again at the decode MFU found: MFU's, MBU's and the fitted overheads' ranges are its
+            ranges.update({k: v for k, v in fit.ranges.items() if k in ("mfu", "mbu", *OVERHEADS)
+                           and (k != "seq_overhead_s" or key[1])})
     return replace(fit, ranges=ranges, undetermined=undetermined)
 
 
