@@ -42,9 +42,9 @@ The decode rows' GEMM efficiency, apart from the prefill's (``decode_mfu``; None
 ggml's kernels a step of 4g decoding sequences is one pass over the weights plus g row groups'
 compute, not g passes: ``forward_mul_mat`` (``repack.cpp``) hands one thread the whole matrix as
 one chunk, and the AVX2 GEMM (``arch/x86/repack.cpp``, ``ggml_gemm_q4_K_8x8_q8_K``) runs its row
-groups over that chunk one after another (16 rows at a time, then 4), so after the first group the weights (under a MB
-per matrix for a small model) come from the core's cache, and each further group costs its
-compute. A prefill's MFU (hundreds of rows, with the attention over the prompt, the activations'
+groups over that chunk one after another (16 rows at a time, then 4), so after the first group
+the weights (under a MB per matrix for a small model) come from the core's cache, and each
+further group costs its compute. A prefill's MFU (hundreds of rows, with the attention over the prompt, the activations'
 quantization and the kernels without a repacked layout) does not price those few rows: on
 llama.cpp a step of 8 decodes costs about what one of 4 does, where the prefills' MFU charges
 the 4 more rows (and their LM-head rows) some 30 ms. So the decode tokens' share of each GEMM

@@ -130,7 +130,8 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                                                sum(o.joins_after_start[1] for o in observations)))
 
 
-def fit_report(fit: Fit, observed: StepObservations, prior: str = "0", decode_prior: str = "MFU's") -> dict[str, Any]:
+def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
+               decode_prior: str = "MFU's") -> dict[str, Any]:
     """What the calibration file says about the fit: method, data, parameters' ranges, residuals."""
     steps = observed.steps
     y = np.array([s.duration_s for s in steps])

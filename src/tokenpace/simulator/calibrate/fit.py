@@ -410,7 +410,8 @@ class _Problem:
         shape = (len(mfus), len(mbus))
         loss, theta = np.empty(shape), np.empty(shape + (len(self.x),))
         block = max(1, GRID_ELEMENTS // (len(mfus) * self.compute.size))
-        c = self.compute[None, None] / mfus[:, None, None, None] + self.compute_fixed[None, None]  # (F, 1, steps, groups)
+        # (F, 1, steps, groups)
+        c = self.compute[None, None] / mfus[:, None, None, None] + self.compute_fixed[None, None]
         for j in range(0, len(mbus), block):
             m = self.memory[None] / mbus[j:j + block, None, None]  # (B, steps, groups)
             a = np.maximum(c, m[None]).sum(axis=3) + self.fixed  # (F, B, steps)

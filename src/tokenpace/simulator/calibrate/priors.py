@@ -45,6 +45,7 @@ def describe_sequence_prior(model: ModelSpec, hardware: GPU) -> str:
 
 
 def describe_decode_mfu_prior(hardware: GPU) -> str:
-    return (f"{DECODE_MFU_PRIOR:g} of the hardware file's peak ({hardware.peak_flops('bf16') / 1e12:g} TFLOP/s): the "
+    peak = hardware.peak_flops("bf16") / 1e12
+    return (f"{DECODE_MFU_PRIOR:g} of the hardware file's peak ({peak:g} TFLOP/s): the "
             "decode rows' GEMM FLOPs on weights already in cache, a row group after the first costing its compute "
             "(ggml's repacked kernels)")
