@@ -106,10 +106,10 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     at one concurrency needs it: its decode steps of 1 to 3 sequences cost one weight pass per
     sequence under ggml's GEMV, and a per-sequence cost is the same line there.
 
-    ``decode_mfu``: the decode tokens' GEMM efficiency under ggml's remainders ("gemv-pass",
-    "gemv"), held there (not searched): a closed loop at c sees row groups of one size only, so
-    its steps cannot tell what a further group costs. The fit reports the range of values its
-    steps allow (``decode_mfu_range``), MFU, MBU and the overheads held at their best."""
+    ``decode_mfu``: the prior of the decode tokens' GEMM efficiency under ggml's remainders
+    ("gemv-pass", "gemv"): every such structure is fitted with it there; a profile over it then
+    keeps the prior or fits the structure again at a value the steps call for (``_fit_decode_mfu``:
+    a closed loop at one concurrency runs one row-group count per batch size, and cannot tell)."""
     # (per token, sequence overhead fitted, remainder's rank in REMAINDERS, row group): the
     # simplest first, by the order of the tuple.
     fits: dict[tuple[bool, bool, int, int], Fit] = {}
