@@ -114,10 +114,15 @@ def test_calibration_file_round_trips_and_bad_files_are_one_line_errors(tmp_path
     assert again.roofline == cal.roofline and again.model == cal.model and again.hardware == cal.hardware
     assert again.max_num_seqs == 16 and again.source == {"runs": [{"path": "run.json"}]}
     doc = json.loads(path.read_text())
-    assert doc["kind"] == "calibration" and doc["schema_version"] == 4
+    assert doc["kind"] == "calibration" and doc["schema_version"] == 5
+    # A version 4 file has no decode MFU: its decode rows keep MFU's efficiency, as they did.
+    old = {k: v for k, v in doc["roofline"].items() if k != "decode_mfu"}
+    (tmp_path / "v4.json").write_text(json.dumps({**doc, "schema_version": 4, "roofline": old}))
+    assert load_calibration(tmp_path / "v4.json").roofline.decode_mfu is None
     cases = {"missing.json": None, "notjson.json": "{", "run.json": json.dumps({"kind": "bench", "schema_version": 1}),
              "future.json": json.dumps({**doc, "schema_version": 99}),
-             "broken.json": json.dumps({**doc, "roofline": {"mfu": -1, "mbu": 0.5, "step_overhead_s": 0}})}
+             "broken.json": json.dumps({**doc, "roofline": {"mfu": -1, "mbu": 0.5, "step_overhead_s": 0}}),
+             "decode.json": json.dumps({**doc, "roofline": {**doc["roofline"], "decode_mfu": -0.5}})}
     for name, text in cases.items():
         if text is not None:
             (tmp_path / name).write_text(text)

@@ -158,6 +158,11 @@ def _render(cal, out: Path, console) -> None:
     params.add_row("MFU", f"{r.mfu:.3f}", f"{ranges['mfu'][0]:.3f} – {ranges['mfu'][1]:.3f}")
     params.add_row("MBU", f"{r.mbu:.3f}", f"{ranges['mbu'][0]:.3f} – {ranges['mbu'][1]:.3f}")
     undetermined = fit.get("undetermined") or {}
+    if r.decode_mfu is not None and "decode_mfu" in ranges:
+        lo, hi = ranges["decode_mfu"]
+        held = "decode_mfu" in undetermined
+        params.add_row("decode GEMM MFU", f"{r.decode_mfu:.3f}",
+                       f"{'not determined: assumed its prior; steps allow ' if held else ''}{lo:.3f} – {hi:.3f}")
     for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s"),
                        ("token overhead", "token_overhead_s"), ("GEMV row (past the groups)", "gemv_row_s"),
                        ("GEMM kernel, per step", "gemm_step_s")):

@@ -37,6 +37,19 @@ one GEMM call for all the full groups (``ggml/src/ggml-cpu/repack.cpp``,
 per remaining row), so a memory-bound step of k < 4 sequences costs k passes over the weights, not
 one (``weight_passes``). Calibration fits the overheads, the row group and its remainder, and one
 MFU and MBU.
+
+The decode rows' GEMM efficiency, apart from the prefill's (``decode_mfu``; None: MFU's). Under
+ggml's kernels a step of 4g decoding sequences is one pass over the weights plus g row groups'
+compute, not g passes: ``forward_mul_mat`` (``repack.cpp``) hands one thread the whole matrix as
+one chunk, and the AVX2 GEMM (``arch/x86/repack.cpp``, ``ggml_gemm_q4_K_8x8_q8_K``) runs its row
+groups over that chunk one after another (16 rows at a time, then 4), so after the first group
+the weights (under a MB per matrix for a small model) come from the core's cache, and each
+further group costs its compute. A prefill's MFU (hundreds of rows, with the attention over the prompt, the activations'
+quantization and the kernels without a repacked layout) does not price those few rows: on
+llama.cpp a step of 8 decodes costs about what one of 4 does, where the prefills' MFU charges
+the 4 more rows (and their LM-head rows) some 30 ms. So the decode tokens' share of each GEMM
+group's FLOPs (``StepWork.decode_compute_s``) is divided by ``decode_mfu``, the rest by MFU, and
+the group then takes the larger of its compute and its bytes as before.
 For a fixed decode batch the step time is affine in the total context: the engine relies on that
 when it jumps over runs of identical decode steps.
 """
@@ -75,18 +88,22 @@ class RooflineParams:
     row_remainder: str = "pad"  # the rows past the last full group: "pad" or "gemv" (see the module docstring)
     gemv_row_s: float = 0.0  # "gemv": per row outside the full groups, beyond its FLOPs and bytes
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
+    decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
 
     def __post_init__(self) -> None:
         if self.row_group < 1:
             raise ValueError("row_group must be >= 1")
         if self.row_remainder not in ROW_REMAINDERS:
             raise ValueError(f"row_remainder must be one of {ROW_REMAINDERS}, not {self.row_remainder!r}")
+        if self.decode_mfu is not None and not self.decode_mfu > 0:
+            raise ValueError("decode_mfu must be > 0")
 
     def to_dict(self) -> dict[str, Any]:
         return {"mfu": self.mfu, "mbu": self.mbu, "step_overhead_s": self.step_overhead_s,
                 "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s,
                 "token_overhead_s": self.token_overhead_s, "row_group": self.row_group,
-                "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s}
+                "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
+                "decode_mfu": self.decode_mfu}
 
     def kernel_paths_s(self, tokens: int) -> float:
         """The "gemv" remainder's costs for a step of ``tokens`` GEMM rows (0 under "pad")."""
@@ -98,16 +115,22 @@ class RooflineParams:
     def price(self, work: StepWork | tuple) -> float:
         """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
         operator group at its bound, plus overheads."""
-        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens = work
+        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
+            decode_compute_s = work
         t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
         if self.row_remainder in GEMV_REMAINDERS:
             t += self.kernel_paths_s(tokens)
         if allreduces:
             lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
             t += link_s + allreduces * lat
-        mfu, mbu = self.mfu, self.mbu
+        mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):
-            c /= compute_eff[i] if mfu is None else mfu
+            eff = compute_eff[i] if mfu is None else mfu
+            if dmfu is None:
+                c /= eff
+            else:
+                d = decode_compute_s[i]
+                c = (c - d) / eff + d / dmfu
             m /= memory_eff[i] if mbu is None else mbu
             t += c if c > m else m
         return t
@@ -119,7 +142,9 @@ class StepWork(NamedTuple):
     HBM bandwidth (``memory_s``), with the catalog's efficiency for each (``compute_eff``,
     ``memory_eff``); the all-reduce bytes at the link's bus bandwidth (``link_s``), their count and
     the catalog's latency of one; the sequences in the step (each decode and each prompt chunk) and
-    its tokens. ``RooflineParams.price`` turns it into seconds; a calibration fits the params to
+    its tokens; and of ``compute_s``, the share of the decoding sequences' tokens
+    (``decode_compute_s``: the GEMMs' and the LM head's, not the attention's), which ``decode_mfu``
+    prices where set. ``RooflineParams.price`` turns it into seconds; a calibration fits the params to
     measured steps through it."""
 
     compute_s: tuple[float, ...] = ()
@@ -131,6 +156,7 @@ class StepWork(NamedTuple):
     memory_eff: tuple[float, ...] = ()
     allreduce_latency_s: float = 0.0
     tokens: int = 0
+    decode_compute_s: tuple[float, ...] = ()
 
 
 def compute_precision(gpu: GPU, compute: str) -> str:
@@ -218,7 +244,7 @@ class RooflinePredictor:
             kv_tokens += c + n
             logits += 1
         if tokens == 0:
-            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0
+            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, ()
         rg = self.params.row_group
         remainder = self.params.row_remainder
         passes = logit_passes = 1  # reads of the weights per step
@@ -232,16 +258,23 @@ class RooflinePredictor:
         if model.is_moe:
             e, k = model.num_experts, model.experts_per_token
             touched = e * (1.0 - (1.0 - k / e) ** tokens)
-            mlp_cmp = rows * (k * self._expert_cmp_tok + self._router_cmp_tok)
+            mlp_tok = k * self._expert_cmp_tok + self._router_cmp_tok
+            mlp_cmp = rows * mlp_tok
             mlp_mem = touched * self._expert_mem * passes
         else:
-            mlp_cmp, mlp_mem = rows * self._expert_cmp_tok, self._expert_mem * passes
+            mlp_tok = self._expert_cmp_tok
+            mlp_cmp, mlp_mem = rows * mlp_tok, self._expert_mem * passes
+        # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
+        # the padding rows go to the prefill's share.
+        dt = nd * g
+        decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
+                      min(dt, logit_rows) * self._lm_cmp_tok, 0.0)
         return ((rows * self._attn_proj_cmp_tok, mlp_cmp, pairs * self._attn_cmp_pair, logit_rows * self._lm_cmp_tok,
                  0.0),
                 (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
                 self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + len(batch.prefill),
-                self._compute_eff, self._memory_eff, self._ar_latency, tokens)
+                self._compute_eff, self._memory_eff, self._ar_latency, tokens, decode_cmp)
 
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]

@@ -24,7 +24,9 @@ from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import closed_loop_turnaround
 from tokenpace.simulator.calibrate.fit import BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline
-from tokenpace.simulator.calibrate.priors import describe_sequence_prior, sequence_prior_s
+from tokenpace.simulator.calibrate.priors import (
+    DECODE_MFU_PRIOR, describe_decode_mfu_prior, describe_sequence_prior, sequence_prior_s,
+)
 from tokenpace.simulator.calibrate.steps import ObservedStep, StepObservations, observe_steps
 from tokenpace.simulator.catalog import (
     GPU, ModelSpec, Precision, get_gpu, get_model, get_precision, is_gguf_file,
@@ -47,6 +49,9 @@ UNDETERMINED = {
                   "assumed 0",
     "gemm_step_s": "no cost of running the GEMM kernel beyond its FLOPs and bytes was called for, or the steps "
                    "could not tell it from the other terms: assumed 0",
+    "decode_mfu": "the steps could not tell the decode rows' GEMM efficiency (a closed loop at one concurrency "
+                  "runs one row-group count per batch size: a fit with it at its prior explains them within 10% "
+                  "of the best RMS error along its profile): assumed its prior, {decode_prior}",
 }
 ASSUMED = {
     "efficiency_by_operator_class": "one MFU and one MBU replace the efficiency catalog's figures for every "
@@ -85,8 +90,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                          f"(skipped: {observed.skipped or 'none'}); calibration needs at least {MIN_STEPS}")
     base = RooflineParams()
     predictor = RooflinePredictor(m, hw, w, kv, tp, base)
-    fit = fit_roofline(predictor, observed.steps, base, seq_prior_s=sequence_prior_s(m, hw))
-    report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw))
+    fit = fit_roofline(predictor, observed.steps, base, seq_prior_s=sequence_prior_s(m, hw),
+                       decode_mfu=DECODE_MFU_PRIOR)
+    report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw),
+                        decode_prior=describe_decode_mfu_prior(hw))
     report["observations"]["runs"] = len(runs)
     turnaround = 0.0
     if closed_loop_concurrency:
@@ -123,7 +130,8 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                                                sum(o.joins_after_start[1] for o in observations)))
 
 
-def fit_report(fit: Fit, observed: StepObservations, prior: str = "0") -> dict[str, Any]:
+def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
+               decode_prior: str = "MFU's") -> dict[str, Any]:
     """What the calibration file says about the fit: method, data, parameters' ranges, residuals."""
     steps = observed.steps
     y = np.array([s.duration_s for s in steps])
@@ -150,15 +158,18 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0") -> dict[s
                   "than the hardware file's bandwidth, as weights in a CPU's cache are) refined around the best "
                   "point, the step, sequence, token and kernel-path overheads in closed form (>= 0) at each "
                   f"point, for each GEMM row group in {list(ROW_GROUPS)} with its remainder {' or '.join(REMAINDERS)} "
-                  "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost), each with the "
+                  "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost; there the decode "
+                  "rows' GEMM FLOPs at a decode MFU of their own, held at its prior unless a profile over it, "
+                  "MFU, MBU and the overheads searched again at each value, says otherwise), each with the "
                   "per-sequence overhead fitted and held at its prior; the simplest model (no per-token term, the "
                   "per-sequence overhead at its prior, a padded remainder, the smallest row group) whose RMS "
                   "error is within the ranges' limit of the best is kept",
         "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
                    "each batch size seen weighs alike",
         "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
-                   "row_remainder", "gemv_row_s", "gemm_step_s"],
-        "undetermined": {name: UNDETERMINED[name].format(prior=prior) for name in fit.undetermined},
+                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu"],
+        "undetermined": {name: UNDETERMINED[name].format(prior=prior, decode_prior=decode_prior)
+                         for name in fit.undetermined},
         "assumed": ASSUMED,
         "rms_relative_error": round(fit.rms_rel, 5),
         "ranges": {k: [_sig(lo), _sig(hi) if np.isfinite(hi) else None] for k, (lo, hi) in fit.ranges.items()},

@@ -68,7 +68,9 @@ REFINE = (15, 6)  # points per axis of each refinement, refinements
 PROFILE_POINTS, PROFILE_ROUNDS = 9, 4  # the same along one axis, for the profiles
 GRID_ELEMENTS = 4_000_000  # numbers per block of the vectorized grid
 PASSES = 3  # residuals relative to the measured time, then twice to the previous pass's prediction
-RANGE_RMS = (1.1, 0.01)  # a parameter's range: RMS relative error within 10% of the best, or 1 point
+RANGE_RMS = (1.1, 0.01)
+# The decode MFU's profile: a log grid from this value to 1 with this many points, refined once.
+DECODE_PROFILE = (0.01, 13)  # a parameter's range: RMS relative error within 10% of the best, or 1 point
 ROW_GROUPS = (1, 2, 4, 8, 16, 32)  # GEMM row groups tried
 # The remainders tried, simplest first (parsimony keeps the first within the ranges' limit of the best).
 REMAINDERS = ("pad", "gemv-pass", "gemv")
@@ -88,7 +90,8 @@ class Fit:
 
 
 def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams,
-                 row_groups: tuple[int, ...] = ROW_GROUPS, seq_prior_s: float | None = None) -> Fit:
+                 row_groups: tuple[int, ...] = ROW_GROUPS, seq_prior_s: float | None = None,
+                 decode_mfu: float | None = None) -> Fit:
     """Best MFU, MBU, row group and its remainder, and step, sequence, token and kernel-path
     overheads for ``steps`` priced by ``predictor``'s work model; ``base`` supplies what is not
     fitted (the all-reduce latency). Each row group in ``row_groups`` is fitted in turn, with its
@@ -101,14 +104,21 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     there, and that fit counts as the simpler: where its RMS error is within 10% of the best, the
     per-sequence cost is reported undetermined, at its prior. A closed loop
     at one concurrency needs it: its decode steps of 1 to 3 sequences cost one weight pass per
-    sequence under ggml's GEMV, and a per-sequence cost is the same line there."""
+    sequence under ggml's GEMV, and a per-sequence cost is the same line there.
+
+    ``decode_mfu``: the prior of the decode tokens' GEMM efficiency under ggml's remainders
+    ("gemv-pass", "gemv"): every such structure is fitted with it there; a profile over it then
+    keeps the prior or fits the structure again at a value the steps call for (``_fit_decode_mfu``:
+    a closed loop at one concurrency runs one row-group count per batch size, and cannot tell)."""
     # (per token, sequence overhead fitted, remainder's rank in REMAINDERS, row group): the
     # simplest first, by the order of the tuple.
     fits: dict[tuple[bool, bool, int, int], Fit] = {}
     seq_options = (False, True) if seq_prior_s is not None else (True,)
 
     def fit_at(rg: int, per_token: bool, remainder: int, seq_free: bool) -> Fit:
-        params = replace(base, row_group=rg, row_remainder=REMAINDERS[remainder])
+        gemv = REMAINDERS[remainder] in GEMV_REMAINDERS
+        params = replace(base, row_group=rg, row_remainder=REMAINDERS[remainder],
+                         decode_mfu=decode_mfu if gemv else None)
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
                               params, predictor.efficiency_file)
         return _fit_one(p, steps, params, per_token, None if seq_free else seq_prior_s)
@@ -150,7 +160,94 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
         free = fits.get((key[0], True, *key[2:]))
         ranges["seq_overhead_s"] = free.ranges["seq_overhead_s"] if free else (seq_prior_s, seq_prior_s)
         undetermined = tuple(u for u in undetermined if u != "seq_overhead_s") + ("seq_overhead_s",)
+    if fit.params.decode_mfu is not None:
+        fit, ranges["decode_mfu"], held = _fit_decode_mfu(predictor, steps, fit, key[0],
+                                                          None if key[1] else seq_prior_s)
+        if held:
+            undetermined += ("decode_mfu",)
+        else:  # fitted again at the decode MFU found: MFU's, MBU's and the fitted overheads' ranges are its
+            ranges.update({k: v for k, v in fit.ranges.items() if k in ("mfu", "mbu", *OVERHEADS)
+                           and (k != "seq_overhead_s" or key[1])})
     return replace(fit, ranges=ranges, undetermined=undetermined)
+
+
+def _fit_decode_mfu(predictor: RooflinePredictor, steps: list[ObservedStep], fit: Fit, per_token: bool,
+                    seq_fixed_s: float | None) -> tuple[Fit, tuple[float, float], bool]:
+    """The decode MFU where the steps tell it, else its prior (``fit``'s): the fit, the range of
+    decode MFUs the steps allow, and whether it stayed at its prior.
+
+    Along a profile (the structure held; MFU, MBU and the linear overheads searched again at each
+    decode MFU) the prior is kept where its RMS error is within 10% of the profile's best, as the
+    per-sequence cost's is: a closed loop at one concurrency runs one row-group count per batch
+    size, and its steps cannot tell. Else (decode steps past the first group: a sweep) the
+    structure is fitted again at the profile's best."""
+    prior = fit.params.decode_mfu
+    profile = _DecodeProfile(predictor, steps, fit, seq_fixed_s)
+    values = list(np.geomspace(DECODE_PROFILE[0], BOUNDS[1], DECODE_PROFILE[1]))
+    rms = [profile.rms(float(v)) for v in values]
+    i = int(np.argmin(rms))
+    for v in np.geomspace(values[max(0, i - 1)], values[min(len(values) - 1, i + 1)], 5)[1:-1]:
+        values.append(float(v))
+        rms.append(profile.rms(float(v)))
+    order = np.argsort(values)
+    values, rms = np.asarray(values)[order], np.asarray(rms)[order]
+    at_prior = float(rms[np.argmin(np.abs(values - prior))]) if prior in values else profile.rms(prior)
+    if at_prior <= float(rms.min()) * RANGE_RMS[0]:
+        return fit, _decode_range(values, rms, float(rms.min()), prior), True
+    best = float(values[int(np.argmin(rms))])
+    params = replace(fit.params, decode_mfu=best)
+    p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
+                          params, predictor.efficiency_file)
+    refit = _fit_one(p, steps, params, per_token, seq_fixed_s)
+    fit = replace(refit, ranges={**fit.ranges, **{k: v for k, v in refit.ranges.items() if k in fit.ranges}},
+                  undetermined=fit.undetermined)
+    return fit, _decode_range(values, rms, float(rms.min()), best), False
+
+
+def _decode_range(values: np.ndarray, rms: np.ndarray, best: float, value: float) -> tuple[float, float]:
+    limit = max(best * RANGE_RMS[0], best + RANGE_RMS[1])
+    inside = [float(v) for v, r in zip(values, rms) if r <= limit] + [value]
+    return min(inside), max(inside)
+
+
+class _DecodeProfile:
+    """The best weighted RMS relative error at a given decode MFU (the decode tokens' GEMM FLOPs at
+    it), ``fit``'s structure and per-sequence cost held, MFU, MBU and the other linear overheads
+    searched again (one pass, residuals relative to ``fit``'s prediction)."""
+
+    def __init__(self, predictor: RooflinePredictor, steps: list[ObservedStep], fit: Fit,
+                 seq_fixed_s: float | None) -> None:
+        self.base = params = fit.params
+        p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
+                              params, predictor.efficiency_file)
+        works = [p.work(s.batch) for s in steps]
+        groups = max(len(w.compute_s) for w in works)
+        compute, memory, decode = (np.zeros((len(steps), groups)) for _ in range(3))
+        for i, w in enumerate(works):
+            compute[i, :len(w.compute_s)] = w.compute_s
+            memory[i, :len(w.memory_s)] = w.memory_s
+            decode[i, :len(w.decode_compute_s)] = w.decode_compute_s
+        self.compute, self.memory, self.decode = compute - decode, memory, decode
+        self.fixed = np.array([w.link_s + w.allreduces * w.allreduce_latency_s for w in works])
+        columns = {}
+        if seq_fixed_s is None:
+            columns["seq_overhead_s"] = [w.sequences for w in works]
+        else:
+            self.fixed = self.fixed + seq_fixed_s * np.array([w.sequences for w in works], dtype=float)
+        if params.token_overhead_s:
+            columns["token_overhead_s"] = [w.tokens for w in works]
+        rg = params.row_group
+        columns["gemv_row_s"] = [w.tokens % rg for w in works]
+        columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+        self.counts = np.array(list(columns.values()), dtype=float)
+        self.names = ("step_overhead_s", *columns)
+        self.y = np.array([s.duration_s for s in steps])
+        self.weights, self.ref = _weights(steps), fit.predicted_s
+
+    def rms(self, decode_mfu: float) -> float:
+        problem = _Problem(self.compute, self.memory, self.fixed, self.y, self.weights, self.counts, self.ref,
+                           self.names, self.decode / decode_mfu)
+        return _search(problem, replace(self.base, decode_mfu=decode_mfu), ranges=False).rms_rel
 
 
 def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams, per_token: bool,
@@ -159,9 +256,16 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     groups = max(len(w.compute_s) for w in works)
     compute = np.zeros((len(steps), groups))
     memory = np.zeros((len(steps), groups))
+    # The decode tokens' GEMM FLOPs at ``decode_mfu`` where it is held (not searched): seconds fixed
+    # per step and group, added to the rest's compute at each MFU tried.
+    decode = np.zeros((len(steps), groups))
     for i, w in enumerate(works):
         compute[i, :len(w.compute_s)] = w.compute_s
         memory[i, :len(w.memory_s)] = w.memory_s
+        if base.decode_mfu is not None and w.decode_compute_s:
+            decode[i, :len(w.decode_compute_s)] = w.decode_compute_s
+    compute -= decode
+    decode /= base.decode_mfu or 1.0
     fixed = np.array([w.link_s + w.allreduces * (w.allreduce_latency_s if base.allreduce_latency_s is None
                                                  else base.allreduce_latency_s) for w in works])
     rg = base.row_group
@@ -181,7 +285,7 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     weights = _weights(steps)
     ref = y
     for _ in range(PASSES):
-        problem = _Problem(compute, memory, fixed, y, weights, counts, ref, names)
+        problem = _Problem(compute, memory, fixed, y, weights, counts, ref, names, decode)
         fit = _search(problem, base)
         ref = fit.predicted_s
     if seq_fixed_s is not None:
@@ -189,7 +293,7 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     return fit
 
 
-def _search(problem: _Problem, base: RooflineParams) -> Fit:
+def _search(problem: _Problem, base: RooflineParams, ranges: bool = True) -> Fit:
     grid = np.geomspace(BOUNDS[0], BOUNDS[1], GRID)  # MFU
     bgrid = np.geomspace(MBU_BOUNDS[0], MBU_BOUNDS[1], int(GRID * np.log(MBU_BOUNDS[1] / MBU_BOUNDS[0])
                                                              / np.log(BOUNDS[1] / BOUNDS[0])))
@@ -219,7 +323,7 @@ def _search(problem: _Problem, base: RooflineParams) -> Fit:
     limit = max(rms * RANGE_RMS[0], rms + RANGE_RMS[1]) ** 2
     ranges = {"mfu": _range(grid, profile_mfu, limit, mfu, lambda x: problem.refine_mbu(x, grid, None)[0]),
               "mbu": _range(bgrid, profile_mbu, limit, mbu, lambda x: problem.refine_mfu(grid, x, None)[0]),
-              **problem.overhead_ranges(th, float(loss[best]), limit)}
+              **problem.overhead_ranges(th, float(loss[best]), limit)} if ranges else {}
     at_bound = tuple(name for name, v, (lo, hi) in (("mfu", mfu, BOUNDS), ("mbu", mbu, MBU_BOUNDS))
                      if v <= lo * 1.0001 or v >= hi * 0.9999)
     at_bound += tuple(name for name, v in zip(problem.names, th) if v == 0.0)
@@ -254,8 +358,10 @@ class _Problem:
     time: linear in θ, so for given MFU and MBU the best non-negative θ is closed-form (every subset
     of the terms solved, the best feasible kept)."""
 
-    def __init__(self, compute, memory, fixed, y, weight, counts, ref, names) -> None:
+    def __init__(self, compute, memory, fixed, y, weight, counts, ref, names, compute_fixed=None) -> None:
         self.compute, self.memory, self.fixed, self.y, self.weight = compute, memory, fixed, y, weight
+        # Compute seconds not scaled by MFU (the decode rows' at a held decode MFU), per step and group.
+        self.compute_fixed = np.zeros_like(compute) if compute_fixed is None else compute_fixed
         self.ref, self.names = ref, names
         u = 1.0 / ref
         self.x = np.vstack([u, counts * u])  # (terms, steps): the columns of θ
@@ -277,7 +383,7 @@ class _Problem:
 
     def roofline(self, mfus: np.ndarray, mbu: float) -> np.ndarray:
         """(len(mfus), steps): the step times without overheads."""
-        c = self.compute[None, :, :] / mfus[:, None, None]
+        c = self.compute[None, :, :] / mfus[:, None, None] + self.compute_fixed[None]
         return np.maximum(c, (self.memory / mbu)[None]).sum(axis=2) + self.fixed
 
     def overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -304,7 +410,8 @@ class _Problem:
         shape = (len(mfus), len(mbus))
         loss, theta = np.empty(shape), np.empty(shape + (len(self.x),))
         block = max(1, GRID_ELEMENTS // (len(mfus) * self.compute.size))
-        c = self.compute[None, None] / mfus[:, None, None, None]  # (F, 1, steps, groups)
+        # (F, 1, steps, groups)
+        c = self.compute[None, None] / mfus[:, None, None, None] + self.compute_fixed[None, None]
         for j in range(0, len(mbus), block):
             m = self.memory[None] / mbus[j:j + block, None, None]  # (B, steps, groups)
             a = np.maximum(c, m[None]).sum(axis=3) + self.fixed  # (F, B, steps)
