@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -214,3 +215,12 @@ def run_loop(coro, loop: str):
 
         return uvloop.run(coro)
     return asyncio.run(coro)
+
+
+def run_child(child_json: str, run) -> None:
+    """One run in a child process of a benchmark that alternates trees or modes: ``run``'s keyword
+    arguments as JSON (``client_rt``: at real-time priority), its figures printed as JSON."""
+    kw = json.loads(child_json)
+    if kw.pop("client_rt"):
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY - 1))
+    print(json.dumps(run(**kw)))

@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from _harness import (RT_PRIORITY, run_loop, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client,
+from _harness import (RT_PRIORITY, run_child, run_loop, loopback_floor, machine_line, mean_in_flight, median, pcts, pin_client,
                       read_truth, table, truth_server)
 
 from tokenpace.config import BenchConfig
@@ -170,10 +170,7 @@ def main() -> None:
     ap.add_argument("--child-json", help=argparse.SUPPRESS)  # one run in a child process (--against)
     args = ap.parse_args()
     if args.child_json:
-        kw = json.loads(args.child_json)
-        if kw.pop("client_rt"):
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY - 1))
-        print(json.dumps(run_once(**kw)))
+        run_child(args.child_json, run_once)
         return
     if args.view_refresh_s is not None:
         progress.LIVE_REFRESH_S = progress.PLAIN_EVERY_S = args.view_refresh_s

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from _harness import RT_PRIORITY, machine_line, median, pin_client, table
+from _harness import machine_line, median, pin_client, run_child, table
 
 MODES = ("quiet", "auto")
 
@@ -88,10 +88,7 @@ def main() -> None:
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        kw = json.loads(args.child)
-        if kw.pop("client_rt"):
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY - 1))
-        print(json.dumps(child(**kw)))
+        run_child(args.child, child)
         return
     print(machine_line() + "; " + pin_client())
     print("Command: .venv/bin/python benchmarks/client_gc_pauses.py " + shlex.join(sys.argv[1:]) + "\n")

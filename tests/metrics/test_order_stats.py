@@ -30,6 +30,13 @@ def _blocks(values: np.ndarray, size: int) -> list[np.ndarray]:
     return [values[i:i + size] for i in range(0, values.size, size)]
 
 
+def _assert_same_figures(got: dict, values: np.ndarray) -> None:
+    """The order statistics and the p99 interval equal ``describe``'s over all the samples."""
+    want = describe(values)
+    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
+        assert got[key] == want[key], key
+
+
 @pytest.mark.parametrize("name", list(SAMPLES))
 @pytest.mark.parametrize("block", [1, 7, 4_096, 10**6])
 def test_order_statistics_equal_numpy_over_all_samples(name, block):
@@ -73,9 +80,7 @@ def test_random_samples_in_random_blocks(values, block, warm, order):
     if order != "given":
         values = np.sort(values)[::1 if order == "ascending" else -1].copy()
     got, passes = describe_blocks(lambda: iter(_blocks(values, block)), warm=warm)
-    want = describe(values)
-    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
-        assert got[key] == want[key], key
+    _assert_same_figures(got, values)
     assert passes in (1, 2)
     assert got["std"] == pytest.approx(values.std(), rel=1e-9, abs=1e-300)
 
@@ -90,17 +95,13 @@ def test_sorted_samples_miss_the_guess_and_take_a_second_pass_with_the_same_figu
     values = np.sort(_SHUFFLED)[::1 if order == "ascending" else -1].copy()
     got, passes = describe_blocks(lambda: iter(_blocks(values, 10_000)), warm=50_000)
     assert passes == 2
-    want = describe(values)
-    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
-        assert got[key] == want[key], key
+    _assert_same_figures(got, values)
 
 
 def test_samples_in_no_particular_order_are_described_in_one_pass():
     got, passes = describe_blocks(lambda: iter(_blocks(_SHUFFLED, 10_000)), warm=50_000)
     assert passes == 1
-    want = describe(_SHUFFLED)
-    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
-        assert got[key] == want[key], key
+    _assert_same_figures(got, _SHUFFLED)
 
 
 def test_a_drift_late_in_the_run_takes_a_second_pass_with_the_same_figures():
@@ -110,9 +111,7 @@ def test_a_drift_late_in_the_run_takes_a_second_pass_with_the_same_figures():
     values[300_000:] *= 2
     got, passes = describe_blocks(lambda: iter(_blocks(values, 10_000)), warm=50_000)
     assert passes == 2
-    want = describe(values)
-    for key in ("count", "min", "max", *PERCENTILES, "p99_ci95"):
-        assert got[key] == want[key], key
+    _assert_same_figures(got, values)
 
 
 def test_the_same_blocks_give_the_same_digits_whatever_the_guess():
