@@ -23,8 +23,13 @@ LOAD = ("--requests", "40", "--input-tokens", "uniform:min=64,max=256", "--outpu
         "uniform:min=16,max=48", "--seed", "2")
 
 
+# A bound against a hang, not a timing check: a calibration fits every step structure twice, one
+# test here took 78 s on a 2-core machine at load 2.5, and 120 s was passed at load 7-9.
+CLI_TIMEOUT_S = 600
+
+
 def cli_ok(tmp_path, *args):
-    proc = run_cli(*args, cwd=tmp_path)
+    proc = run_cli(*args, cwd=tmp_path, timeout_s=CLI_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     return proc
 
