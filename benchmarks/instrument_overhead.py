@@ -44,6 +44,7 @@ from openai.types.chat import ChatCompletionChunk  # noqa: E402
 
 import tokenpace  # noqa: E402
 from tokenpace.instrumentation import PrometheusExporter  # noqa: E402
+from tokenpace.instrumentation.replay import ListStream  # noqa: E402
 from tokenpace.metrics import parse_slo  # noqa: E402
 
 MODEL = "bench-model"
@@ -110,20 +111,6 @@ def sdk_chunks(n: int, usage: bool = True) -> list:
     """A stream's SDK objects, as the SDK hands them over: role, n text chunks, finish, usage."""
     return [ChatCompletionChunk.model_validate(orjson.loads(line[6:])) for line in
             sse_body(n, usage).split(b"\n\n") if line.startswith(b"data: {")]
-
-
-class ListStream:
-    """The shape of the SDK's ``Stream`` (iterable, ``close()``) over objects already made, so that
-    what is timed is the wrapper and not the SDK's parsing."""
-
-    def __init__(self, items: list) -> None:
-        self.items = items
-
-    def __iter__(self):
-        return iter(self.items)
-
-    def close(self) -> None:
-        pass
 
 
 class FakeResource:
