@@ -27,6 +27,10 @@ relay that holds requests before sending them upstream shows there. ``--hold`` r
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 8
+
+``--accepts-per-turn N`` adds a fifth path, ``tokenpace proxy --accepts-per-turn N``: each client
+here opens a new connection per request, so every round starts with a burst of 200 accepts.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from _proxy_costs import hashing_cost, measuring_cost, start_cost  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 UNPACED = "tokenpace proxy, all at once"  # --starts-per-turn 0: a burst's requests all sent in one turn
+ACCEPTS = "tokenpace proxy, paced accepts"  # --accepts-per-turn N: a burst's connections accepted N a turn
 
 
 def free_port() -> int:
@@ -153,10 +158,14 @@ def main() -> None:
     parser.add_argument("--hold", action="store_true",
                         help="run both relays under _relay_hold.py: how long each read waited in the relay "
                              "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
+    parser.add_argument("--accepts-per-turn", type=int, default=0, metavar="N",
+                        help="also run a fifth path: tokenpace proxy --accepts-per-turn N (a burst's new connections "
+                             "accepted N per loop turn; the clients here open a new connection per request)")
     args = parser.parse_args()
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
           f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
-          + (" --hold" if args.hold else ""))
+          + (" --hold" if args.hold else "")
+          + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "
@@ -166,9 +175,10 @@ def main() -> None:
     server = start_server_process(BuiltinServerConfig(send_log_path=str(log), decode_base_s=args.decode_ms / 1000,
                                                       decode_per_running_s=0.0, max_num_seqs=args.streams * 2),
                                   cpus=None if cpus["server"] is None else [cpus["server"]])
-    ours_port, plain_port, unpaced_port = free_port(), free_port(), free_port()
+    ours_port, plain_port, unpaced_port, accepts_port = free_port(), free_port(), free_port(), free_port()
     holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
-             for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"))}
+             for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"),
+                               (ACCEPTS, "accepts"))}
     probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
     ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
                   "--listen", f"127.0.0.1:{ours_port}"], ours_port)
@@ -177,11 +187,20 @@ def main() -> None:
     plain = start([sys.executable, *probe["aiohttp pass-through"], str(HERE / "_passthrough.py"), server.url,
                    str(plain_port)], plain_port)
     pids = {"tokenpace proxy": ours.pid, UNPACED: unpaced.pid, "aiohttp pass-through": plain.pid}
+    relays = [ours, unpaced, plain]
+    if args.accepts_per_turn:
+        accepts = start([sys.executable, *probe[ACCEPTS], "-m", "tokenpace", "proxy", "--upstream", server.url,
+                         "--listen", f"127.0.0.1:{accepts_port}", "--accepts-per-turn", str(args.accepts_per_turn)],
+                        accepts_port)
+        pids[ACCEPTS] = accepts.pid
+        relays.append(accepts)
     if cpus["relay"] is not None:
         for pid in pids.values():
             os.sched_setaffinity(pid, {cpus["relay"]})
     paths = {"direct": server.url, "tokenpace proxy": f"http://127.0.0.1:{ours_port}/v1",
              UNPACED: f"http://127.0.0.1:{unpaced_port}/v1", "aiohttp pass-through": f"http://127.0.0.1:{plain_port}/v1"}
+    if args.accepts_per_turn:
+        paths[ACCEPTS] = f"http://127.0.0.1:{accepts_port}/v1"
     wall_start = time.monotonic()
     try:
         results: dict[str, list[dict]] = {name: [] for name in paths}
@@ -200,9 +219,9 @@ def main() -> None:
         histogram = proxy_added_histogram(ours_port)
         server_cpu = cpu_s(server.pid) if hasattr(server, "pid") else float("nan")
     finally:
-        for relay in (ours, unpaced, plain):
+        for relay in relays:
             relay.terminate()
-        for relay in (ours, unpaced, plain):
+        for relay in relays:
             relay.wait(10)
         server.stop()
     truth: dict = defaultdict(list)
@@ -240,7 +259,7 @@ def main() -> None:
     if args.hold:
         print("\neach relay's own hold per read: from the bytes' arrival in the process to the relay's read of "
               "them (the event loop's other work in between), ms; CPU time excludes the OS's preemption")
-        for name, path in holds.items():
+        for name, path in ((n, p) for n, p in holds.items() if n in pids):
             print(f"  {name}: {hold_summary(path)}")
     print("\nthe request's way in, and what a client sees (per request, ms; the delivery delay above starts at "
           "the server's send, so a relay that holds a request before sending it upstream shows here):")
