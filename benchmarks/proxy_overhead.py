@@ -27,6 +27,10 @@ relay that holds requests before sending them upstream shows there. ``--hold`` r
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 8
+
+``--accepts-per-turn N`` adds a fifth path, ``tokenpace proxy --accepts-per-turn N``: each client
+here opens a new connection per request, so every round starts with a burst of 200 accepts.
 """
 
 from __future__ import annotations
@@ -49,11 +53,14 @@ import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from tokenpace.record import RequestRecord  # noqa: E402
 from tokenpace.servers import BuiltinServerConfig, read_send_log, start_server_process  # noqa: E402
+
+from _proxy_analysis import delays_ms, hold_summary, itl_ms, request_side, tail_where  # noqa: E402
+from _proxy_costs import hashing_cost, measuring_cost, start_cost  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 UNPACED = "tokenpace proxy, all at once"  # --starts-per-turn 0: a burst's requests all sent in one turn
+ACCEPTS = "tokenpace proxy, paced accepts"  # --accepts-per-turn N: a burst's connections accepted N a turn
 
 
 def free_port() -> int:
@@ -95,101 +102,6 @@ def stamp_load(url: str, tag: str, streams: int, tokens: int, cpu: int | None) -
         out.unlink(missing_ok=True)
 
 
-def delays_ms(results: list[dict], truth: dict) -> tuple[np.ndarray, int]:
-    """Per token: arrival - send, ms; and how many requests had every token matched."""
-    values, matched = [], 0
-    for r in results:
-        sent = truth.get(r["request_id"], [])
-        if r["status"] == 200 and sent and len(sent) == len(r["token_ns"]):
-            values += [(got - t) / 1e6 for got, t in zip(r["token_ns"], sent)]
-            matched += 1
-    return np.array(values), matched
-
-
-def tail_where(results: list[dict], truth: dict, decode_ms: float) -> str:
-    """Where a path's slowest 1% of tokens are: by position in their stream (first token, last
-    token, the rest) and by whether other streams had just ended (their last token sent within one
-    server step, ``decode_ms``, before this token's send: the moment their end work runs), against
-    the same shares over all tokens. Says where a relay's tail comes from."""
-    rows = []  # (delay ms, send ns, position)
-    ends = []
-    for r in results:
-        sent = truth.get(r["request_id"], [])
-        if r["status"] != 200 or not sent or len(sent) != len(r["token_ns"]):
-            continue
-        ends.append(sent[-1])
-        last = len(sent) - 1
-        for i, (got, t) in enumerate(zip(r["token_ns"], sent)):
-            rows.append(((got - t) / 1e6, t, "first" if i == 0 else "last" if i == last else "middle"))
-    if not rows:
-        return "no tokens matched"
-    ends_sorted = np.sort(np.array(ends))
-    delay = np.array([d for d, _, _ in rows])
-    send = np.array([t for _, t, _ in rows])
-    pos = np.array([p for _, _, p in rows])
-    step_ns = int(decode_ms * 1e6)
-    # streams that ended within one step before this token was sent (its own end not counted)
-    ended = np.searchsorted(ends_sorted, send, side="left") - np.searchsorted(ends_sorted, send - step_ns, side="left")
-    after_ends = ended >= 10
-    tail = delay >= np.percentile(delay, 99)
-
-    def share(mask: np.ndarray, of: np.ndarray) -> str:
-        return f"{(mask & of).sum() / max(of.sum(), 1) * 100:.0f}%"
-
-    everyone = np.ones_like(tail)
-    parts = [f"{name} {share(pos == name, tail)} (of all tokens {share(pos == name, everyone)})"
-             for name in ("first", "middle", "last")]
-    parts.append(f"sent within {decode_ms:g} ms after >= 10 other streams' last tokens {share(after_ends, tail)} "
-                 f"(of all tokens {share(after_ends, everyone)})")
-    by_position = ", ".join(f"{name} {np.percentile(delay[pos == name], 50):.2f} / "
-                            f"{np.percentile(delay[pos == name], 99):.2f}" for name in ("first", "middle", "last")
-                            if (pos == name).any())  # 2 tokens a stream: no middle
-    return (f"delay p50 / p99 by position, ms: {by_position}; slowest 1% ({tail.sum()} tokens, >= "
-            f"{np.percentile(delay, 99):.2f} ms): " + "; ".join(parts))
-
-
-def hold_summary(path: Path) -> str:
-    """p50 / p99 / max of a relay's holds (``_relay_hold.py``'s file), CPU time and wall time."""
-    try:
-        data = orjson.loads(path.read_bytes())
-    except OSError:
-        return "no file (the relay did not exit cleanly)"
-    finally:
-        path.unlink(missing_ok=True)
-    parts = []
-    for key, label in (("cpu_ns", "CPU"), ("wall_ns", "wall")):
-        values = np.array(data[key]) / 1e6
-        if not len(values):
-            return "no reads"
-        p50, p99, p999 = np.percentile(values, [50, 99, 99.9])
-        parts.append(f"{label} p50 {p50:.3f} / p99 {p99:.3f} / p99.9 {p999:.3f} / max {values.max():.3f}")
-    # Where in a round: rounds are bursts of reads apart by idle gaps; the first and last tenth of
-    # each round's time hold the streams' starts and their ends.
-    at, cpu = np.array(data["at_ns"]), np.array(data["cpu_ns"]) / 1e6
-    part = np.empty(len(at), dtype=object)
-    cuts = [0, *(np.nonzero(np.diff(at) > 500e6)[0] + 1), len(at)]
-    for lo, hi in zip(cuts, cuts[1:]):
-        t = (at[lo:hi] - at[lo]) / max(at[hi - 1] - at[lo], 1)
-        part[lo:hi] = np.where(t < 0.1, "start", np.where(t > 0.9, "end", "middle"))
-    where = ", ".join(f"{name} {np.percentile(cpu[part == name], 99):.3f}" for name in ("start", "middle", "end")
-                      if (part == name).any())
-    return f"{len(data['cpu_ns'])} reads; " + "; ".join(parts) + f"; CPU p99 by tenth of a round: {where}"
-
-
-def request_side(results: list[dict], truth: dict, received: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Per request: (client send -> the server's "received", client send -> first token's arrival), ms."""
-    fwd, ttft = [], []
-    for r in results:
-        if r["status"] == 200 and r["token_ns"] and r["request_id"] in received:
-            fwd.append((received[r["request_id"]] - r["sent_ns"]) / 1e6)
-            ttft.append((r["token_ns"][0] - r["sent_ns"]) / 1e6)
-    return np.array(fwd), np.array(ttft)
-
-
-def itl_ms(results: list[dict]) -> np.ndarray:
-    return np.array([(b - a) / 1e6 for r in results for a, b in zip(r["token_ns"], r["token_ns"][1:])])
-
-
 def layout(pin: bool) -> dict[str, int | None]:
     """Which CPU each process gets: server, client, relay."""
     cpus = sorted(os.sched_getaffinity(0))
@@ -210,103 +122,6 @@ def cpu_split(pid: int) -> np.ndarray:
 def cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far."""
     return float(cpu_split(pid).sum())
-
-
-def measuring_cost(tokens: int = 64, streams: int = 2000) -> str:
-    """The proxy's measurement alone, in-process: a stream's reads (one SSE event each, as the
-    built-in server sends them) through the relay's batched parse, stamping and record finishing,
-    CPU time per chunk; the rest of the relay's CPU is aiohttp's and the kernel's."""
-    from tokenpace.client.progress import Progress, finish_record
-    from tokenpace.client.responses import stream_ended
-    from tokenpace.client.sse import SSEParser
-    from tokenpace.proxy.relay import PARSE_BATCH, _measure
-
-    base = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "tokenpace-sim"}
-    events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
-    events += [{**base, "choices": [{"index": 0, "delta": {"content": f" tok{i}"}, "finish_reason": None}]}
-               for i in range(tokens)]
-    events.append({**base, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": tokens,
-                                                    "total_tokens": tokens + 9}})
-    reads = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
-    start = time.process_time_ns()
-    for _ in range(streams):
-        record, progress, parser = RequestRecord(request_id="x", index=0), Progress(streaming=True), SSEParser(strict=True)
-        pending, measuring = [], True
-        for data in reads:
-            now = time.monotonic_ns()
-            if measuring:
-                pending.append((now, data))
-                if len(pending) >= PARSE_BATCH:
-                    measuring = _measure(pending, parser, record, progress)
-        if measuring and pending:
-            measuring = _measure(pending, parser, record, progress)
-        if measuring:
-            stream_ended(parser, record, progress, time.monotonic_ns())
-        finish_record(record, progress)
-    per_chunk = (time.process_time_ns() - start) / (streams * len(reads)) / 1e3
-    assert record.output_tokens == tokens and progress.saw_done
-    return f"{per_chunk:.1f} µs a chunk"
-
-
-def start_cost(requests: int = 20_000) -> str:
-    """What the proxy does at a request's start beyond what the pass-through does (both copy the
-    request's and the response's headers), in-process CPU per request: the request id, the record,
-    the body parsed for its fields, the key to mask, the Progress, the timing and the stream's
-    parser; the rest of a start is aiohttp's (server and client), the same in both relays."""
-    from multidict import CIMultiDict
-
-    from tokenpace.client.progress import Progress
-    from tokenpace.proxy.relay import Timing, Unparsed, _bearer, _read_request, forward_headers, response_headers
-
-    body = orjson.dumps({"model": "tokenpace-sim", "messages": [{"role": "user", "content": "hello " * 8}],
-                         "max_tokens": 64, "stream": True, "stream_options": {"include_usage": True}})
-    incoming = CIMultiDict({"Host": "127.0.0.1:9000", "Content-Type": "application/json",
-                            "Content-Length": str(len(body)), "X-Request-ID": "r-1", "Authorization": "Bearer k"})
-    upstream = CIMultiDict({"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked",
-                            "X-Request-ID": "r-1", "Date": "Tue, 24 Nov 2026 22:00:00 GMT", "Server": "x"})
-    drop = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
-
-    def plain() -> None:  # the pass-through's own start work
-        {k: v for k, v in incoming.items() if k.lower() not in drop}
-        {k: v for k, v in upstream.items() if k.lower() not in drop | {"content-encoding"}}
-
-    def ours() -> None:
-        timing = Timing(time.monotonic_ns())
-        headers = forward_headers(incoming)
-        request_id = incoming.get("X-Request-ID")
-        headers.setdefault("X-Request-ID", request_id)
-        record = RequestRecord(request_id=request_id, index=0, api="chat", sent_ns=timing.received_ns)
-        _read_request(record, body)
-        secret = _bearer(incoming.get("Authorization"))
-        Progress(streaming=record.stream, secrets=(secret,) if secret else ())
-        response_headers(upstream)
-        Unparsed()
-
-    out = []
-    for label, fn in (("pass-through", plain), ("tokenpace proxy", ours)):
-        start = time.process_time_ns()
-        for _ in range(requests):
-            fn()
-        out.append(f"{label} {(time.process_time_ns() - start) / requests / 1e3:.1f} µs")
-    return ", ".join(out)
-
-
-def hashing_cost(words: int, runs: int = 200) -> str:
-    """What ``--prompt-hashes`` costs the proxy per request (done after the answer is relayed): a
-    chat body of ``words`` words, a fresh user turn each time, hashed by the proxy's PromptHasher."""
-    from tokenpace.advise.hashchain import PromptHasher
-
-    hasher = PromptHasher(b"salt")
-    system = " ".join(f"w{i % 997}" for i in range(words))
-    times = []
-    for i in range(runs):
-        body = {"model": "m", "messages": [{"role": "system", "content": system},
-                                            {"role": "user", "content": f"question {i} " * 10}]}
-        start = time.thread_time_ns()
-        hasher(body)
-        times.append(time.thread_time_ns() - start)
-    p50, p99 = np.percentile(times, [50, 99]) / 1e3
-    return f"{words:,} words: CPU p50 {p50:.0f} µs, p99 {p99:.0f} µs ({p50 / (words / 16):.2f} µs a block)"
 
 
 def rss_mib(pid: int) -> float:
@@ -343,10 +158,14 @@ def main() -> None:
     parser.add_argument("--hold", action="store_true",
                         help="run both relays under _relay_hold.py: how long each read waited in the relay "
                              "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
+    parser.add_argument("--accepts-per-turn", type=int, default=0, metavar="N",
+                        help="also run a fifth path: tokenpace proxy --accepts-per-turn N (a burst's new connections "
+                             "accepted N per loop turn; the clients here open a new connection per request)")
     args = parser.parse_args()
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
           f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
-          + (" --hold" if args.hold else ""))
+          + (" --hold" if args.hold else "")
+          + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "
@@ -356,9 +175,10 @@ def main() -> None:
     server = start_server_process(BuiltinServerConfig(send_log_path=str(log), decode_base_s=args.decode_ms / 1000,
                                                       decode_per_running_s=0.0, max_num_seqs=args.streams * 2),
                                   cpus=None if cpus["server"] is None else [cpus["server"]])
-    ours_port, plain_port, unpaced_port = free_port(), free_port(), free_port()
+    ours_port, plain_port, unpaced_port, accepts_port = free_port(), free_port(), free_port(), free_port()
     holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
-             for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"))}
+             for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"),
+                               (ACCEPTS, "accepts"))}
     probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
     ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
                   "--listen", f"127.0.0.1:{ours_port}"], ours_port)
@@ -367,11 +187,20 @@ def main() -> None:
     plain = start([sys.executable, *probe["aiohttp pass-through"], str(HERE / "_passthrough.py"), server.url,
                    str(plain_port)], plain_port)
     pids = {"tokenpace proxy": ours.pid, UNPACED: unpaced.pid, "aiohttp pass-through": plain.pid}
+    relays = [ours, unpaced, plain]
+    if args.accepts_per_turn:
+        accepts = start([sys.executable, *probe[ACCEPTS], "-m", "tokenpace", "proxy", "--upstream", server.url,
+                         "--listen", f"127.0.0.1:{accepts_port}", "--accepts-per-turn", str(args.accepts_per_turn)],
+                        accepts_port)
+        pids[ACCEPTS] = accepts.pid
+        relays.append(accepts)
     if cpus["relay"] is not None:
         for pid in pids.values():
             os.sched_setaffinity(pid, {cpus["relay"]})
     paths = {"direct": server.url, "tokenpace proxy": f"http://127.0.0.1:{ours_port}/v1",
              UNPACED: f"http://127.0.0.1:{unpaced_port}/v1", "aiohttp pass-through": f"http://127.0.0.1:{plain_port}/v1"}
+    if args.accepts_per_turn:
+        paths[ACCEPTS] = f"http://127.0.0.1:{accepts_port}/v1"
     wall_start = time.monotonic()
     try:
         results: dict[str, list[dict]] = {name: [] for name in paths}
@@ -390,9 +219,9 @@ def main() -> None:
         histogram = proxy_added_histogram(ours_port)
         server_cpu = cpu_s(server.pid) if hasattr(server, "pid") else float("nan")
     finally:
-        for relay in (ours, unpaced, plain):
+        for relay in relays:
             relay.terminate()
-        for relay in (ours, unpaced, plain):
+        for relay in relays:
             relay.wait(10)
         server.stop()
     truth: dict = defaultdict(list)
@@ -430,7 +259,7 @@ def main() -> None:
     if args.hold:
         print("\neach relay's own hold per read: from the bytes' arrival in the process to the relay's read of "
               "them (the event loop's other work in between), ms; CPU time excludes the OS's preemption")
-        for name, path in holds.items():
+        for name, path in ((n, p) for n, p in holds.items() if n in pids):
             print(f"  {name}: {hold_summary(path)}")
     print("\nthe request's way in, and what a client sees (per request, ms; the delivery delay above starts at "
           "the server's send, so a relay that holds a request before sending it upstream shows here):")

@@ -52,7 +52,8 @@ def test_bench_through_the_proxy_then_report_and_compare(logged_server, tmp_path
 def test_bad_flags_exit_2():
     for args in (["--upstream", "127.0.0.1:8000"], ["--upstream", "http://x/v1", "--listen", "nope"],
                  ["--upstream", "http://x/v1", "--slo", "ttft=fast"],
-                 ["--upstream", "http://x/v1", "--starts-per-turn", "-1"]):
+                 ["--upstream", "http://x/v1", "--starts-per-turn", "-1"],
+                 ["--upstream", "http://x/v1", "--accepts-per-turn", "-1"]):
         result = run_cli("proxy", *args)
         assert result.returncode == ExitCode.USAGE, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

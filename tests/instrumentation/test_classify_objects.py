@@ -23,6 +23,12 @@ CHUNKS = [
     {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
     {"choices": [], "usage": USAGE},
 ]
+# Text, but not the common chunk: two choices (n=2), text with its finish reason, text with usage.
+NOT_COMMON = [
+    {"choices": [{"index": 0, "delta": {"content": "a"}}, {"index": 1, "delta": {"content": "bc"}}]},
+    {"choices": [{"index": 0, "delta": {"content": "end"}, "finish_reason": "length"}]},
+    {"choices": [{"index": 0, "delta": {"content": "Hel"}}], "usage": USAGE},
+]
 
 
 def _fields(info) -> tuple:
@@ -30,7 +36,7 @@ def _fields(info) -> tuple:
             info.finish_reason, info.usage and {k: info.usage[k] for k in ("prompt_tokens", "completion_tokens")})
 
 
-@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("chunk", CHUNKS + NOT_COMMON)
 def test_chat_chunk(chunk):
     obj = ChatCompletionChunk.model_validate({**BASE, "object": "chat.completion.chunk", **chunk})
     assert _fields(classify_chunk_object(obj)) == _fields(classify_chunk(chunk))
@@ -46,7 +52,7 @@ def test_whole_responses():
     assert classify_response_object(ChatCompletion.model_validate(chat)).usage["prompt_tokens_details"]["cached_tokens"] == 8
 
 
-@pytest.mark.parametrize("chunk", CHUNKS)
+@pytest.mark.parametrize("chunk", CHUNKS + NOT_COMMON)
 def test_the_common_chunks_short_path_takes_only_text(chunk):
     """``text_chars`` (the stream wrapper's short path) answers only for a chunk that carries text and
     nothing else, with the JSON classifier's length; every other chunk goes the general way (-1)."""

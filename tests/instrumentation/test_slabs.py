@@ -12,6 +12,7 @@ from tokenpace.client.chunk_objects import classify_chunk_object, text_chars
 from tokenpace.client.chunks import classify_chunk
 from tokenpace.client.progress import Progress, finish_record
 from tokenpace.instrumentation.call import RecordFactory
+from tokenpace.instrumentation.replay import ListStream
 from tokenpace.instrumentation.slabs import FIRST_SLAB, SLAB, SlabProgress
 from tokenpace.instrumentation.streams import InstrumentedStream
 from tokenpace.record import RequestRecord
@@ -76,27 +77,18 @@ def test_tokens_so_far_counts_what_the_slabs_hold():
     assert slab.chunk_ns == plain.chunk_ns  # ...until they are moved, in order
 
 
-class ListStream:
-    def __init__(self, items: list) -> None:
-        self.items = items
-
-    def __iter__(self):
-        return iter(self.items)
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.mark.parametrize("read", [1, 2, 50, FIRST_SLAB + 1, FIRST_SLAB + SLAB + 1, SLAB + 40])
 def test_a_stream_closed_early_keeps_every_chunk_it_read(read):
     """``close()`` part way: the record holds the stamps of exactly the text chunks read, the last
     one's time as ``last_token_ns``, and the cancelled outcome."""
     records: list[RequestRecord] = []
     objs = [ChatCompletionChunk.model_validate({**BASE, **c}) for c in stream_of(2 * SLAB)]
-    stream = InstrumentedStream(ListStream(objs), RecordFactory((records.append,)).start("chat", True))
+    inner = ListStream(objs)
+    stream = InstrumentedStream(inner, RecordFactory((records.append,)).start("chat", True))
     for _ in range(read + 1):  # the role chunk, then `read` text chunks
         next(stream)
     stream.close()
+    assert inner.closed  # the SDK's stream is closed too
     [record] = records
     assert (record.status, record.error_kind) == ("cancelled", "closed_early")
     assert len(record.chunk_ns) == len(record.chunk_tokens) == record.output_tokens_client == read

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--starts-per-turn", type=int, default=4, metavar="N",
                    help="in a burst of new requests, start N upstream per turn of the event loop, so that the "
                         "streams already flowing are relayed in between (default 4; 0: start all at once)")
+    p.add_argument("--accepts-per-turn", type=int, default=0, metavar="N",
+                   help="in a burst of new connections, accept N per turn of the event loop (default 0: the "
+                        "event loop's own accept, every waiting connection at once)")
     p.add_argument("--prompt-hashes", action="store_true", help="keep a salted hash chain of each prompt's "
                    "blocks in its record (never the text), for `tokenpace workload reuse`")
     p.add_argument("--hash-salt-file", metavar="FILE", help="the salt for --prompt-hashes (default: the "
@@ -67,15 +70,17 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - ProxyConfig, i
         raise UsageError(f"--upstream {args.upstream!r}: expected an http:// or https:// URL")
     if args.slo:
         parse_slo(args.slo)  # a bad SLO is a usage error now, not at the first request
-    if args.records_max_mib <= 0 or args.records_backups < 0 or args.window <= 0 or args.starts_per_turn < 0:
-        raise UsageError("--records-max-mib and --window must be > 0, --records-backups and --starts-per-turn >= 0")
+    if args.records_max_mib <= 0 or args.records_backups < 0 or args.window <= 0 or args.starts_per_turn < 0 \
+            or args.accepts_per_turn < 0:
+        raise UsageError("--records-max-mib and --window must be > 0; --records-backups, --starts-per-turn and "
+                         "--accepts-per-turn >= 0")
     host, port = parse_listen(args.listen)
     salt, tokenizer = _prompt_hashing(args)
     return ProxyConfig(upstream=args.upstream, host=host, port=port, slo=args.slo, records_path=args.records,
                        records_max_bytes=int(args.records_max_mib * 1024 * 1024),
                        records_backups=args.records_backups, window_s=args.window,
                        hash_salt=salt, hash_block=args.hash_block, tokenizer=tokenizer,
-                       starts_per_turn=args.starts_per_turn)
+                       starts_per_turn=args.starts_per_turn, accepts_per_turn=args.accepts_per_turn)
 
 
 def _prompt_hashing(args: argparse.Namespace) -> tuple[bytes | None, object]:

@@ -63,22 +63,26 @@ def text_chars(obj: Any) -> int:
     text; no usage, no finish reason, nothing else), else -1: the general path decides. It runs
     once a chunk, so the SDK's objects are read flat: pydantic v2 keeps every declared field in
     ``__dict__`` (subscripts, no ``get``) and undeclared ones (``reasoning_content``) in
-    ``__pydantic_extra__``; anything else (a dict, a field missing) takes ``_text_chars_of``."""
+    ``__pydantic_extra__``; anything else (a dict, a field missing, not one choice) takes
+    ``_text_chars_of``. Pydantic's ``__getattr__`` keeps CPython 3.11 from specializing any attribute
+    read on these objects (each ~25-35 ns), so there are as few as the checks allow (three
+    ``__dict__``, one ``__pydantic_extra__``); the one choice is unpacked (``(choice,) =``: no ``len``
+    call; a usage-only chunk's empty list raises, once a stream). ``operator.attrgetter`` reads cost
+    more here (RESULTS.md, 23f)."""
     try:
         top = obj.__dict__
-        choices = top["choices"]
-        if len(choices) != 1 or top["usage"] is not None:
+        if top["usage"] is not None:
             return -1
-        fields = choices[0].__dict__
-        if fields["finish_reason"] is not None:
-            return -1
+        (choice,) = top["choices"]
+        fields = choice.__dict__
         delta_obj = fields["delta"]
         delta = delta_obj.__dict__
         content = delta["content"]
-        if type(content) is not str or delta["tool_calls"] or delta_obj.__pydantic_extra__:
+        if type(content) is not str or fields["finish_reason"] is not None or delta["tool_calls"] \
+                or delta_obj.__pydantic_extra__:
             return -1
         return len(content)
-    except (AttributeError, KeyError, TypeError):
+    except (AttributeError, KeyError, TypeError, ValueError):
         return _text_chars_of(obj)
 
 

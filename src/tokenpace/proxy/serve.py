@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .accept import PacedAcceptSite
 from .app import ProxyState, create_app, proxy_state
 from .config import ProxyConfig
 
@@ -24,7 +25,8 @@ async def running_proxy(config: ProxyConfig) -> AsyncIterator[tuple[str, ProxySt
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port)
+        site = (PacedAcceptSite(runner, config.host, config.port, config.accepts_per_turn) if config.accepts_per_turn > 0
+                else web.TCPSite(runner, config.host, config.port))
         await site.start()
         host, port = runner.addresses[0][:2]
         yield f"http://{host}:{port}/v1", proxy_state(app)
