@@ -95,7 +95,7 @@ class RecordTable:
     chunk_ns: np.ndarray  # int64, all records' chunks in order
     chunk_tokens: np.ndarray  # int32, aligned with chunk_ns
     # When set, the chunks are still on disk and ``chunk_ns``/``chunk_tokens`` are empty: a callable
-    # yielding them block by block as ``chunk_blocks`` does (``results.columnar.read_table``).
+    # yielding them block by block as ``chunk_blocks`` does (``results.columnar_read.read_table``).
     chunk_source: Callable[[], Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] | None = None
 
     def __len__(self) -> int:
