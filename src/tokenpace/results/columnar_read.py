@@ -47,23 +47,60 @@ def read_table(path: str | Path, *, chunks: bool = True) -> RecordTable:
 
 def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> RecordTable:
     """The first ``parts_count`` parts of a columnar directory as one table, manifest or not (what
-    a writer that could not finish had written: ``results.spool``)."""
+    a writer that could not finish had written: ``results.spool``).
+
+    ``chunks=False`` (a summary, a report): the chunks stay on disk (``chunk_source``), the int and
+    float columns are read from the part files each time one is asked for (``_ReadOnRead``), and
+    the bool and text columns once, when one is first asked for (``_LoadOnce``); the table also
+    gives its rows as consecutive tables of whole parts (``RecordTable.row_blocks``), which is how a
+    summary of a long run reads it: only ``chunk_count`` (8 bytes a request) is read up front."""
     path = Path(path)
     parts = [path / _PART.format(i) for i in range(parts_count)]
     counts = []
     for name in parts:  # one part open at a time: a long run has thousands
         counts.append(_mapped(name, ("chunk_count",), read=True)[0])
+    if chunks:
+        return _table_of(parts, counts, chunks=True)
+    layouts = _part_layouts(parts, counts)
+    if layouts is None:  # a part written by another tool: read the per-request columns now
+        table = _table_of(parts, counts, chunks=False)
+    else:
+        n = sum(c.size for c in counts)
+        small = _LoadOnce(lambda: _table_of(parts, counts, chunks=False, big=False))
+        table = RecordTable(
+            ints=_ReadOnRead(layouts, INT_FIELDS, "int.", np.int64, NULL, n),
+            bools=small.group("bools", BOOL_FIELDS),
+            floats=_ReadOnRead(layouts, FLOAT_FIELDS, "float.", np.float64, np.nan, n),
+            texts=small.group("texts", TEXT_FIELDS),
+            chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
+            chunk_ns=np.zeros(0, np.int64), chunk_tokens=np.zeros(0, np.int32),
+            chunk_source=lambda: _chunk_parts(parts, counts))
+    table.row_blocks = lambda rows: _row_blocks(parts, counts, rows)
+    return table
+
+
+def _row_blocks(parts: list[Path], counts: list[np.ndarray], rows: int):
+    """The parts as consecutive tables of at least ``rows`` rows each (whole parts; the last may
+    have fewer), every column read in, the chunks left on disk."""
+    start = 0
+    while start < len(parts):
+        end, size = start, 0
+        while end < len(parts) and (size < rows or end == start):
+            size += counts[end].size
+            end += 1
+        yield _table_of(parts[start:end], counts[start:end], chunks=False)
+        start = end
+
+
+def _table_of(parts: list[Path], counts: list[np.ndarray], *, chunks: bool, big: bool = True) -> RecordTable:
+    """The parts as one table, every per-request column read in (``big=False``: only the bool and
+    text ones, the int and float columns left empty); the chunks read too, or left on disk."""
     n = sum(c.size for c in counts)
     total = int(sum(int(c.sum()) for c in counts))
-    # Without the chunks (a summary, a report), the int and float columns stay in the part files and
-    # are read when asked (``_ReadOnRead``): most of a request's bytes, never all held at once.
-    layouts = _part_layouts(parts, counts) if not chunks else None
     table = RecordTable(
-        ints=({k: np.empty(n, np.int64) for k in INT_FIELDS} if layouts is None
-              else _ReadOnRead(layouts, INT_FIELDS, "int.", np.int64, NULL, n)),
+        ints={k: np.empty(n, np.int64) for k in INT_FIELDS} if big else {},
         bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
-        floats=({k: np.empty(n, np.float64) for k in FLOAT_FIELDS} if layouts is None
-                else _ReadOnRead(layouts, FLOAT_FIELDS, "float.", np.float64, np.nan, n)),
+        floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS} if big else {},
         texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
         chunk_ns=np.empty(total if chunks else 0, np.int64),
         chunk_tokens=np.empty(total if chunks else 0, np.int32),
@@ -73,13 +110,10 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
     row = chunk = 0
     for name, count in zip(parts, counts):
         size, n_chunks = count.size, int(count.sum())
-        # copied once into the table's arrays (the int and float columns only when not read lazily)
-        part = _members(name, chunks=chunks, columns=layouts is None)
+        part = _members(name, chunks=chunks, columns=big)  # copied once into the table's arrays
         # A field newer than the part (written by an earlier version) reads as None for every row.
         for group, columns, none in (("int", table.ints, NULL), ("bool", table.bools, False),
                                      ("float", table.floats, np.nan)):
-            if isinstance(columns, _ReadOnRead):
-                continue
             for k, out in columns.items():
                 out[row:row + size] = part.get(f"{group}.{k}", none)
         for k in TEXT_FIELDS:
@@ -96,6 +130,42 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
         row, chunk = row + size, chunk + n_chunks
     table.texts = {k: Text(codes[k], list(vocab[k])) for k in TEXT_FIELDS}
     return table
+
+
+class _LoadOnce:
+    """The bool and text columns of a run's parts, read in together when one is first asked for
+    and kept (3 + 36 bytes a request): what reads the table whole (reports, a run's load report)
+    reads them many times; a summary by row blocks never asks."""
+
+    def __init__(self, load) -> None:
+        self._load, self._table = load, None
+
+    def group(self, name: str, fields: tuple[str, ...]) -> Mapping:
+        return _Group(self, name, fields)
+
+    def columns(self, name: str) -> dict:
+        if self._table is None:
+            self._table = self._load()
+        return getattr(self._table, name)
+
+
+class _Group(Mapping):
+    def __init__(self, owner: _LoadOnce, name: str, fields: tuple[str, ...]) -> None:
+        self._owner, self._name, self._fields = owner, name, fields
+
+    def __getitem__(self, key: str):
+        if key not in self._fields:
+            raise KeyError(key)
+        return self._owner.columns(self._name)[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._fields
+
+    def __iter__(self):
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
 
 
 def _part_layouts(parts: list[Path], counts: list[np.ndarray]) -> list[tuple[Path, dict, int]] | None:
