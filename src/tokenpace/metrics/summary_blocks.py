@@ -65,6 +65,9 @@ def summarize_blocks(table: RecordTable, *, slo: SLO | None, gpu_hour_usd: float
     from tokenpace.metrics.summary import LATENCY_NAMES, inside
 
     def blocks() -> Iterator[_Block]:
+        if not len(table):  # no part: the (empty) table itself, so that every section has its zeros
+            yield _Block(table)
+            return
         for block in table.row_blocks(block_rows):
             yield _Block(block)
 
