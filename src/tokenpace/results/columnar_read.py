@@ -49,46 +49,74 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
     """The first ``parts_count`` parts of a columnar directory as one table, manifest or not (what
     a writer that could not finish had written: ``results.spool``).
 
-    ``chunks=False`` (a summary, a report): the chunks stay on disk (``chunk_source``), the int and
-    float columns are read from the part files each time one is asked for (``_ReadOnRead``), and
-    the bool and text columns once, when one is first asked for (``_LoadOnce``); the table also
-    gives its rows as consecutive tables of whole parts (``RecordTable.row_blocks``), which is how a
-    summary of a long run reads it: only ``chunk_count`` (8 bytes a request) is read up front."""
+    ``chunks=False`` (a summary, a report): nothing per request is read up front. The chunks stay
+    on disk (``chunk_source``); the int and float columns are read from the part files each time
+    one is asked for (``_ReadOnRead``); the bool and text columns (``_LoadOnce``) and the chunk
+    counts (``_PartsTable``) are read once, when first asked for. The table also gives its rows as
+    consecutive tables of whole parts (``RecordTable.row_blocks``): how a summary of a long run
+    reads it, holding one block at a time."""
     path = Path(path)
     parts = [path / _PART.format(i) for i in range(parts_count)]
-    counts = []
-    for name in parts:  # one part open at a time: a long run has thousands
-        counts.append(_mapped(name, ("chunk_count",), read=True)[0])
-    if chunks:
-        return _table_of(parts, counts, chunks=True)
-    layouts = _part_layouts(parts, counts)
-    if layouts is None:  # a part written by another tool: read the per-request columns now
-        table = _table_of(parts, counts, chunks=False)
+    layouts = None if chunks else _part_layouts(parts)
+    if layouts is None:  # the chunks asked for, or a part written by another tool: read it all now
+        counts = _counts(parts)
+        table = _table_of(parts, counts, chunks=chunks)
+        sizes = [c.size for c in counts]
     else:
-        n = sum(c.size for c in counts)
-        small = _LoadOnce(lambda: _table_of(parts, counts, chunks=False, big=False))
-        table = RecordTable(
+        sizes = [size for _, _, size in layouts]
+        n = sum(sizes)
+        small = _LoadOnce(lambda: _table_of(parts, _counts(parts), chunks=False, big=False))
+        table = _PartsTable(
+            n, lambda: np.concatenate(_counts(parts)) if parts else np.zeros(0, np.int64),
             ints=_ReadOnRead(layouts, INT_FIELDS, "int.", np.int64, NULL, n),
             bools=small.group("bools", BOOL_FIELDS),
             floats=_ReadOnRead(layouts, FLOAT_FIELDS, "float.", np.float64, np.nan, n),
             texts=small.group("texts", TEXT_FIELDS),
-            chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
             chunk_ns=np.zeros(0, np.int64), chunk_tokens=np.zeros(0, np.int32),
-            chunk_source=lambda: _chunk_parts(parts, counts))
-    table.row_blocks = lambda rows: _row_blocks(parts, counts, rows)
+            chunk_source=lambda: _chunk_parts(parts))
+    if not chunks:
+        table.row_blocks = lambda rows: _row_blocks(parts, sizes, rows)
     return table
 
 
-def _row_blocks(parts: list[Path], counts: list[np.ndarray], rows: int):
+def _counts(parts: list[Path]) -> list[np.ndarray]:
+    """Each part's ``chunk_count`` (one part open at a time: a long run has thousands)."""
+    return [_mapped(name, ("chunk_count",), read=True)[0] for name in parts]
+
+
+class _PartsTable(RecordTable):
+    """A table of a run's parts whose chunk counts (8 bytes a request) are read when first asked
+    for: a summary by row blocks asks only for its length."""
+
+    def __init__(self, n: int, load_counts, **fields) -> None:
+        self._n, self._load_counts, self._chunk_count = n, load_counts, None
+        super().__init__(chunk_count=None, **fields)
+
+    @property
+    def chunk_count(self) -> np.ndarray:
+        if self._chunk_count is None:
+            self._chunk_count = self._load_counts()
+        return self._chunk_count
+
+    @chunk_count.setter
+    def chunk_count(self, value) -> None:
+        self._chunk_count = value
+
+    def __len__(self) -> int:
+        return self._n
+
+
+def _row_blocks(parts: list[Path], sizes: list[int], rows: int):
     """The parts as consecutive tables of at least ``rows`` rows each (whole parts; the last may
     have fewer), every column read in, the chunks left on disk."""
     start = 0
     while start < len(parts):
         end, size = start, 0
         while end < len(parts) and (size < rows or end == start):
-            size += counts[end].size
+            size += sizes[end]
             end += 1
-        yield _table_of(parts[start:end], counts[start:end], chunks=False)
+        block = parts[start:end]
+        yield _table_of(block, _counts(block), chunks=False)
         start = end
 
 
@@ -168,18 +196,22 @@ class _Group(Mapping):
         return len(self._fields)
 
 
-def _part_layouts(parts: list[Path], counts: list[np.ndarray]) -> list[tuple[Path, dict, int]] | None:
-    """Per part: its file, where its int and float members lie in it, and its rows; None when a
-    part has a compressed member (then the columns are read whole, as with the chunks)."""
+def _part_layouts(parts: list[Path]) -> list[tuple[Path, dict, int]] | None:
+    """Per part: its file, where its int and float members lie in it, and its rows (from its
+    ``chunk_count`` member's header); None when a part has a compressed member (then the columns
+    are read whole, as with the chunks)."""
     out = []
-    for name, count in zip(parts, counts):
+    for name in parts:
         with zipfile.ZipFile(name) as archive:
             members = tuple(m.removesuffix(".npy") for m in archive.namelist()
-                            if m.startswith(("int.", "float.")))
+                            if m.startswith(("int.", "float.")) or m == "chunk_count.npy")
+        if "chunk_count" not in members:
+            raise UsageError(f"{name} is not a columnar records part (no chunk_count)")
         layout = _layout(name, members)
         if layout is None:
             return None
-        out.append((name, dict(zip(members, layout)), int(count.size)))
+        where = dict(zip(members, layout))
+        out.append((name, where, int(np.prod(where["chunk_count"][1]))))
     return out
 
 
@@ -187,16 +219,17 @@ def _part_layouts(parts: list[Path], counts: list[np.ndarray]) -> list[tuple[Pat
 _MAPPED_BLOCKS = 8
 
 
-def _chunk_parts(parts: list[Path], counts: list[np.ndarray]):
+def _chunk_parts(parts: list[Path], counts: list[np.ndarray] | None = None):
     """``RecordTable.chunk_blocks`` of a columnar directory: one part's chunks at a time, mapped
     from the file rather than read into memory (a part's members are stored uncompressed), in
     blocks of ``BLOCK_CHUNKS``. The pages of a block are unmapped (``madvise``) a few blocks after
     it was handed out: they stay in the page cache, but not in this process's resident memory, so a
     pass over a run of any size (a simulation writes one part) holds a few blocks' pages, not a
-    part's or the run's."""
+    part's or the run's. ``counts``: each part's ``chunk_count``, or None to read them as it goes."""
     row = 0
     handed: deque = deque()
-    for name, count in zip(parts, counts):
+    for i, name in enumerate(parts):
+        count = counts[i] if counts is not None else _counts([name])[0]  # read with the part's chunks
         ns, tokens = _mapped(name, ("chunk_ns", "chunk_tokens"))
         for block in _blocks(row, count, ns, tokens, BLOCK_CHUNKS):
             yield block
