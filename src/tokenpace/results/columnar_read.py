@@ -65,7 +65,8 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
     else:
         sizes = [size for _, _, size in layouts]
         n = sum(sizes)
-        small = _LoadOnce(lambda: _table_of(parts, _counts(parts), chunks=False, big=False))
+        small = _LoadOnce(lambda: _table_of(parts, _split(table.chunk_count, sizes), chunks=False, big=False,
+                                            chunk_count=table.chunk_count))  # the counts shared, not read twice
         table = _PartsTable(
             n, lambda: np.concatenate(_counts(parts)) if parts else np.zeros(0, np.int64),
             ints=_ReadOnRead(layouts, INT_FIELDS, "int.", np.int64, NULL, n),
@@ -77,6 +78,11 @@ def read_parts(path: str | Path, parts_count: int, *, chunks: bool = True) -> Re
     if not chunks:
         table.row_blocks = lambda rows: _row_blocks(parts, sizes, rows)
     return table
+
+
+def _split(counts: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    """``counts`` cut into each part's (views)."""
+    return np.split(counts, np.cumsum(sizes)[:-1]) if sizes else []
 
 
 def _counts(parts: list[Path]) -> list[np.ndarray]:
@@ -120,16 +126,19 @@ def _row_blocks(parts: list[Path], sizes: list[int], rows: int):
         start = end
 
 
-def _table_of(parts: list[Path], counts: list[np.ndarray], *, chunks: bool, big: bool = True) -> RecordTable:
+def _table_of(parts: list[Path], counts: list[np.ndarray], *, chunks: bool, big: bool = True,
+              chunk_count: np.ndarray | None = None) -> RecordTable:
     """The parts as one table, every per-request column read in (``big=False``: only the bool and
-    text ones, the int and float columns left empty); the chunks read too, or left on disk."""
+    text ones, the int and float columns left empty); the chunks read too, or left on disk.
+    ``chunk_count``: ``counts`` end to end, when the caller has them so."""
     n = sum(c.size for c in counts)
     total = int(sum(int(c.sum()) for c in counts))
     table = RecordTable(
         ints={k: np.empty(n, np.int64) for k in INT_FIELDS} if big else {},
         bools={k: np.empty(n, bool) for k in BOOL_FIELDS},
         floats={k: np.empty(n, np.float64) for k in FLOAT_FIELDS} if big else {},
-        texts={}, chunk_count=np.concatenate(counts) if counts else np.zeros(0, np.int64),
+        texts={}, chunk_count=(chunk_count if chunk_count is not None else np.concatenate(counts) if counts
+                               else np.zeros(0, np.int64)),
         chunk_ns=np.empty(total if chunks else 0, np.int64),
         chunk_tokens=np.empty(total if chunks else 0, np.int32),
         chunk_source=None if chunks else lambda: _chunk_parts(parts, counts))
