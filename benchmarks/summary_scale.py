@@ -221,7 +221,11 @@ def main() -> None:
     p.add_argument("--memory-warmup", type=int, default=1000)
     p.add_argument("--budget-mb", type=float, default=400,
                    help="the summary's stated memory budget: the --memory-sizes peaks are checked against it")
+    p.add_argument("--part-rows", type=int, default=BLOCK,
+                   help="requests per columnar part of the synthetic runs (bench writes 4,096)")
     args = p.parse_args()
+    global BLOCK
+    BLOCK = args.part_rows
     against = str(Path(args.against).resolve()) if args.against else None
     print(f"# {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
