@@ -205,6 +205,7 @@ def memory_scaling(sizes: list[int], tokens: int, warmup: int, runs: int, agains
 
 
 def main() -> None:
+    global BLOCK
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--requests", type=int, default=1_000_000)
     p.add_argument("--tokens", type=int, default=128)
@@ -221,10 +222,9 @@ def main() -> None:
     p.add_argument("--memory-warmup", type=int, default=1000)
     p.add_argument("--budget-mb", type=float, default=400,
                    help="the summary's stated memory budget: the --memory-sizes peaks are checked against it")
-    p.add_argument("--part-rows", type=int, default=BLOCK,
+    p.add_argument("--part-rows", type=int, default=65_536,
                    help="requests per columnar part of the synthetic runs (bench writes 4,096)")
     args = p.parse_args()
-    global BLOCK
     BLOCK = args.part_rows
     against = str(Path(args.against).resolve()) if args.against else None
     print(f"# {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)")
