@@ -18,11 +18,13 @@ those, ``BLOCK_ROWS`` at a time, and never a whole column:
 
 The figures equal the whole-table path's: percentiles, min, max, the p99 interval, counts and
 verdicts exactly; means and standard deviations are the blocks' combined (``order_stats``), which
-can differ from a one-array figure in the last digits; throughput sums are added block by block
-before they are rounded as ``throughput`` rounds them. Memory: a block's columns and chunks, each
-describer's bucket counts (8 MB) and the samples of its kept buckets; not per request, except
-TTFT by turn or prefix group (16 bytes a grouped request) and, only for runs priced per token or
-reporting cache writes, one small object per ok request (``tabular.ok_views``).
+can differ from a one-array figure in the last digits, as can goodput's requests/s (a sum of
+fractions); throughput sums are added block by block before they are rounded as ``throughput``
+rounds them. Memory: a block's columns and chunks, each describer's bucket counts (8 MB) and the
+samples of its kept buckets (each about 0.4% of a metric's samples: some 4 bytes a request in
+all, the one part that grows with the run); nothing else per request, except TTFT by turn or
+prefix group (16 bytes a grouped request) and, only for runs priced per token or reporting cache
+writes, one small object per ok request (``tabular.ok_views``).
 """
 
 from __future__ import annotations
