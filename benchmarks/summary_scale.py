@@ -181,7 +181,8 @@ def figure(what: str, m: tuple[float, float, float], target: str = "", peer: tup
     return line
 
 
-def memory_scaling(sizes: list[int], tokens: int, warmup: int, runs: int, against: str | None) -> None:
+def memory_scaling(sizes: list[int], tokens: int, warmup: int, runs: int, against: str | None,
+                   budget_mb: float = 400) -> None:
     """The summary's peak at each size, and its growth per request from the least size to the greatest."""
     peaks: dict[str | None, list[float]] = {None: [], against: []}
     for n in sizes:
@@ -192,6 +193,10 @@ def memory_scaling(sizes: list[int], tokens: int, warmup: int, runs: int, agains
                 peaks[src].append(m[1])
                 print(figure(f"memory: columnar summary {n:,} x {tokens} ({warmup:,} warmup)"
                              + (" --against" if src else ""), m))
+    within = max(peaks[None]) <= budget_mb
+    print(f"    this tree: peak {min(peaks[None]):,.0f} to {max(peaks[None]):,.0f} MB over {sizes[0]:,} to {sizes[-1]:,} "
+          f"requests: {'within' if within else 'OVER'} the summary's budget of {budget_mb:,.0f} MB (README, "
+          f"\"Summaries of large runs\")")
     for src in ([None, against] if against else [None]):
         slope = (peaks[src][-1] - peaks[src][0]) * 2**20 / (sizes[-1] - sizes[0]) if len(sizes) > 1 else float("nan")
         print(f"    {'--against' if src else 'this tree'}: summary memory per request {slope:,.0f} bytes "
@@ -200,6 +205,7 @@ def memory_scaling(sizes: list[int], tokens: int, warmup: int, runs: int, agains
 
 
 def main() -> None:
+    global BLOCK
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--requests", type=int, default=1_000_000)
     p.add_argument("--tokens", type=int, default=128)
@@ -214,7 +220,12 @@ def main() -> None:
                    help="also the summary's peak memory at these request counts (--memory-tokens tokens each)")
     p.add_argument("--memory-tokens", type=int, default=4)
     p.add_argument("--memory-warmup", type=int, default=1000)
+    p.add_argument("--budget-mb", type=float, default=400,
+                   help="the summary's stated memory budget: the --memory-sizes peaks are checked against it")
+    p.add_argument("--part-rows", type=int, default=65_536,
+                   help="requests per columnar part of the synthetic runs (bench writes 4,096)")
     args = p.parse_args()
+    BLOCK = args.part_rows
     against = str(Path(args.against).resolve()) if args.against else None
     print(f"# {' '.join(sys.argv)}  (load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -255,7 +266,7 @@ def main() -> None:
                   f"the peak at {args.low_tokens}, over the tokens between)")
     if args.memory_sizes:
         memory_scaling([int(n) for n in args.memory_sizes.split(",")], args.memory_tokens, args.memory_warmup,
-                       args.runs, against)
+                       args.runs, against, args.budget_mb)
     if args.sim_requests:
         with tempfile.TemporaryDirectory() as tmp:
             sim = measure([sys.executable, "-m", "tokenpace", "sim", "--requests", str(args.sim_requests),

@@ -95,8 +95,12 @@ class RecordTable:
     chunk_ns: np.ndarray  # int64, all records' chunks in order
     chunk_tokens: np.ndarray  # int32, aligned with chunk_ns
     # When set, the chunks are still on disk and ``chunk_ns``/``chunk_tokens`` are empty: a callable
-    # yielding them block by block as ``chunk_blocks`` does (``results.columnar.read_table``).
+    # yielding them block by block as ``chunk_blocks`` does (``results.columnar_read.read_table``).
     chunk_source: Callable[[], Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]] | None = None
+    # When set (a columnar file read with its chunks on disk): the table's rows as consecutive
+    # tables of about the given number of rows each (whole parts), each with its own chunk source:
+    # what a summary of a long run reads instead of whole columns (``metrics.summary_blocks``).
+    row_blocks: Callable[[int], Iterator[RecordTable]] | None = None
 
     def __len__(self) -> int:
         return int(self.chunk_count.size)

@@ -92,7 +92,8 @@ def test_series_from_a_columnar_file_on_disk_equal_those_from_the_records(tmp_pa
     # at once; both must give what the records give.
     from tokenpace.metrics.latency import itl_samples
     from tokenpace.reports import series
-    from tokenpace.results.columnar import ColumnarWriter, read_table
+    from tokenpace.results.columnar import ColumnarWriter
+    from tokenpace.results.columnar_read import read_table
     records = _with_failures(make_records(n=700, every_ms=2.0, tokens=6))
     for r in records[5::13]:  # some multi-token chunks
         r.chunk_tokens = [2] * len(r.chunk_ns)

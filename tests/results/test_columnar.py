@@ -14,7 +14,8 @@ from tokenpace.errors import UsageError
 from tokenpace.metrics import summarize
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import RecordTable
-from tokenpace.results.columnar import ColumnarWriter, is_complete, read_table, write_table
+from tokenpace.results.columnar import ColumnarWriter, write_table
+from tokenpace.results.columnar_read import is_complete, read_table
 
 MS = 1_000_000
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import RecordTable
-from tokenpace.results.columnar import is_complete
+from tokenpace.results.columnar_read import is_complete
 from tokenpace.results.records import JournalRecords, RecordSink, read_records
 from tokenpace.results.spool import RecordSpool
 

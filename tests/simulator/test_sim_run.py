@@ -117,7 +117,8 @@ def test_records_dropped_before_the_summary_give_the_same_files_summary_and_reco
     file (``hold_records=False``): byte for byte the same files, the same summary and the same
     records (read back from the JSONL) as the run that holds them, with warmup, timeouts and
     the cancellation after the grace in play."""
-    from tokenpace.results.columnar import columns_path, read_table
+    from tokenpace.results.columnar import columns_path
+    from tokenpace.results.columnar_read import read_table
 
     def one(name: str, hold: bool):
         load = BenchConfig(concurrency=8, duration_s=4.0, warmup_s=1.0, grace_s=0.5, warmup_requests=3,

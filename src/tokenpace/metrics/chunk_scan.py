@@ -170,6 +170,13 @@ class TableChunks:
         described = self.scan(window=window, itl_mask=record_mask, described=True)
         return described.finish(self._gap_blocks(full))
 
+    def gap_blocks(self, record_mask: np.ndarray):
+        """``_gap_blocks`` of the selected rows set in ``record_mask``: a summary by row blocks
+        reads them again, block after block, when a pooled describer's guess missed."""
+        full = np.zeros(len(self.table), dtype=bool)
+        full[self.rows] = record_mask
+        return self._gap_blocks(full)
+
     def _gap_blocks(self, full: np.ndarray):
         """The blocks with a row set in ``full``: (those rows, counts, stamps, tokens), in order."""
         for row, counts, ns, tokens in self.table.chunk_blocks():
@@ -178,10 +185,11 @@ class TableChunks:
                 yield keep, counts, ns, tokens
 
     def scan(self, *, window: Window | None = None, itl_mask: np.ndarray | None = None,
-             described: bool = False):
+             described: bool | PooledDescriber = False):
         """One pass over the chunk blocks: the token sums (and those of ``window``), and the pooled
         samples of the rows in ``itl_mask`` when given (returned; ``described``: described
-        in the same pass instead, a ``_Described`` to ``finish``)."""
+        in the same pass instead, a ``PooledDescriber`` to ``finish``: a new one, or the one given,
+        which a summary by row blocks hands every block's table in turn)."""
         table, rows = self.table, self.rows
         n_all = len(table)
         total = np.zeros(n_all, dtype=np.int64)
@@ -191,7 +199,8 @@ class TableChunks:
         if itl_mask is not None:
             full = np.zeros(n_all, dtype=bool)
             full[rows] = itl_mask
-            pooled = _Described() if described else _Pooled(int(table.chunk_count[full].sum()))
+            pooled = (described if isinstance(described, PooledDescriber) else PooledDescriber() if described
+                      else _Pooled(int(table.chunk_count[full].sum())))
         bounds = (None if window is None or window.start_ns is None or window.end_ns is None
                   else (window.start_ns, window.end_ns))
 
@@ -290,7 +299,7 @@ def _itl_ms(gaps_ns: np.ndarray, later: np.ndarray) -> np.ndarray:
     return np.repeat(gaps_ns / later / _NS_PER_MS, later)
 
 
-class _Described:
+class PooledDescriber:
     """The pooled ITL and chunk-gap samples described (``order_stats.BlockDescriber``) instead of
     held, in the scan's one pass; a second pass over the same blocks (``TableChunks._gap_blocks``)
     only when a describer's guess of the buckets to keep missed. The chunk gaps get their own

@@ -26,27 +26,51 @@ from tokenpace.metrics.window import Window
 
 def goodput(cols: Columns, slo: SLO, window: Window) -> dict:
     """The summary's ``goodput`` section."""
+    return goodput_of(goodput_sums(cols, slo, window), slo, window, verdict_values(cols, slo))
+
+
+def goodput_sums(cols: Columns, slo: SLO, window: Window) -> dict:
+    """What ``goodput`` counts: sums a summary by row blocks adds up, block by block, and hands to
+    ``goodput_of`` (with each limit's percentile, selected over every block: ``verdict_values``)."""
     good = slo.good_mask(cols.ok, cols.values_ms)
-    good_requests = int(good.sum())
-    good_tokens = window_output_tokens(cols, window, good)
-    fraction = good_requests / len(cols) if len(cols) else None
+    return {"measured": len(cols), "good_requests": int(good.sum()),
+            "good_tokens": window_output_tokens(cols, window, good),
+            "progress": float(progress_in_window(cols, window, good).sum())}
+
+
+def goodput_of(sums: dict, slo: SLO, window: Window, values: dict[str, float | None]) -> dict:
+    """The ``goodput`` section from its ``goodput_sums`` and each limit's attainment percentile."""
+    good_requests, good_tokens = sums["good_requests"], sums["good_tokens"]
+    fraction = good_requests / sums["measured"] if sums["measured"] else None
     return {
         "slo": slo.to_dict(),
         "good_requests": good_requests,
-        "requests_s": window.rate(float(progress_in_window(cols, window, good).sum())),
+        "requests_s": window.rate(sums["progress"]),
         "output_tokens_s": window.rate(good_tokens),
         "output_tokens": good_tokens,
         "fraction": fraction,
-        "verdict": verdict(cols, slo, fraction),
+        "verdict": verdict_lines(slo, values, fraction),
     }
 
 
 def verdict(cols: Columns, slo: SLO, fraction: float | None) -> dict:
-    lines: dict = {}
-    for metric, limit in slo.limits_ms().items():
+    return verdict_lines(slo, verdict_values(cols, slo), fraction)
+
+
+def verdict_values(cols: Columns, slo: SLO) -> dict[str, float | None]:
+    """Per limit, its metric at the attainment percentile over ok requests where it is defined."""
+    out: dict[str, float | None] = {}
+    for metric in slo.limits_ms():
         values = cols.values_ms[metric][cols.ok]
         values = values[~np.isnan(values)]  # a fresh array: selected in place
-        value = select_quantile(values, slo.attainment) if values.size else None
+        out[metric] = select_quantile(values, slo.attainment) if values.size else None
+    return out
+
+
+def verdict_lines(slo: SLO, values: dict[str, float | None], fraction: float | None) -> dict:
+    lines: dict = {}
+    for metric, limit in slo.limits_ms().items():
+        value = values[metric]
         lines[metric] = {"threshold_ms": limit, "value_ms": value,
                          "met": None if value is None else bool(value <= limit)}
     lines["met"] = bool(fraction is not None and fraction >= slo.attainment)

@@ -134,8 +134,11 @@ class BlockDescriber:
     same blocks in the same order again to ``collect``; ``result`` gives the dict. ``passes`` says
     how many passes it took (1 or 2)."""
 
-    def __init__(self, warm: int | None = None) -> None:
+    def __init__(self, warm: int | None = None, quantiles: tuple[float, ...] = ()) -> None:
+        """``quantiles``: more quantiles (0..1) to read exactly after ``result`` (``quantile``),
+        beside the summary's percentiles (a goodput verdict's attainment percentile)."""
         self.n = 0
+        self._quantiles = (*PERCENTILES.values(), *quantiles)
         self._sum = 0.0
         self._squares = 0.0
         self._least = math.inf
@@ -196,7 +199,7 @@ class BlockDescriber:
         m = self.n
         ends = np.cumsum(self._hist)
         targets = np.zeros(_BUCKETS, dtype=bool)
-        for q in PERCENTILES.values():
+        for q in self._quantiles:
             margin = max(MARGIN_SE * math.sqrt(q * (1 - q) / m), MARGIN_MIN)
             low, high = np.searchsorted(ends, [max(q - margin, 0.0) * m, min(q + margin, 1.0) * m - 1],
                                         side="right")
@@ -206,7 +209,7 @@ class BlockDescriber:
     def _wanted(self) -> list[int]:
         """The 0-based ranks ``result`` reads from kept buckets (min and max are kept apart)."""
         n = self.n
-        return sorted({i for q in PERCENTILES.values() for i in _ranks(n, q)[:2]})
+        return sorted({i for q in self._quantiles for i in _ranks(n, q)[:2]})
 
     def settle(self) -> np.ndarray | None:
         """After the pass: None when every bucket holding a wanted rank was kept; else those it
@@ -300,6 +303,15 @@ class BlockDescriber:
             shifted = (draws[0] - lo, draws[1] - lo, draws[2])
             stats["p99_ci95"] = list(_ci_from_draws(window, shifted, CI_CONFIDENCE))
         return stats
+
+    def quantile(self, q: float) -> float | None:
+        """The q-quantile of the samples (linear interpolation, as ``stats.select_quantile``), for
+        a q given to the constructor; after ``result``. None without samples."""
+        if not self.n:
+            return None
+        low, high, fraction = _ranks(self.n, q)
+        at = self._order_statistics(np.array([low, high], dtype=np.int64)).tolist()
+        return _interpolate(float(at[0]), float(at[1]), fraction)
 
 
 def describe_blocks(blocks, warm: int | None = None) -> tuple[dict | None, int]:

@@ -23,6 +23,10 @@ from tokenpace.metrics.window import Window, measurement_window
 from tokenpace.record import STATUSES, RequestRecord
 from tokenpace.recordtable import RecordTable
 
+# Requests above which a table that gives row blocks (a columnar file) is summarized by them
+# (``summary_blocks``: the same figures, bounded memory).
+ROW_BLOCKS_ABOVE = 1 << 20
+
 # The order of the latency_ms section (and of reports that follow it).
 LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_gap", "e2e",
                  "e2e_from_scheduled", "schedule_lag")
@@ -44,12 +48,19 @@ def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str 
     Same records in the same order give the same summary. ``records`` may be a ``RecordTable``
     (the columnar records file): the same summary, computed on whole arrays (the cache-use split and
     the per-token cost, which only runs with cache-write counts or token prices have, from a small
-    view of the ok rows).
+    view of the ok rows); above ``ROW_BLOCKS_ABOVE`` requests of a columnar file, by row blocks
+    (``summary_blocks``).
     """
     if isinstance(slo, str):
         slo = parse_slo(slo)
     if isinstance(records, RecordTable):
         table = records
+        if table.row_blocks is not None and len(table) > ROW_BLOCKS_ABOVE:
+            # A long run from its columnar file: by row blocks, in memory that does not grow with it.
+            from tokenpace.metrics.summary_blocks import summarize_blocks
+
+            return summarize_blocks(table, slo=slo, gpu_hour_usd=gpu_hour_usd, gpus=gpus, window=window,
+                                    token_prices=token_prices)
         measured_mask = table.measured
         measured_table = table.records_view(measured_mask)  # the chunks stay where they are; no copy
         cols = columns_of_table(table, measured_mask, selected=measured_table)

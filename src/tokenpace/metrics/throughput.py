@@ -78,14 +78,33 @@ def _tokens_per_record(cols: Columns, window: Window) -> tuple[np.ndarray, np.nd
 
 def throughput(cols: Columns, window: Window) -> dict:
     """The summary's ``throughput`` section."""
+    return throughput_of(throughput_sums(cols, window), window)
+
+
+def throughput_sums(cols: Columns, window: Window) -> dict:
+    """What ``throughput`` counts, before it is rounded: sums a summary by row blocks adds up
+    (``add_sums``) and hands to ``throughput_of``."""
     part = progress_in_window(cols, window)
-    output_tokens = window_output_tokens(cols, window)
     prompt, cached = cols.prompt_tokens, cols.cached_prompt_tokens
-    input_tokens = _whole(part @ prompt)
-    cached_tokens = _whole(part @ cached)
-    # Per request, so that a record claiming more cached than prompt tokens cannot go negative.
-    uncached_tokens = _whole(part @ np.maximum(prompt - cached, 0))
-    requests = _whole(part.sum(), 3)
+    return {"output_tokens": window_output_tokens(cols, window),
+            "input_tokens": float(part @ prompt), "cached_prompt_tokens": float(part @ cached),
+            # Per request, so that a record claiming more cached than prompt tokens cannot go negative.
+            "uncached_tokens": float(part @ np.maximum(prompt - cached, 0)),
+            "requests": float(part.sum())}
+
+
+def add_sums(total: dict | None, more: dict) -> dict:
+    """Two blocks' ``throughput_sums`` added (in block order)."""
+    return dict(more) if total is None else {k: total[k] + more[k] for k in total}
+
+
+def throughput_of(sums: dict, window: Window) -> dict:
+    """The ``throughput`` section from its ``throughput_sums``."""
+    output_tokens = sums["output_tokens"]
+    input_tokens = _whole(sums["input_tokens"])
+    cached_tokens = _whole(sums["cached_prompt_tokens"])
+    uncached_tokens = _whole(sums["uncached_tokens"])
+    requests = _whole(sums["requests"], 3)
     return {
         "output_tokens_s": window.rate(output_tokens),
         "input_tokens_s": window.rate(input_tokens),

@@ -10,7 +10,8 @@ from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.metrics import summarize
 from tokenpace.recordtable import RecordTable
-from tokenpace.results.columnar import columns_path, is_complete, read_table
+from tokenpace.results.columnar import columns_path
+from tokenpace.results.columnar_read import is_complete, read_table
 from tokenpace.results.document import load_document
 from tokenpace.results.records import read_records_counted
 from tokenpace.results.window import saved_window

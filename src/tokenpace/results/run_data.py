@@ -12,7 +12,8 @@ import orjson
 
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import RecordTable
-from tokenpace.results.columnar import columns_path, is_complete, read_table
+from tokenpace.results.columnar import columns_path
+from tokenpace.results.columnar_read import is_complete, read_table
 from tokenpace.results.records import read_records_counted
 from tokenpace.results.reload import load_run_and_records
 

@@ -36,7 +36,8 @@ from tokenpace.errors import NotSaved
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import RecordTable
 from tokenpace.results import columnar
-from tokenpace.results.columnar import Batch, ColumnarWriter, read_parts, read_table
+from tokenpace.results.columnar import Batch, ColumnarWriter
+from tokenpace.results.columnar_read import read_parts, read_table
 
 MAX_QUEUED = 4  # sealed batches waiting for the writer thread
 

@@ -50,7 +50,8 @@ from tokenpace.heap import release_freed_memory
 from tokenpace.metrics import parse_slo, summarize
 from tokenpace.recordtable import RecordTable
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
-from tokenpace.results.columnar import columns_path, read_table, write_table
+from tokenpace.results.columnar import columns_path, write_table
+from tokenpace.results.columnar_read import read_table
 from tokenpace.results.records import JournalRecords
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.warmup import is_warmup, issuing_s
