@@ -22,12 +22,13 @@ of --runs.
 - --memory-sizes: the summary's peak at each of these request counts (--memory-tokens tokens each,
   the first --memory-warmup requests warmup, so that the measured rows are a subset as in a run
   with warmup), and what it grows by per request between the least and the greatest size (with
-  --against, the other tree's too). The pooled ITL no longer grows the peak; the per-request
-  columns still do.
+  --against, the other tree's too). With --bench-end, the peak of all that ``bench`` does once its
+  load has ended (the steady-state window, the summary over it, the load report): the memory that
+  decides whether a run of any length finishes within the budget.
 
 Reproduce:  .venv/bin/python benchmarks/summary_scale.py [--requests 1000000] [--tokens 128]
             [--runs 3] [--peer-requests 100000] [--sim-requests 100000] [--against OLD/src]
-            [--memory-sizes 1000000,2000000,4000000 --memory-tokens 4]
+            [--memory-sizes 1000000,2000000,4000000 --memory-tokens 4 [--bench-end]]
 """
 
 from __future__ import annotations
@@ -159,8 +160,21 @@ def measure(command: list[str], runs: int, src: str | None = None) -> tuple[floa
     return statistics.median(walls), statistics.median(peaks), statistics.median(cpus)
 
 
-def summary_command(run: Path, columnar: bool, threads: int | None = None) -> list[str]:
-    """``threads``: the summary's worker threads (default: the library's, at most 2)."""
+BENCH_END = ("from tokenpace.config import BenchConfig; from tokenpace.runner.steady import steady_window; "
+             "from tokenpace.runner.loadcheck import load_report; "
+             "w = steady_window(t, closed_loop=False, concurrency=None, start_ns=0); "
+             "summarize(t, slo='chat', window=w); "
+             "load_report(t, config=BenchConfig(rate=500.0), mode='open', cpu_s=1.0, wall_s=2.0, window=w)")
+
+
+def summary_command(run: Path, columnar: bool, threads: int | None = None, bench_end: bool = False) -> list[str]:
+    """``threads``: the summary's worker threads (default: the library's, at most 2). ``bench_end``:
+    what ``bench`` does once its load has ended (the steady-state window, the summary over it, the
+    load report), rather than the summary alone."""
+    if bench_end:
+        code = (f"from tokenpace.results.columnar import read_table; from tokenpace.metrics import summarize; "
+                f"t = read_table({str(run.with_suffix('.columns'))!r}, chunks=False); {BENCH_END}")
+        return [sys.executable, "-c", code]
     if columnar:
         pin = ("import tokenpace.metrics.block_map as m; m.default_workers = lambda: %d; " % threads
                if threads else "")
@@ -182,16 +196,18 @@ def figure(what: str, m: tuple[float, float, float], target: str = "", peer: tup
 
 
 def memory_scaling(sizes: list[int], tokens: int, warmup: int, runs: int, against: str | None,
-                   budget_mb: float = 400) -> None:
-    """The summary's peak at each size, and its growth per request from the least size to the greatest."""
+                   budget_mb: float = 400, bench_end: bool = False) -> None:
+    """The summary's peak at each size, and its growth per request from the least size to the greatest
+    (``bench_end``: the peak of all that ``bench`` does after its load, the summary among it)."""
+    what = "bench's end (window, summary, load report)" if bench_end else "columnar summary"
     peaks: dict[str | None, list[float]] = {None: [], against: []}
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             run = make_run(Path(tmp), n, tokens, jsonl=False, warmup=warmup)
             for src in ([None, against] if against else [None]):
-                m = measure(summary_command(run, columnar=True), runs, src)
+                m = measure(summary_command(run, columnar=True, bench_end=bench_end), runs, src)
                 peaks[src].append(m[1])
-                print(figure(f"memory: columnar summary {n:,} x {tokens} ({warmup:,} warmup)"
+                print(figure(f"memory: {what} {n:,} x {tokens} ({warmup:,} warmup)"
                              + (" --against" if src else ""), m))
     within = max(peaks[None]) <= budget_mb
     print(f"    this tree: peak {min(peaks[None]):,.0f} to {max(peaks[None]):,.0f} MB over {sizes[0]:,} to {sizes[-1]:,} "
@@ -219,6 +235,9 @@ def main() -> None:
     p.add_argument("--memory-sizes", default="", metavar="N,N,...",
                    help="also the summary's peak memory at these request counts (--memory-tokens tokens each)")
     p.add_argument("--memory-tokens", type=int, default=4)
+    p.add_argument("--bench-end", action="store_true",
+                   help="--memory-sizes measures all that bench does after its load (the steady-state window, "
+                        "the summary over it, the load report), not the summary alone")
     p.add_argument("--memory-warmup", type=int, default=1000)
     p.add_argument("--budget-mb", type=float, default=400,
                    help="the summary's stated memory budget: the --memory-sizes peaks are checked against it")
@@ -266,7 +285,7 @@ def main() -> None:
                   f"the peak at {args.low_tokens}, over the tokens between)")
     if args.memory_sizes:
         memory_scaling([int(n) for n in args.memory_sizes.split(",")], args.memory_tokens, args.memory_warmup,
-                       args.runs, against, args.budget_mb)
+                       args.runs, against, args.budget_mb, args.bench_end)
     if args.sim_requests:
         with tempfile.TemporaryDirectory() as tmp:
             sim = measure([sys.executable, "-m", "tokenpace", "sim", "--requests", str(args.sim_requests),

@@ -27,6 +27,12 @@ from tokenpace.recordtable import RecordTable
 # (``summary_blocks``: the same figures, bounded memory).
 ROW_BLOCKS_ABOVE = 1 << 20
 
+
+def by_row_blocks(table: RecordTable) -> bool:
+    """Is ``table`` read by row blocks (a long run's columnar file) rather than whole columns?
+    What ``summarize``, the steady-state window and the load report all ask."""
+    return table.row_blocks is not None and len(table) > ROW_BLOCKS_ABOVE
+
 # The order of the latency_ms section (and of reports that follow it).
 LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_gap", "e2e",
                  "e2e_from_scheduled", "schedule_lag")
@@ -55,7 +61,7 @@ def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str 
         slo = parse_slo(slo)
     if isinstance(records, RecordTable):
         table = records
-        if table.row_blocks is not None and len(table) > ROW_BLOCKS_ABOVE:
+        if by_row_blocks(table):
             # A long run from its columnar file: by row blocks, in memory that does not grow with it.
             from tokenpace.metrics.summary_blocks import summarize_blocks
 

@@ -19,10 +19,12 @@ load never reached its target before sending stopped) the run falls back to the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from tokenpace.metrics.summary import by_row_blocks
+from tokenpace.metrics.summary_blocks import BLOCK_ROWS
 from tokenpace.metrics.window import Window, completion_ns
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import NULL, RecordTable
@@ -44,28 +46,26 @@ def steady_window(records: Sequence[RequestRecord] | RecordTable, *, closed_loop
     """The steady-state window (module docstring) of a run that began sending at ``start_ns``;
     None when there is none (the caller then uses the default window). ``send_end_ns``: when the
     runner stopped sending (the deadline, or the plan ran out), if it knows. ``records`` may be a
-    ``RecordTable`` (a measured run's records, read back from its columnar parts)."""
-    sent, measured, completion = _stamps(records)
-    sends = np.sort(sent)
-    measured_sends = np.sort(measured)
-    if not sends.size:
+    ``RecordTable`` (a measured run's records, read back from its columnar parts; a long run's is
+    read by row blocks, in memory that does not grow with the run)."""
+    closed = closed_loop and bool(concurrency)
+    sends = _Sends.of(records, concurrency if closed else 0)
+    if not sends.count:
         return None
     settled_ns = start_ns + round((warmup_s + ramp_s) * NS)
     deadline_ns = None if duration_s is None else start_ns + round((warmup_s + ramp_s + duration_s) * NS)
-    closed = closed_loop and bool(concurrency)
     if closed:
-        if sends.size < concurrency:  # type: ignore[operator]
+        if sends.count < concurrency:  # type: ignore[operator]
             return None  # the target concurrency was never reached
-        begin = max(settled_ns, int(sends[concurrency - 1]))  # type: ignore[operator]
-        after = completion[completion > sends[-1]]
-        end = int(after.min()) if after.size else None
+        begin = max(settled_ns, sends.kth)  # the C-th send
+        end = sends.first_completion_after(records, sends.last)
         if deadline_ns is not None:
             end = deadline_ns if end is None else min(end, deadline_ns)
     else:
-        if not measured_sends.size:
+        if sends.measured_first is None:
             return None
-        begin = max(settled_ns, int(measured_sends[0]))
-        end = int(measured_sends[-1])
+        begin = max(settled_ns, sends.measured_first)
+        end = sends.measured_last
         if deadline_ns is not None and send_end_ns is not None:  # sending went on to the deadline
             end = max(end, min(deadline_ns, send_end_ns))
     if end is None or end <= begin:
@@ -73,18 +73,96 @@ def steady_window(records: Sequence[RequestRecord] | RecordTable, *, closed_loop
     return Window(begin, end, explicit=True, rule=_rule(closed, concurrency, warmup_s, ramp_s, duration_s))
 
 
-def _stamps(records: Sequence[RequestRecord] | RecordTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(every send, the measured requests' sends, every completion that exists) as int64 arrays."""
-    if isinstance(records, RecordTable):
-        has_sent = records.has("sent_ns")
-        sent_ns = records.ints["sent_ns"]
-        completion = np.where(records.has("done_ns"), records.ints["done_ns"],
-                              np.where(records.has("last_token_ns"), records.ints["last_token_ns"], sent_ns))
-        return sent_ns[has_sent], sent_ns[records.measured], completion[completion != NULL]
-    sent = np.array([r.sent_ns for r in records if r.sent_ns is not None], dtype=np.int64)
-    measured = np.array([r.sent_ns for r in records if r.measured and r.sent_ns is not None], dtype=np.int64)
-    completion = np.array([c for c in map(completion_ns, records) if c is not None], dtype=np.int64)
-    return sent, measured, completion
+class _Sends:
+    """What the window needs of a run's sends: how many, the k-th smallest, the last, and the first
+    and last measured send; from whole arrays, or a long run's row blocks one at a time."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.count = 0
+        self.smallest = np.empty(0, dtype=np.int64)  # the k smallest sends so far
+        self.last = None
+        self.measured_first = None
+        self.measured_last = None
+
+    @classmethod
+    def of(cls, records: Sequence[RequestRecord] | RecordTable, k: int) -> _Sends:
+        sends = cls(k)
+        blocks = _send_blocks(records)
+        if isinstance(records, RecordTable) and by_row_blocks(records):
+            for sent, measured in blocks:
+                sends.add(sent, measured)
+            return sends
+        (sent, measured), = blocks  # whole arrays: sorted, as the rule reads
+        sent, measured = np.sort(sent), np.sort(measured)
+        sends.count = int(sent.size)
+        if sent.size:
+            sends.last = int(sent[-1])
+            sends.smallest = sent[:k]
+        if measured.size:
+            sends.measured_first, sends.measured_last = int(measured[0]), int(measured[-1])
+        return sends
+
+    def add(self, sent: np.ndarray, measured: np.ndarray) -> None:
+        if sent.size:
+            self.count += int(sent.size)
+            self.last = _max(self.last, int(sent.max()))
+            if self.k:
+                both = np.concatenate([self.smallest, sent])
+                self.smallest = both if both.size <= self.k else np.partition(both, self.k - 1)[:self.k]
+        if measured.size:
+            low, high = int(measured.min()), int(measured.max())
+            self.measured_first = low if self.measured_first is None else min(self.measured_first, low)
+            self.measured_last = _max(self.measured_last, high)
+
+    @property
+    def kth(self) -> int:
+        return int(self.smallest.max())
+
+    @staticmethod
+    def first_completion_after(records: Sequence[RequestRecord] | RecordTable, after: int) -> int | None:
+        """The first completion later than ``after`` (None: none)."""
+        first = None
+        for completion in _completion_blocks(records):
+            later = completion[completion > after]
+            if later.size:
+                low = int(later.min())
+                first = low if first is None else min(first, low)
+        return first
+
+
+def _max(a: int | None, b: int) -> int:
+    return b if a is None else max(a, b)
+
+
+def _blocks(records: Sequence[RequestRecord] | RecordTable) -> Iterator[RecordTable]:
+    if by_row_blocks(records):  # type: ignore[arg-type]
+        yield from records.row_blocks(BLOCK_ROWS)  # type: ignore[union-attr]
+    else:
+        yield records  # type: ignore[misc]
+
+
+def _send_blocks(records: Sequence[RequestRecord] | RecordTable) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(every send, the measured requests' sends) as int64 arrays, by block."""
+    if not isinstance(records, RecordTable):
+        yield (np.array([r.sent_ns for r in records if r.sent_ns is not None], dtype=np.int64),
+               np.array([r.sent_ns for r in records if r.measured and r.sent_ns is not None], dtype=np.int64))
+        return
+    for block in _blocks(records):
+        sent_ns = block.ints["sent_ns"]
+        yield sent_ns[block.has("sent_ns")], sent_ns[block.measured]
+
+
+def _completion_blocks(records: Sequence[RequestRecord] | RecordTable) -> Iterator[np.ndarray]:
+    """Every completion that exists (done, else the last token, else the send), by block."""
+    if not isinstance(records, RecordTable):
+        yield np.array([c for c in map(completion_ns, records) if c is not None], dtype=np.int64)
+        return
+    for block in _blocks(records):
+        ints = block.ints
+        completion = np.where(block.has("done_ns"), ints["done_ns"],
+                              np.where(block.has("last_token_ns"), ints["last_token_ns"], ints["sent_ns"]))
+        yield completion[completion != NULL]
 
 
 def _rule(closed: bool, concurrency: int | None, warmup_s: float, ramp_s: float,
