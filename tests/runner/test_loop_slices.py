@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
+from tokenpace.runner import loop_slices
 from tokenpace.runner.loop_slices import LoopSlices
 from tokenpace.workload import PlannedRequest
 
@@ -102,7 +103,7 @@ def test_a_failing_hand_over_does_not_strand_the_records_behind_it():
 
     async def main() -> None:
         asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx.get("exception")))
-        slices = LoopSlices(on_record, record_budget_ns=0)
+        slices = LoopSlices(on_record, record_budget_ns=0, record_share=1.0)  # a slice every turn
         for i in range(4):
             slices.record(i)
         for _ in range(10):
@@ -250,3 +251,94 @@ def test_a_deferred_finish_runs_in_the_hand_over_and_a_failing_one_keeps_the_rec
     assert "token split failed" in by_index[3].error_message
     assert all(by_index[i].output_tokens == 7 and by_index[i].status == "ok" for i in range(20) if i != 3)
     assert finished_before_sink.count(7) == 19
+
+
+class FakeClock:
+    """Stands in for loop_slices.perf_counter_ns: time moves only when the test says."""
+
+    def __init__(self) -> None:
+        self.ns = 1_000_000_000
+
+    def __call__(self) -> int:
+        return self.ns
+
+
+def test_records_wait_while_requests_wait_for_a_send_slot():
+    events: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        slices: LoopSlices[int] = LoopSlices(lambda r: events.append(("record", r)), sends_per_turn=1,
+                                            record_share=1.0)
+
+        async def sender(i: int) -> None:
+            await slices.send_turn()
+            events.append(("send", i))
+
+        senders = [asyncio.ensure_future(sender(i)) for i in range(5)]
+        await asyncio.sleep(0)  # sender 0 went at once, 1-4 wait for a slot
+        for i in range(3):  # a wave's end: records queued behind sends
+            slices.record(i)
+        await asyncio.gather(*senders)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        slices.flush()
+
+    asyncio.run(main())
+    kinds = [kind for kind, _ in events]
+    assert sorted(events) == [("record", 0), ("record", 1), ("record", 2)] + [("send", i) for i in range(5)]
+    assert kinds.index("record") > max(i for i, kind in enumerate(kinds) if kind == "send")
+
+
+def test_records_take_at_most_their_share_of_the_loop_time(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(loop_slices, "perf_counter_ns", clock)
+    got: list[int] = []
+
+    def on_record(r: int) -> None:
+        clock.ns += 100_000  # each record costs 0.1 ms
+        got.append(r)
+
+    async def main() -> None:
+        slices = LoopSlices(on_record, record_budget_ns=0, record_share=0.1)  # one record a slice
+        for i in range(4):
+            slices.record(i)
+        for _ in range(20):
+            await asyncio.sleep(0.002)  # real turns and timers pass; the loop's time share does not
+        assert got == [0]  # 0.1 ms of work is owed 1 ms of (fake) time before the next slice
+        clock.ns += 1_000_000
+        for _ in range(20):
+            await asyncio.sleep(0.002)
+        assert got == [0, 1]
+        slices.flush()
+        assert got == [0, 1, 2, 3]
+
+    asyncio.run(main())
+
+
+def test_a_record_that_waited_too_long_goes_whatever_the_share(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(loop_slices, "perf_counter_ns", clock)
+    got: list[int] = []
+
+    def on_record(r: int) -> None:
+        clock.ns += 100_000
+        got.append(r)
+
+    async def main() -> None:
+        slices = LoopSlices(on_record, record_budget_ns=0, record_share=0.0001, record_max_wait_ns=20_000_000)
+        for i in range(3):
+            slices.record(i)
+        for _ in range(5):
+            await asyncio.sleep(0.002)
+        assert got == [0]  # owed 1 s of (fake) time
+        clock.ns += 20_000_000  # the others have now waited record_max_wait_ns
+        for _ in range(30):
+            await asyncio.sleep(0.002)
+        assert got == [0, 1, 2]
+
+    asyncio.run(main())
+
+
+def test_record_share_outside_zero_to_one_is_refused():
+    with pytest.raises(ValueError, match="record_share"):
+        LoopSlices(lambda _r: None, record_share=0)
