@@ -103,7 +103,7 @@ def test_a_failing_hand_over_does_not_strand_the_records_behind_it():
 
     async def main() -> None:
         asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: errors.append(ctx.get("exception")))
-        slices = LoopSlices(on_record, record_budget_ns=0, record_share=1.0)  # a slice every turn
+        slices = LoopSlices(on_record, record_budget_ns=0)
         for i in range(4):
             slices.record(i)
         for _ in range(10):
@@ -267,8 +267,7 @@ def test_records_wait_while_requests_wait_for_a_send_slot():
     events: list[tuple[str, int]] = []
 
     async def main() -> None:
-        slices: LoopSlices[int] = LoopSlices(lambda r: events.append(("record", r)), sends_per_turn=1,
-                                            record_share=1.0)
+        slices: LoopSlices[int] = LoopSlices(lambda r: events.append(("record", r)), sends_per_turn=1)
 
         async def sender(i: int) -> None:
             await slices.send_turn()
@@ -289,56 +288,27 @@ def test_records_wait_while_requests_wait_for_a_send_slot():
     assert kinds.index("record") > max(i for i, kind in enumerate(kinds) if kind == "send")
 
 
-def test_records_take_at_most_their_share_of_the_loop_time(monkeypatch):
+def test_a_record_that_waited_too_long_goes_while_requests_still_wait_to_send(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(loop_slices, "perf_counter_ns", clock)
-    got: list[int] = []
-
-    def on_record(r: int) -> None:
-        clock.ns += 100_000  # each record costs 0.1 ms
-        got.append(r)
+    events: list[tuple[str, int]] = []
 
     async def main() -> None:
-        slices = LoopSlices(on_record, record_budget_ns=0, record_share=0.1)  # one record a slice
-        for i in range(4):
-            slices.record(i)
-        for _ in range(20):
-            await asyncio.sleep(0.002)  # real turns and timers pass; the loop's time share does not
-        assert got == [0]  # 0.1 ms of work is owed 1 ms of (fake) time before the next slice
-        clock.ns += 1_000_000
-        for _ in range(20):
-            await asyncio.sleep(0.002)
-        assert got == [0, 1]
+        slices: LoopSlices[int] = LoopSlices(lambda r: events.append(("record", r)), sends_per_turn=1,
+                                            record_max_wait_ns=1_000_000)
+
+        async def sender(i: int) -> None:
+            await slices.send_turn()
+            events.append(("send", i))
+
+        senders = [asyncio.ensure_future(sender(i)) for i in range(6)]
+        await asyncio.sleep(0)
+        slices.record(0)
+        clock.ns += 1_000_000  # record 0 has now waited record_max_wait_ns
+        await asyncio.gather(*senders)
         slices.flush()
-        assert got == [0, 1, 2, 3]
 
     asyncio.run(main())
-
-
-def test_a_record_that_waited_too_long_goes_whatever_the_share(monkeypatch):
-    clock = FakeClock()
-    monkeypatch.setattr(loop_slices, "perf_counter_ns", clock)
-    got: list[int] = []
-
-    def on_record(r: int) -> None:
-        clock.ns += 100_000
-        got.append(r)
-
-    async def main() -> None:
-        slices = LoopSlices(on_record, record_budget_ns=0, record_share=0.0001, record_max_wait_ns=20_000_000)
-        for i in range(3):
-            slices.record(i)
-        for _ in range(5):
-            await asyncio.sleep(0.002)
-        assert got == [0]  # owed 1 s of (fake) time
-        clock.ns += 20_000_000  # the others have now waited record_max_wait_ns
-        for _ in range(30):
-            await asyncio.sleep(0.002)
-        assert got == [0, 1, 2]
-
-    asyncio.run(main())
-
-
-def test_record_share_outside_zero_to_one_is_refused():
-    with pytest.raises(ValueError, match="record_share"):
-        LoopSlices(lambda _r: None, record_share=0)
+    kinds = [kind for kind, _ in events]
+    assert sorted(events) == [("record", 0)] + [("send", i) for i in range(6)]
+    assert kinds.index("record") < max(i for i, kind in enumerate(kinds) if kind == "send")

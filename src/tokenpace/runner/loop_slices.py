@@ -21,13 +21,13 @@ then polls the sockets again:
   A successor request is therefore sent before its predecessor's record is written. The load
   generator's ``on_record`` also completes the record's token counts there (the client's
   ``send_deferred``): ~24 µs a 64-chunk stream that no longer runs on the turn that read its end.
-- Records give way. While requests wait for a send slot, no record is handed over (a wave's end
-  queues both: its records and its successors' sends). And the records take at most
-  ``record_share`` of the loop's time: each slice's cost is paid back by ``cost / share`` of
-  wall time before the next (a tick timer, not a spinning loop), so the ~60 µs a record costs at a
-  wave's end (512 of them: ~30 ms) is spread over ~0.3 s instead of the ~70 ms in which the next
-  wave's first tokens arrive. A record that has waited ``record_max_wait_ns`` (1 s) is handed over
-  regardless, a slice per turn, so a rate that needs more than the share falls back to that pace.
+- Records give way to sends: while requests wait for a send slot (or were let go to send on the
+  next turn), no record is handed over; a wave's end queues both, and its successors' sends then
+  go out first, two per turn, with only the socket reads between them. A record that has waited
+  ``record_max_wait_ns`` (1 s) is handed over regardless, so a long queue of sends cannot hold
+  the records back for longer. (Records paced to a tenth of the loop's time instead, spread over
+  the ~0.3 s after a wave's end, met the next wave's first tokens and tripled the TTFT error's
+  p50 at 512 streams: RESULTS 22f.)
 - ``flush()``: every queued record handed over now (the run's end, on every exit path); after it,
   ``record`` hands records over at once.
 
@@ -46,30 +46,22 @@ T = TypeVar("T")
 
 SENDS_PER_TURN = 2  # ~60 µs each: ~0.12 ms of sending per turn (4 gave a 512-stream TTFT p99 1.5x higher, 22f)
 RECORD_BUDGET_NS = 200_000  # records finished per turn: at least one, then until 0.2 ms is spent
-RECORD_SHARE = 0.1  # of the loop's wall time, at most, for records (1.0: a slice every turn)
 RECORD_MAX_WAIT_NS = 1_000_000_000  # a record older than this goes in the next turn's slice, whatever
 
 
 class LoopSlices(Generic[T]):
     def __init__(self, on_record: Callable[[T], None], *, sends_per_turn: int = SENDS_PER_TURN,
-                 record_budget_ns: int = RECORD_BUDGET_NS, record_share: float = RECORD_SHARE,
-                 record_max_wait_ns: int = RECORD_MAX_WAIT_NS) -> None:
+                 record_budget_ns: int = RECORD_BUDGET_NS, record_max_wait_ns: int = RECORD_MAX_WAIT_NS) -> None:
         if sends_per_turn < 1:
             raise ValueError(f"sends_per_turn must be >= 1, not {sends_per_turn}")
-        if not 0 < record_share <= 1:
-            raise ValueError(f"record_share must be in (0, 1], not {record_share}")
         self._on_record = on_record
         self._sends_per_turn = sends_per_turn
         self._budget_ns = record_budget_ns
-        self._share = record_share
         self._max_wait_ns = record_max_wait_ns
         self._records: deque[tuple[int, T]] = deque()  # (queued at, perf_counter_ns; record)
         self._senders: deque[asyncio.Future[None]] = deque()
         self._sent_this_turn = 0
-        self._credit_ns = 0.0  # record work allowed now; negative: owed, paid back by wall time
-        self._slice_ns = 0  # when the last record slice started
         self._ticking = False
-        self._timer: asyncio.TimerHandle | None = None
         self._closed = False
 
     async def send_turn(self) -> None:
@@ -93,37 +85,22 @@ class LoopSlices(Generic[T]):
             self._on_record(record)
             return
         self._records.append((perf_counter_ns(), record))
-        if self._timer is None:  # else the records' timer comes first
-            self._tick_soon()
+        self._tick_soon()
 
     def flush(self) -> None:
         """Hand every queued record over now; from here on, records are handed over at once."""
         self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         while self._records:
             self._on_record(self._records.popleft()[1])
 
     def _tick_soon(self) -> None:
-        if self._timer is not None:  # a send cannot wait for the records' timer
-            self._timer.cancel()
-            self._timer = None
         if not self._ticking:
             self._ticking = True
             asyncio.get_running_loop().call_soon(self._tick)
 
-    def _tick_later(self, delay_s: float) -> None:
-        if not self._ticking and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(delay_s, self._timer_tick)
-
-    def _timer_tick(self) -> None:
-        self._timer = None
-        self._tick()
-
     def _tick(self) -> None:
-        """Once per loop turn while sends wait (release the next senders), and whenever the records
-        may have a slice (see the module doc)."""
+        """Once per loop turn while work is queued: release the next senders, then (unless requests
+        are sending) finish a slice of records."""
         self._ticking = False
         released = 0
         while self._senders and released < self._sends_per_turn:
@@ -133,33 +110,15 @@ class LoopSlices(Generic[T]):
                 released += 1
         # The released requests send in the next turn; count them there against the same limit.
         self._sent_this_turn = released
-        wait_s = 0.0
         try:
-            if self._records:
-                wait_s = self._record_slice(sending=bool(self._senders or released))
-        finally:  # a failing on_record must not strand the records and senders behind it
-            if self._senders or released:
-                self._tick_soon()
-            elif self._records:
-                self._tick_later(wait_s) if wait_s > 0 else self._tick_soon()
-
-    def _record_slice(self, *, sending: bool) -> float:
-        """Hand over a slice of records if they may go now; else return how long until they may.
-        ``sending``: requests wait for a send slot, or were let go to send on the next turn."""
-        records, on_record = self._records, self._on_record
-        now = perf_counter_ns()
-        overdue = now - records[0][0] >= self._max_wait_ns
-        if self._slice_ns:
-            self._credit_ns = min(float(self._budget_ns), self._credit_ns + self._share * (now - self._slice_ns))
-        self._slice_ns = now
-        if not overdue and (sending or self._credit_ns < 0):
-            if sending:
-                return 0.0  # looked at again on the next turn, after the sends
-            return max(-self._credit_ns / self._share / 1e9, 0.001)
-        try:
-            on_record(records.popleft()[1])
-            while records and perf_counter_ns() - now < self._budget_ns:
+            records = self._records
+            if records and (not (self._senders or released)
+                            or perf_counter_ns() - records[0][0] >= self._max_wait_ns):
+                start = perf_counter_ns()
+                on_record = self._on_record
                 on_record(records.popleft()[1])
-        finally:  # the debt is bounded: the wait it imposes never exceeds record_max_wait_ns
-            self._credit_ns = max(self._credit_ns - (perf_counter_ns() - now), -self._share * self._max_wait_ns)
-        return 0.0
+                while records and perf_counter_ns() - start < self._budget_ns:
+                    on_record(records.popleft()[1])
+        finally:  # a failing on_record must not strand the records and senders behind it
+            if self._senders or self._records or released:
+                self._tick_soon()
