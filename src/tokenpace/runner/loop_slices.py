@@ -44,7 +44,7 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-SENDS_PER_TURN = 2  # ~60 µs each: ~0.12 ms of sending per turn (4 gave a 512-stream TTFT p99 1.5x higher, 22f)
+SENDS_PER_TURN = 2  # ~60 µs each; 4 a turn gave a 1.6x higher 512-stream TTFT p99 (RESULTS 22f)
 RECORD_BUDGET_NS = 200_000  # records finished per turn: at least one, then until 0.2 ms is spent
 RECORD_MAX_WAIT_NS = 1_000_000_000  # a record older than this goes in the next turn's slice, whatever
 
