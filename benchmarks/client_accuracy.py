@@ -101,6 +101,7 @@ def run_once(concurrency: int, *, waves: int, loop: str, step_s: float, tokens: 
              else result.load["client_cpu_util"])
     figures.update(client_cores=cores, client_cpu_s=cores * result.load["wall_s"], server_cores=server_cores, server_rt=rt,
                    wall_s=result.load["wall_s"], chunks_per_s=chunks / result.load["wall_s"],
+                   lag_p50=(result.load["schedule_lag_ms"] or {}).get("p50"),
                    lag_p99=(result.load["schedule_lag_ms"] or {}).get("p99"))
     return figures
 
@@ -210,6 +211,7 @@ def main() -> None:
                         results.setdefault((label, n), []).append(f)
                         print(f"  {label} {n:>4} streams run {i + 1}: TTFT err p50 {f['ttft']['p50']:.2f} "
                               f"p99 {f['ttft']['p99']:.2f} ms, chunk err p99 {f['chunk']['p99']:.2f} ms, "
+                              f"schedule lag p99 {f['lag_p99'] or 0:.1f} ms, "
                               f"client {f['client_cores']:.2f} cores ({f['client_cpu_s']:.2f} CPU-s), "
                               f"server {f['server_cores']:.2f} cores"
                               f"{'' if f['server_rt'] else ' (server NOT real-time)'}; "
@@ -246,18 +248,20 @@ def main() -> None:
                 for k, s in (("ttft", "p50"), ("ttft", "p99"), ("chunk", "p99"))])
         print(table(["loop", "streams", "TTFT err p50 off / on", "TTFT err p99 off / on", "chunk err p99 off / on"],
                     rows))
-    print("\nLoad held and cost (median of runs)\n")
+    print("\nLoad held and cost (median of runs; schedule lag: sent - scheduled of the measured requests, a closed-loop"
+          " request's wait for a send slot)\n")
     rows = []
     for (loop, n), runs in results.items():
         samples = sum(r["ttft"]["n"] for r in runs), sum(r["chunk"]["n"] for r in runs)
         exact = sum(r["exact"] for r in runs), sum(r["compared"] for r in runs)
         bad = sum(r["unmatched"] + r["not_ok"] for r in runs)
         srcs = sorted({s for r in runs for s in r["sources"]})
+        lag = lambda stat: median([r.get(f"lag_{stat}") or 0.0 for r in runs])  # noqa: E731
         rows.append([loop, n, median([r["in_flight_server"] for r in runs]),
-                     median([r["in_flight_client"] for r in runs]),
+                     median([r["in_flight_client"] for r in runs]), f"{lag('p50'):.1f} / {lag('p99'):.1f}",
                      median([r["client_cores"] for r in runs]), median([r["server_cores"] for r in runs]),
                      f"{exact[0]}/{exact[1]} ({'/'.join(srcs)})", bad, f"{samples[0]}/{samples[1]}"])
-    print(table(["loop", "target", "in flight (server)", "in flight (client)", "client cores",
+    print(table(["loop", "target", "in flight (server)", "in flight (client)", "schedule lag p50 / p99 ms", "client cores",
                  "server cores", "tokens exact (source)", "not ok/unjoined", "samples TTFT/chunk"], rows))
     print("\nChunk rate (median of runs): chunks received per second of the run, and per client core\n")
     rows = [[loop, n, median([r["chunks_per_s"] for r in runs]),

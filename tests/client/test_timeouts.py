@@ -11,8 +11,8 @@ from email.utils import format_datetime
 import pytest
 
 from tokenpace.client import OpenAIClient
-from tokenpace.client import openai as openai_module
-from tokenpace.client.openai import retry_after_s
+from tokenpace.client import watchdog as watchdog_module
+from tokenpace.client.retry_after import retry_after_s
 from tokenpace.record import RequestRecord
 from tokenpace.servers import BuiltinServerConfig, running_server
 
@@ -48,13 +48,13 @@ def test_connect_timeout_on_a_listener_that_never_accepts():
 
 def test_a_stream_costs_one_timer_not_one_per_chunk(monkeypatch):
     arms = []
-    original = openai_module._Watchdog._arm
+    original = watchdog_module.Watchdog._arm
 
     def counting_arm(self, now, due):
         arms.append(now)
         original(self, now, due)
 
-    monkeypatch.setattr(openai_module._Watchdog, "_arm", counting_arm)
+    monkeypatch.setattr(watchdog_module.Watchdog, "_arm", counting_arm)
     record = RequestRecord(request_id="r", index=0, requested_output_tokens=60)
 
     async def scenario() -> None:

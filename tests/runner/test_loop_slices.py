@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
+from tokenpace.runner import loop_slices
 from tokenpace.runner.loop_slices import LoopSlices
 from tokenpace.workload import PlannedRequest
 
@@ -250,3 +251,64 @@ def test_a_deferred_finish_runs_in_the_hand_over_and_a_failing_one_keeps_the_rec
     assert "token split failed" in by_index[3].error_message
     assert all(by_index[i].output_tokens == 7 and by_index[i].status == "ok" for i in range(20) if i != 3)
     assert finished_before_sink.count(7) == 19
+
+
+class FakeClock:
+    """Stands in for loop_slices.perf_counter_ns: time moves only when the test says."""
+
+    def __init__(self) -> None:
+        self.ns = 1_000_000_000
+
+    def __call__(self) -> int:
+        return self.ns
+
+
+def test_records_wait_while_requests_wait_for_a_send_slot():
+    events: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        slices: LoopSlices[int] = LoopSlices(lambda r: events.append(("record", r)), sends_per_turn=1)
+
+        async def sender(i: int) -> None:
+            await slices.send_turn()
+            events.append(("send", i))
+
+        senders = [asyncio.ensure_future(sender(i)) for i in range(5)]
+        await asyncio.sleep(0)  # sender 0 went at once, 1-4 wait for a slot
+        for i in range(3):  # a wave's end: records queued behind sends
+            slices.record(i)
+        await asyncio.gather(*senders)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        slices.flush()
+
+    asyncio.run(main())
+    kinds = [kind for kind, _ in events]
+    assert sorted(events) == [("record", 0), ("record", 1), ("record", 2)] + [("send", i) for i in range(5)]
+    assert kinds.index("record") > max(i for i, kind in enumerate(kinds) if kind == "send")
+
+
+def test_a_record_that_waited_too_long_goes_while_requests_still_wait_to_send(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(loop_slices, "perf_counter_ns", clock)
+    events: list[tuple[str, int]] = []
+
+    async def main() -> None:
+        slices: LoopSlices[int] = LoopSlices(lambda r: events.append(("record", r)), sends_per_turn=1,
+                                            record_max_wait_ns=1_000_000)
+
+        async def sender(i: int) -> None:
+            await slices.send_turn()
+            events.append(("send", i))
+
+        senders = [asyncio.ensure_future(sender(i)) for i in range(6)]
+        await asyncio.sleep(0)
+        slices.record(0)
+        clock.ns += 1_000_000  # record 0 has now waited record_max_wait_ns
+        await asyncio.gather(*senders)
+        slices.flush()
+
+    asyncio.run(main())
+    kinds = [kind for kind, _ in events]
+    assert sorted(events) == [("record", 0)] + [("send", i) for i in range(6)]
+    assert kinds.index("record") < max(i for i, kind in enumerate(kinds) if kind == "send")

@@ -5,14 +5,8 @@ in ``tokenpace.metrics``. A failed request is a record with a status and an erro
 exception (STYLE habit 5). Stamps are taken as soon as a read returns, once per read: every event
 parsed from that read shares its stamp, because that is when its bytes reached us.
 
-Timeouts. ``connect_timeout_s`` bounds the TCP (and TLS) connect: aiohttp's ``sock_connect``, one
-timer per new connection. The other three share one watchdog timer per request, all measured from
-``sent``: ``ttft_timeout_s`` until the first token; ``idle_timeout_s``, the longest silence (no
-bytes at all: a keep-alive comment counts as life), which before the first token applies only when
-there is no TTFT limit (that phase is the TTFT limit's); ``timeout_s`` until the end. A read only
-stamps its time; the timer, when it fires, re-arms itself for the deadline that reads have pushed
-back, so a stream costs no timer per chunk. On expiry the request's task is cancelled and that
-cancellation becomes a ``timeout`` record (a cancellation from outside still propagates).
+Timeouts (client/watchdog.py): ``connect_timeout_s`` bounds the TCP (and TLS) connect; the TTFT,
+idle and total limits share one watchdog timer per request, measured from ``sent``.
 
 Outcome of a failed request: ``status`` and ``error_kind``, with ``done_ns`` when the failure was
 seen and everything that arrived before it kept.
@@ -43,22 +37,16 @@ carry trailing whitespace. Usage that cannot be true (a negative count, more cac
 than prompt tokens) is ignored: the client's count stands in (source "estimate") and
 ``error_message`` of the ``ok`` record says what was ignored.
 
-Stale kept-alive connections. A server may close a connection right after a response without
-saying ``Connection: close`` (llama-server does after every stream); a closed-loop run sends the
-next request at once, before the close is seen, on that pooled connection, and the server never
-reads it. When a *reused* connection turns out closed before any response byte (end of stream, or
-a write that fails on a closed connection), the request is sent again on another connection. A
-reset (ECONNRESET), or any failure on a new connection, is the server's and stays a failed request.
+Stale kept-alive connections (client/reuse.py): a request that finds a *reused* connection closed
+before any response byte is sent again on another connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import errno
 import math
-from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from collections.abc import Callable
 from functools import partial
 from time import monotonic_ns
 from typing import Any
@@ -75,6 +63,9 @@ from tokenpace.redact import redact, strip_url_credentials, url_has_credentials
 from .formats import CACHE_BREAKPOINTS, api_format
 from .progress import Progress, finish_outcome, finish_record, finish_tokens, one_line, truncate
 from .responses import read_error_message, read_stream, read_whole
+from .retry_after import retry_after_s
+from .reuse import Attempt, reuse_trace
+from .watchdog import Watchdog, other_cancellations
 
 _LIST_MODELS_TIMEOUT_S = 30.0  # a preflight request should fail fast, whatever the run's timeout
 
@@ -147,7 +138,7 @@ class OpenAIClient:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.max_connections or 0, limit_per_host=0)
             self._session = aiohttp.ClientSession(connector=connector, headers=self._headers,
-                                                  trace_configs=[_reuse_trace()])
+                                                  trace_configs=[reuse_trace()])
         return self._session
 
     async def close(self) -> None:
@@ -200,7 +191,7 @@ class OpenAIClient:
         progress = Progress(streaming=self.stream, expected_tokens=expected, secrets=self._secrets)
         session = self._get_session()
         record.sent_ns = progress.last_read_ns = monotonic_ns()
-        watchdog = _Watchdog(self, record, progress)
+        watchdog = Watchdog(self, record, progress)
         try:
             async with await self._post(session, data, headers) as resp:
                 progress.response_seen = True
@@ -223,7 +214,7 @@ class OpenAIClient:
             watchdog.stop()
             if watchdog.expired is not None:
                 progress.fail("timeout", watchdog.expired, watchdog.message(), watchdog.expired_ns)
-            if watchdog.expired is None or _other_cancellations():
+            if watchdog.expired is None or other_cancellations():
                 progress.fail("cancelled", None, None, monotonic_ns())  # no-op after [DONE] or a failure
                 finish_record(record, progress)
                 raise
@@ -259,7 +250,7 @@ class OpenAIClient:
         """POST until the response headers; again if a reused connection was found closed (module
         doc). Each such failure discards that connection, so this ends within the pool's size."""
         while True:
-            attempt = _Attempt()
+            attempt = Attempt()
             try:
                 return await session.post(self._url, data=data, headers=headers,
                                           timeout=self._timeout, trace_request_ctx=attempt)
@@ -290,123 +281,6 @@ class OpenAIClient:
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise TargetError(f"GET {url} returned an unexpected body ({type(exc).__name__})") from None
 
-
     def _server_text(self, text: str) -> str:
         """A server's text for a one-line error: secrets masked (as ``Progress.fail`` does for records)."""
         return truncate(one_line(redact(text, self._secrets)))
-
-
-class _Attempt:
-    """One POST attempt's trace context: did the pool hand it a kept-alive connection?"""
-
-    __slots__ = ("reused",)
-
-    def __init__(self) -> None:
-        self.reused = False
-
-
-async def _on_connection_reused(_session: Any, context: Any, _params: Any) -> None:
-    if isinstance(context.trace_request_ctx, _Attempt):
-        context.trace_request_ctx.reused = True
-
-
-def _reuse_trace() -> aiohttp.TraceConfig:
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_reuseconn.append(_on_connection_reused)
-    return trace
-
-
-class _Watchdog:
-    """The total, TTFT and idle limits of one request, on one timer (see the module doc)."""
-
-    __slots__ = ("_client", "_record", "_progress", "_task", "_loop", "_handle", "expired", "expired_ns")
-
-    def __init__(self, client: OpenAIClient, record: RequestRecord, progress: Progress) -> None:
-        self._client, self._record, self._progress = client, record, progress
-        self._task = asyncio.current_task()
-        self._loop = asyncio.get_running_loop()
-        self.expired: str | None = None  # the error kind, once a limit was passed
-        self.expired_ns = 0
-        self._handle: asyncio.TimerHandle | None = None
-        self._arm(record.sent_ns, self._due()[0])
-
-    def _due(self) -> tuple[int, str]:
-        """The earliest deadline in force now, and its kind."""
-        client, record = self._client, self._record
-        sent = record.sent_ns
-        due, kind = sent + int(client.timeout_s * 1e9), "total_timeout"
-        if record.first_token_ns is None and client.ttft_timeout_s is not None:
-            at = sent + int(client.ttft_timeout_s * 1e9)
-            if at <= due:
-                due, kind = at, "ttft_timeout"
-        elif client.idle_timeout_s is not None:
-            at = self._progress.last_read_ns + int(client.idle_timeout_s * 1e9)
-            if at <= due:
-                due, kind = at, "idle_timeout"
-        return due, kind
-
-    def _arm(self, now: int, due: int) -> None:
-        client = self._client
-        if self._record.first_token_ns is None and client.ttft_timeout_s is not None and client.idle_timeout_s:
-            # The first token switches the TTFT limit for the idle one, whose deadline is then at
-            # least `idle` away: look again by then.
-            due = min(due, now + int(client.idle_timeout_s * 1e9))
-        self._handle = self._loop.call_later((due - now) / 1e9, self._fire)
-
-    def _fire(self) -> None:
-        now = monotonic_ns()
-        due, kind = self._due()
-        if now < due:  # reads pushed the deadline back (or the loop's timer fired early)
-            self._arm(now, due)
-            return
-        self._handle = None
-        self.expired, self.expired_ns = kind, now
-        if self._task is not None:
-            self._task.cancel()
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
-
-    def message(self) -> str:
-        client = self._client
-        if self.expired == "ttft_timeout":
-            return f"no token within ttft_timeout_s={client.ttft_timeout_s:g}"
-        if self.expired == "idle_timeout":
-            return f"nothing received for idle_timeout_s={client.idle_timeout_s:g}"
-        return f"no complete response within timeout_s={client.timeout_s:g}"
-
-
-def _other_cancellations() -> int:
-    """After catching the watchdog's own cancellation: how many other cancel requests remain."""
-    task = asyncio.current_task()
-    uncancel = getattr(task, "uncancel", None)  # Python 3.11+; before, only ours is assumed
-    return uncancel() if uncancel is not None else 0
-
-
-def retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """The wait a server asks for: ``retry-after-ms`` (OpenAI's) or ``Retry-After`` in seconds or as
-    an HTTP date; None when absent or unreadable."""
-    millis = _non_negative(headers.get("retry-after-ms"))
-    if millis is not None:
-        return millis / 1000
-    text = headers.get("Retry-After")
-    seconds = _non_negative(text)
-    if seconds is not None or text is None:
-        return seconds
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())  # wall clock: the header's
-
-
-def _non_negative(text: str | None) -> float | None:
-    try:
-        value = float(text) if text is not None else math.nan
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value >= 0 else None

@@ -276,7 +276,7 @@ async def _relay_whole(request: web.Request, upstream: aiohttp.ClientResponse, h
 
 async def _relay_error(request: web.Request, upstream: aiohttp.ClientResponse, headers: dict[str, str],
                        record: RequestRecord, progress: Progress) -> web.Response:
-    from tokenpace.client.openai import retry_after_s
+    from tokenpace.client.retry_after import retry_after_s
 
     body = await upstream.read()
     record.retry_after_s = retry_after_s(upstream.headers)
