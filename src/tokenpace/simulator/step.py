@@ -3,11 +3,19 @@
 The engine builds a ``StepBatch`` for every step it runs and asks a ``StepPredictor`` for its
 duration. The roofline model is the default; a fitted or profiled model only has to implement
 ``step_s``. Nothing here knows about scheduling.
+
+Between the events that change a batch (an admission, a prompt chunk, a finish, a preemption, a
+timeout), a batch of pure decodes runs unchanged, each context one token longer per step, and the
+engine advances such a run of steps as one event. It prices the run with ``decode_run_s``: a
+predictor may offer a vectorised ``decode_run_s(batch, steps)`` method (the roofline and the kernel
+predictor do), which must return, float for float, what ``step_s`` gives for each step; any other
+predictor is asked step by step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 
@@ -45,3 +53,23 @@ class StepPredictor(Protocol):
     """Prices one engine step: a batch in, seconds out. Must be a pure function of the batch."""
 
     def step_s(self, batch: StepBatch) -> float: ...
+
+
+def decode_steps(batch: StepBatch, steps: int) -> list[StepBatch]:
+    """The ``steps`` pure decode steps that start with ``batch``: in step i every context has grown by
+    i × ``decode_tokens_per_seq`` tokens (every token of every step kept)."""
+    g = batch.decode_tokens_per_seq
+    return [StepBatch(decode_context=tuple([c + i * g for c in batch.decode_context]), decode_tokens_per_seq=g)
+            for i in range(steps)]
+
+
+def decode_run_s(predictor: StepPredictor, batch: StepBatch, steps: int) -> Sequence[float]:
+    """Seconds of each of the ``steps`` pure decode steps that start with ``batch`` (no prompt
+    chunks; see ``decode_steps``): the predictor's own ``decode_run_s`` where it has one (the same
+    floats as ``step_s``, computed for all steps at once), else ``step_s`` step by step."""
+    if batch.prefill:
+        raise ValueError("a run of decode steps has no prompt chunks")
+    run = getattr(predictor, "decode_run_s", None)
+    if run is not None:
+        return run(batch, steps)
+    return [predictor.step_s(b) for b in decode_steps(batch, steps)]
