@@ -161,3 +161,22 @@ def test_fast_forward_gives_the_records_and_stats_of_stepping(name):
         assert sum(round(r.span_ms * 1e6) for r in covered) == round(row.span_ms * 1e6)
         i += row.steps
     assert i == len(rows)
+
+
+def test_a_predictor_that_reads_every_context_gets_the_same_run():
+    """A predictor with only ``step_s``, reading each context as a plain tuple: the run is priced
+    step by step (``decode_run_s``'s fallback) and the cohort's contexts read one by one, and the
+    result is the roofline's own, byte for byte."""
+    base = roofline()
+
+    class EveryContext:
+        def step_s(self, batch):
+            return base.step_s(StepBatch(prefill=batch.prefill, decode_context=tuple(batch.decode_context),
+                                         decode_tokens_per_seq=batch.decode_tokens_per_seq))
+
+    cfg = SimConfig(concurrency=96, num_gpu_blocks=2500, timeline=True)
+    ours = simulate(cfg, closed(300, 1024, 200), predictor=EveryContext())
+    direct = simulate(cfg, closed(300, 1024, 200), predictor=base)
+    assert ours.records == direct.records
+    assert ours.timeline == direct.timeline
+    assert ours.stats == direct.stats

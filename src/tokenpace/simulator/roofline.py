@@ -64,7 +64,7 @@ import numpy as np
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.catalog.efficiency import get_efficiency
 from tokenpace.simulator.memory import kv_heads_per_gpu
-from tokenpace.simulator.step import StepBatch
+from tokenpace.simulator.step import StepBatch, context_total
 
 # The step overhead: engines that replay CUDA graphs (vLLM V1, SGLang, TRT-LLM) spend 1–2 ms of host
 # time per step; engines without them spend several ms more (the 2024 13 ms/token point). The
@@ -265,7 +265,7 @@ class RooflinePredictor:
             raise ValueError("decode_run_s prices runs of pure decode steps")
         compute, memory, *rest = self._work(batch)
         g, nd = batch.decode_tokens_per_seq, len(batch.decode_context)
-        ctx = sum(batch.decode_context) + np.arange(steps, dtype=np.int64) * (nd * g)
+        ctx = context_total(batch.decode_context) + np.arange(steps, dtype=np.int64) * (nd * g)
         pairs = g * ctx + nd * g * (g + 1) // 2  # as in _work, with an array of totals
         kv_tokens = ctx + nd * g
         compute = (*compute[:2], pairs * self._attn_cmp_pair, *compute[3:])
@@ -277,7 +277,7 @@ class RooflinePredictor:
         cheapest thing to make."""
         g = batch.decode_tokens_per_seq
         nd = len(batch.decode_context)
-        ctx = sum(batch.decode_context)
+        ctx = context_total(batch.decode_context)
         tokens = nd * g
         pairs = g * ctx + nd * g * (g + 1) // 2  # causal (query, key) pairs
         kv_tokens = ctx + tokens  # KV read and written

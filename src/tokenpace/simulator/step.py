@@ -15,8 +15,45 @@ predictor is asked step by step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
+
+
+class ShiftedContexts(Sequence[int]):
+    """Decode contexts given as ``base`` (a tuple) each plus ``shift``, with their ``total`` known:
+    the decode cohort hands the predictor its members' contexts this way (cohort.py), so a step
+    costs no per-sequence work for a predictor that needs only their count and sum
+    (``context_total``). Any other reads them as the sequence of ints they are."""
+
+    __slots__ = ("base", "shift", "total")
+
+    def __init__(self, base: tuple[int, ...], shift: int, total: int) -> None:
+        self.base, self.shift, self.total = base, shift, total
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __iter__(self) -> Iterator[int]:
+        return map(self.shift.__add__, self.base)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        return self.base[i] + self.shift
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+def context_total(contexts: Sequence[int]) -> int:
+    """The tokens in the KV cache over all decoding sequences (a ``ShiftedContexts`` knows it)."""
+    return contexts.total if type(contexts) is ShiftedContexts else sum(contexts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,13 +62,14 @@ class StepBatch:
 
     ``prefill``: one ``(new_tokens, context_tokens)`` pair per prompt chunk: the tokens computed in this
     step, and the tokens already in the KV cache before them (cached prefix or earlier chunks).
-    ``decode_context``: for each decoding sequence, its tokens already in the KV cache.
+    ``decode_context``: for each decoding sequence, its tokens already in the KV cache (a tuple, or
+    a ``ShiftedContexts``: sum them with ``context_total``).
     ``decode_tokens_per_seq``: tokens each decoding sequence computes: 1, or 1 + γ when the target
     model verifies γ draft tokens (speculative decoding).
     """
 
     prefill: tuple[tuple[int, int], ...] = ()
-    decode_context: tuple[int, ...] = ()
+    decode_context: tuple[int, ...] | ShiftedContexts = ()
     decode_tokens_per_seq: int = 1
 
     @property

@@ -38,7 +38,7 @@ from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.kernels.tables import GEMM_DTYPES, KernelTables, interp, load_tables
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
-from tokenpace.simulator.step import StepBatch
+from tokenpace.simulator.step import StepBatch, context_total
 
 MS = 1e-3
 
@@ -97,7 +97,7 @@ class KernelPredictor:
         p = self.params
         t = p.step_overhead_s
         if nd:
-            ctx = sum(batch.decode_context)
+            ctx = context_total(batch.decode_context)
             t += self.generation.ms(nd, ctx / nd + g) * MS * self._layers
         top = self._context_max
         for n, c in batch.prefill:
@@ -124,7 +124,7 @@ class KernelPredictor:
         nd = len(batch.decode_context)
         tokens = nd * g
         p = self.params
-        ctx = sum(batch.decode_context) + np.arange(steps, dtype=np.int64) * tokens
+        ctx = context_total(batch.decode_context) + np.arange(steps, dtype=np.int64) * tokens
         t = p.step_overhead_s + self.generation.ms_many(nd, ctx / nd + g) * MS * self._layers
         t = t + (interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, tokens))
         if self._ar_s:
