@@ -28,6 +28,7 @@ from tokenpace.simulator.timeline import TimelineRow
 
 
 _NUM_COMPUTED = attrgetter("num_computed")
+SHORT_RUN = 8  # runs of up to this many decode steps are priced step by step (the same floats)
 
 
 @dataclass(slots=True)
@@ -268,10 +269,21 @@ class Engine:
         """The end times of the ``k`` decode steps from ``t_ns`` (each priced as stepping would
         price it), cut after the step during which ``horizon_ns`` (the next pending event) falls;
         how many that is; the first step's seconds."""
-        if self.spec is None:  # plain decodes: every context grows by one token a step
-            seconds = np.asarray(decode_run_s(self.predictor, first, k), dtype=float)
-        else:  # tokens per step vary by sequence: each step's batch from the plans
-            seconds = np.array([self._price(self._step_batch(batch, i)) for i in range(k)])
+        if k <= SHORT_RUN or self.spec is not None:
+            # A few steps (numpy's fixed cost would exceed the run's), or speculative decoding (tokens
+            # per step vary by sequence): each step's batch priced on its own.
+            ends, t = [], t_ns
+            for i in range(k):
+                d = self._price(first if i == 0 else self._step_batch(batch, i))
+                if i == 0:
+                    d0 = d
+                t += max(1, round(d * 1e9))
+                ends.append(t)
+                if horizon_ns is not None and t >= horizon_ns:
+                    break
+            return ends, len(ends), d0
+        # Plain decodes: every context grows by one token a step, priced for all steps at once.
+        seconds = np.asarray(decode_run_s(self.predictor, first, k), dtype=float)
         # rint rounds half to even, as round() does for one step: the same nanoseconds.
         durations = np.maximum(np.rint(seconds * 1e9).astype(np.int64), 1)
         ends = t_ns + np.cumsum(durations)
