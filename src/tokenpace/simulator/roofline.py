@@ -270,7 +270,7 @@ class RooflinePredictor:
         kv_tokens = ctx + nd * g
         compute = (*compute[:2], pairs * self._attn_cmp_pair, *compute[3:])
         memory = (*memory[:2], kv_tokens * self._kv_mem_tok, *memory[3:])
-        return np.broadcast_to(self.params.price_run((compute, memory, *rest)), (steps,))
+        return self.params.price_run((compute, memory, *rest))  # an array, as the attention terms are
 
     def _work(self, batch: StepBatch) -> tuple:
         """``work`` as a plain tuple: the engine prices every scheduled batch, and a tuple is the
