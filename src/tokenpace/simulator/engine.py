@@ -7,8 +7,9 @@ which the next pending event (an arrival) happens. Every one of the k steps stil
 timestamp and its own chunk in each record. Each of the k steps is priced as stepping one by one
 would price it: plain decodes through the predictor's vectorised ``decode_run_s`` (step.py; the
 same floats as ``step_s``, every context one token longer per step), speculative decoding step by
-step from each sequence's token plan. So a jump changes no record, no summary figure and no
-timeline row's values: only how many steps a timeline row spans.
+step from each sequence's token plan. So a jump changes no record and no summary figure; its one
+timeline row stands for the k rows stepping gives (the same start, first step, batch, queue and span;
+its KV usage counts the blocks allocated for all k steps).
 """
 
 from __future__ import annotations

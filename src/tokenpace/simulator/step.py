@@ -14,8 +14,8 @@ predictor is asked step by step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 
