@@ -23,6 +23,10 @@ tokenpace``, and the modules the ``sim`` command imports before it simulates any
 fresh process: the part of the whole command's time that does not depend on the run, to set
 against the 10,000x target's budget (simulated seconds / 10,000).
 
+Floor (``--only floor``): the per-request work any run of the c64 workload's shape does in this
+design, whatever the engine does (an arrival event through the heap, a ``Sequence``, its 256 chunk
+times copied, a record): set against the 136 ms that 10,000x allows ``simulate()`` there.
+
 Phases (``--only phases``): the whole command run in one fresh process with CPU timers around its
 parts (imports; ``simulate()``; the records as columns; the summary; the records and timeline
 JSONL; the columnar file; everything else: planning the requests, the client's limits, the
@@ -99,6 +103,36 @@ T["everything else"] = total - sum(T.values())
 print(json.dumps({"imports": imports, **T, "whole": imports + total}))
 """
 
+# The least a run of the c64 workload's shape must do per request in this design, whatever the engine
+# does: one arrival event through the heap, one Sequence, its 256 chunk times copied from the shared
+# list of step ends, one record (fresh process, CPU seconds; prints one JSON line).
+FLOOR = r"""
+import heapq, json, sys, time
+from itertools import count
+from tokenpace.simulator import SimRequest
+from tokenpace.simulator.events import Arrival
+from tokenpace.simulator.records import completed_record
+from tokenpace.simulator.sequence import Sequence
+n = int(sys.argv[1])
+reqs = [SimRequest(1024, 256) for _ in range(n)]
+ends = list(range(4 * n + 256))
+c0 = time.process_time()
+heap, order = [], count()
+for i in range(n):
+    heapq.heappush(heap, (i, 2, next(order), Arrival(i, i)))
+while heap:
+    heapq.heappop(heap)
+c1 = time.process_time()
+seqs = [Sequence(i, r, i) for i, r in enumerate(reqs)]
+shared = {}
+for i, s in enumerate(seqs):
+    s.first_token_ns, s.generated = 5, 256
+    s.chunk_ns += ends[4 * i:4 * i + 256]
+recs = [completed_record(s, shared) for s in seqs]
+c2 = time.process_time()
+print(json.dumps({"events": c1 - c0, "sequences and records": c2 - c1, "total": c2 - c0}))
+"""
+
 WORKLOADS = {
     "c64": ("Target: Llama-3.1-8B/H100, 64 concurrent, 1024 in / 256 out", ["--concurrency", "64"]),
     "c1024": ("1,024 running: --max-num-seqs 1024 --concurrency 1024, 1024 in / 256 out",
@@ -167,6 +201,20 @@ def print_phases(srcs: list[Path], names: list[str], n: int, repeat: int, out_di
         print()
 
 
+def print_floor(srcs: list[Path], n: int, repeat: int) -> None:
+    print(f"Floor: per-request work alone (an arrival event, a Sequence, 256 chunk times, a record), {n:,} requests, "
+          f"CPU median of {repeat}")
+    for s in srcs:
+        runs = []
+        for _ in range(repeat):
+            out = subprocess.run([sys.executable, "-c", FLOOR, str(n)], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "PYTHONPATH": str(s)})
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print(f"  {s}: " + "; ".join(f"{k} {v:.3f} s" for k, v in med.items()))
+    print()
+
+
 def _children_cpu() -> float:
     """User + system CPU seconds of the child processes that have ended."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -184,7 +232,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, metavar="N", help="runs per tree and workload (median)")
     ap.add_argument("--src", type=Path, action="append", metavar="DIR",
                     help="a tree's src/ directory to run (repeat to compare, interleaved; default: this tree)")
-    ap.add_argument("--only", choices=("core", "command", "startup", "phases"), help="one of the measurements")
+    ap.add_argument("--only", choices=("core", "command", "startup", "phases", "floor"),
+                    help="one of the measurements")
     ap.add_argument("--workloads", default="c64,c1024,varied", help="comma-separated: c64, c1024, varied")
     args = ap.parse_args()
     srcs = [p.resolve() for p in (args.src or [ROOT / "src"])]
@@ -197,6 +246,9 @@ def main() -> None:
             print(f"  {label}: wall {wall * 1e3:.0f} ms, CPU {cpu * 1e3:.0f} ms")
     print("  (10,000x real time for the c64 workload's ~1,358 simulated seconds is 136 ms for the whole command)\n")
     if args.only == "startup":
+        return
+    if args.only == "floor":
+        print_floor(srcs, args.requests, args.repeat)
         return
     names = [w for w in args.workloads.split(",") if w]
     if args.only == "phases":

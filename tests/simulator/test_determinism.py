@@ -48,14 +48,8 @@ def test_jumping_over_decode_steps_matches_stepping_one_by_one(cfg):
     slow = simulate(dataclasses.replace(cfg, jump_decode_steps=False), reqs)
     assert fast.stats["engine_steps"] == slow.stats["engine_steps"]
     assert fast.stats["events"] < slow.stats["events"]
-    for a, b in zip(fast.records, slow.records):
-        assert a.chunk_tokens == b.chunk_tokens
-        assert a.cached_prompt_tokens == b.cached_prompt_tokens
-        gap = np.abs(np.array(a.chunk_ns) - np.array(b.chunk_ns))
-        if cfg.spec_decode is None:  # step time is affine in context: equal up to rounding (1 ns/step)
-            assert gap.max() <= len(a.chunk_ns) + 2
-        else:  # tokens per step vary, so the context grows unevenly: interpolation is close, not exact
-            assert (gap <= 1e-5 * np.array(b.chunk_ns)).all()
+    # Every jumped step is priced as stepping prices it (test_fast_forward.py): the same records.
+    assert fast.records == slow.records
 
 
 def test_result_json_round_trips_into_records():

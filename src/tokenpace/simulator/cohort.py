@@ -27,16 +27,18 @@ from collections.abc import Callable
 from heapq import heappop, heappush, heapreplace
 
 from tokenpace.simulator.sequence import Sequence
+from tokenpace.simulator.step import ShiftedContexts
 
 
 class DecodeCohort:
-    __slots__ = ("block_size", "members", "keys", "offsets", "ends", "_blocks", "_finish", "_short")
+    __slots__ = ("block_size", "members", "keys", "offsets", "offset_sum", "ends", "_blocks", "_finish", "_short")
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
         self.members: list[Sequence] = []  # in running order (admission number)
         self.keys: list[int] = []  # their admission numbers, for bisect
         self.offsets: list[int] = []  # a member's computed tokens before step s are s + offset
+        self.offset_sum = 0  # their sum
         self.ends: list[int] = []  # end time of engine step i (every step, in or out of a cohort)
         self._blocks: list[tuple[int, int, Sequence]] = []  # (step needing a new block, admit_no, seq)
         self._finish: list[tuple[int, int, Sequence]] = []  # (step producing the last token, admit_no, seq)
@@ -50,9 +52,10 @@ class DecodeCohort:
         """Steps finished so far (the index of the next step)."""
         return len(self.ends)
 
-    def contexts(self, step: int) -> tuple[int, ...]:
-        """Every member's tokens in the KV cache before ``step``, in running order."""
-        return tuple(map(step.__add__, self.offsets))
+    def contexts(self, step: int) -> ShiftedContexts:
+        """Every member's tokens in the KV cache before ``step``, in running order (with their sum,
+        kept as members join and leave: no per-member work)."""
+        return ShiftedContexts(tuple(self.offsets), step, step * len(self.offsets) + self.offset_sum)
 
     # -- membership ------------------------------------------------------------------------------
 
@@ -64,6 +67,7 @@ class DecodeCohort:
         self.members.insert(i, seq)
         self.keys.insert(i, seq.admit_no)
         self.offsets.insert(i, offset)
+        self.offset_sum += offset
         heappush(self._blocks, (seq.num_blocks * self.block_size - offset, seq.admit_no, seq))
         heappush(self._finish, (step + seq.output_len - seq.generated - 1, seq.admit_no, seq))
 
@@ -82,6 +86,7 @@ class DecodeCohort:
         """``seq`` leaves after the steps before ``step`` (its heap entries go stale)."""
         self.sync(seq, step)
         i = bisect_left(self.keys, seq.admit_no)
+        self.offset_sum -= self.offsets[i]
         del self.members[i], self.keys[i], self.offsets[i]
         seq.co_from = -1
 
@@ -92,6 +97,7 @@ class DecodeCohort:
             self.sync(seq, step)
             seq.co_from = -1
         self.members, self.keys, self.offsets = [], [], []
+        self.offset_sum = 0
         self._blocks.clear()
         self._finish.clear()
         return out

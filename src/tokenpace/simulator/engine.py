@@ -4,13 +4,17 @@ When the batch is a pure decode step that the policy would repeat unchanged (``r
 engine runs k identical steps as one event, where k stops at the first of: a sequence finishing, the
 KV cache running out of free blocks for the steps' growth, the policy's limit, or the step during
 which the next pending event (an arrival) happens. Every one of the k steps still gets its own
-timestamp and its own chunk in each record. Step time grows with the context, so it is priced at the
-first and the last of the k steps and interpolated linearly between: exact for the roofline model,
-whose decode step time is affine in the total context (with speculative decoding, nearly so).
+timestamp and its own chunk in each record. Each of the k steps is priced as stepping one by one
+would price it: plain decodes through the predictor's vectorised ``decode_run_s`` (step.py; the
+same floats as ``step_s``, every context one token longer per step), speculative decoding step by
+step from each sequence's token plan. So a jump changes no record and no summary figure; its one
+timeline row stands for the k rows stepping gives (the same start, first step, batch, queue and span;
+its KV usage counts the blocks allocated for all k steps).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -20,11 +24,12 @@ from tokenpace.simulator.cohort import DecodeCohort, longest_fit
 from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
-from tokenpace.simulator.step import StepBatch, StepPredictor
+from tokenpace.simulator.step import StepBatch, StepPredictor, decode_run_s
 from tokenpace.simulator.timeline import TimelineRow
 
 
 _NUM_COMPUTED = attrgetter("num_computed")
+SHORT_RUN = 8  # runs of up to this many decode steps are priced step by step (the same floats)
 
 
 @dataclass(slots=True)
@@ -60,6 +65,7 @@ class Engine:
             scheduler.cohort = DecodeCohort(self.kv.block_size)
         self.busy = False
         self._schedule_pending = False
+        self._flight: Step | None = None  # the step running now
 
     # -- arrivals --------------------------------------------------------------------------------
 
@@ -95,7 +101,6 @@ class Engine:
                     if seq.chunk_tokens is None:
                         seq.chunk_tokens = [1] * len(seq.chunk_ns)
         first = self._step_batch(batch, 0)
-        d0 = self._price(first)
         co = batch.cohort  # set: the decodes advance as one cohort (cohort.py)
         jumps = self.jump and not batch.prefill and batch.repeat_limit > 1
         k = 1
@@ -103,9 +108,10 @@ class Engine:
             k = (co.jump_length(self.steps, batch.repeat_limit, self.kv.num_free) if co is not None
                  else self._jump_length(batch))
         if k == 1:
+            d0 = self._price(first)
             ends = [t_ns + max(1, round(d0 * 1e9))]
         else:
-            ends, k = self._run_ends(batch, t_ns, d0, k, horizon_ns)
+            ends, k, d0 = self._run_ends(batch, first, t_ns, k, horizon_ns)
             g = self.decode_tokens
             for seq in batch.decode if co is None else ():
                 ok = self.kv.grow(seq, seq.num_computed + seq.tokens_after(k - 1) + g)
@@ -122,14 +128,29 @@ class Engine:
                 preempted=self.scheduler.preemptions - preempted_before,
                 preemptions=self.scheduler.preemptions,
             ))
-        return Step(batch, t_ns, ends)
+        self._flight = Step(batch, t_ns, ends)
+        return self._flight
 
-    def cancel(self, seq: Sequence) -> None:
-        """The client gave up on ``seq``: it leaves the engine now and its KV blocks are free; a step
-        in flight that includes it delivers it nothing."""
+    def cancel(self, seq: Sequence, t_ns: int | None = None) -> None:
+        """The client gave up on ``seq`` at ``t_ns``: it leaves the engine now and its KV blocks are
+        free; a step in flight that includes it delivers it nothing. When that step is a jump over
+        k decode steps, the steps of it that ended by ``t_ns`` deliver their tokens first, as they
+        would have stepping one by one (a token delivered at that very instant counts)."""
         if seq.state in (DONE, CANCELLED):
             return
-        self.scheduler.cancel(seq)
+        flight = self._flight
+        done = 0
+        if t_ns is not None and flight is not None and len(flight.ends_ns) > 1 and (
+                seq.co_from >= 0 if flight.batch.cohort is not None else seq in flight.batch.decode):
+            done = bisect_right(flight.ends_ns, t_ns)
+        self.scheduler.cancel(seq)  # a cohort member's fields are written back to the jump's start
+        if done:
+            ends = flight.ends_ns[:done]  # type: ignore[union-attr]
+            made = done if seq.plan is None else self._plan_chunks(seq, done)
+            seq.num_computed += made
+            seq.generated += made
+            seq.decode_steps += done
+            seq.chunk_ns.extend(ends)
         seq.state = CANCELLED
 
     def finish_step(self, step: Step) -> list[Sequence]:
@@ -190,6 +211,7 @@ class Engine:
             seq.state = DONE
         self.steps += k
         self.busy = False
+        self._flight = None
         return done
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -243,16 +265,33 @@ class Engine:
 
         return longest_fit(k, extra_blocks, free)
 
-    def _run_ends(self, batch: Batch, t_ns: int, d0: float, k: int,
-                  horizon_ns: int | None) -> tuple[list[int], int]:
-        d_last = self._price(self._step_batch(batch, k - 1))
-        slope = (d_last - d0) / (k - 1)
-        durations = np.maximum(np.rint((d0 + np.arange(k) * slope) * 1e9).astype(np.int64), 1)
+    def _run_ends(self, batch: Batch, first: StepBatch, t_ns: int, k: int,
+                  horizon_ns: int | None) -> tuple[list[int], int, float]:
+        """The end times of the ``k`` decode steps from ``t_ns`` (each priced as stepping would
+        price it), cut after the step during which ``horizon_ns`` (the next pending event) falls;
+        how many that is; the first step's seconds."""
+        if k <= SHORT_RUN or self.spec is not None:
+            # A few steps (numpy's fixed cost would exceed the run's), or speculative decoding (tokens
+            # per step vary by sequence): each step's batch priced on its own.
+            ends, t = [], t_ns
+            for i in range(k):
+                d = self._price(first if i == 0 else self._step_batch(batch, i))
+                if i == 0:
+                    d0 = d
+                t += max(1, round(d * 1e9))
+                ends.append(t)
+                if horizon_ns is not None and t >= horizon_ns:
+                    break
+            return ends, len(ends), d0
+        # Plain decodes: every context grows by one token a step, priced for all steps at once.
+        seconds = np.asarray(decode_run_s(self.predictor, first, k), dtype=float)
+        # rint rounds half to even, as round() does for one step: the same nanoseconds.
+        durations = np.maximum(np.rint(seconds * 1e9).astype(np.int64), 1)
         ends = t_ns + np.cumsum(durations)
         if horizon_ns is not None and ends[-1] > horizon_ns:
             k = int(np.searchsorted(ends, horizon_ns, side="left")) + 1
             ends = ends[:k]
-        return ends.tolist(), k
+        return ends.tolist(), k, float(seconds[0])
 
     def _plan_chunks(self, seq: Sequence, k: int) -> int:
         plan, c = seq.plan, seq.decode_steps

@@ -79,7 +79,7 @@ class Timeout(Event):
         seq = world.live(self.index)
         if seq is None or (self.kind == "ttft_timeout" and seq.first_token_ns is not None):
             return ()  # it ended, or its first token came in time
-        world.engine.cancel(seq)
+        world.engine.cancel(seq, self.t_ns)
         world.time_out(seq, self.t_ns, self.kind)
         return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [self.index]))
 

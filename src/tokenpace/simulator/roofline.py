@@ -50,8 +50,8 @@ llama.cpp a step of 8 decodes costs about what one of 4 does, where the prefills
 the 4 more rows (and their LM-head rows) some 30 ms. So the decode tokens' share of each GEMM
 group's FLOPs (``StepWork.decode_compute_s``) is divided by ``decode_mfu``, the rest by MFU, and
 the group then takes the larger of its compute and its bytes as before.
-For a fixed decode batch the step time is affine in the total context: the engine relies on that
-when it jumps over runs of identical decode steps.
+For a fixed decode batch only the attention's work changes from step to step (the contexts grow):
+``decode_run_s`` prices a run of such steps as arrays, float for float what ``step_s`` gives each.
 """
 
 from __future__ import annotations
@@ -59,10 +59,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.catalog.efficiency import get_efficiency
 from tokenpace.simulator.memory import kv_heads_per_gpu
-from tokenpace.simulator.step import StepBatch
+from tokenpace.simulator.step import StepBatch, context_total
 
 # The step overhead: engines that replay CUDA graphs (vLLM V1, SGLang, TRT-LLM) spend 1–2 ms of host
 # time per step; engines without them spend several ms more (the 2024 13 ms/token point). The
@@ -133,6 +135,32 @@ class RooflineParams:
                 c = (c - d) / eff + d / dmfu
             m /= memory_eff[i] if mbu is None else mbu
             t += c if c > m else m
+        return t
+
+    def price_run(self, work: tuple) -> np.ndarray:
+        """``price`` for many steps at once: ``work`` as ``price`` takes it, where a group's compute
+        and memory seconds may be arrays (one value per step). The same operations in the same
+        order as ``price``, element by element, so each step's seconds are the very float ``price``
+        gives it (the engine's jump over decode steps relies on that)."""
+        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
+            decode_compute_s = work
+        t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
+        if self.row_remainder in GEMV_REMAINDERS:
+            t += self.kernel_paths_s(tokens)
+        if allreduces:
+            lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
+            t += link_s + allreduces * lat
+        mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
+        for i, (c, m) in enumerate(zip(compute_s, memory_s)):
+            eff = compute_eff[i] if mfu is None else mfu
+            if dmfu is None:
+                c = c / eff
+            else:
+                d = decode_compute_s[i]
+                c = (c - d) / eff + d / dmfu
+            m = m / (memory_eff[i] if mbu is None else mbu)
+            t = t + (np.where(c > m, c, m) if isinstance(c, np.ndarray) or isinstance(m, np.ndarray)
+                     else (c if c > m else m))
         return t
 
 
@@ -228,12 +256,28 @@ class RooflinePredictor:
     def step_s(self, batch: StepBatch) -> float:
         return self.params.price(self._work(batch))
 
+    def decode_run_s(self, batch: StepBatch, steps: int) -> np.ndarray:
+        """``step_s`` of each of ``steps`` pure decode steps from ``batch`` (in step i every context
+        has grown by i × ``decode_tokens_per_seq``), as one array: the same floats. Only the
+        attention's (query, key) pairs and KV tokens change from step to step; the rest of the
+        work is the first step's."""
+        if batch.prefill or not batch.decode_context:
+            raise ValueError("decode_run_s prices runs of pure decode steps")
+        compute, memory, *rest = self._work(batch)
+        g, nd = batch.decode_tokens_per_seq, len(batch.decode_context)
+        ctx = context_total(batch.decode_context) + np.arange(steps, dtype=np.int64) * (nd * g)
+        pairs = g * ctx + nd * g * (g + 1) // 2  # as in _work, with an array of totals
+        kv_tokens = ctx + nd * g
+        compute = (*compute[:2], pairs * self._attn_cmp_pair, *compute[3:])
+        memory = (*memory[:2], kv_tokens * self._kv_mem_tok, *memory[3:])
+        return self.params.price_run((compute, memory, *rest))  # an array, as the attention terms are
+
     def _work(self, batch: StepBatch) -> tuple:
         """``work`` as a plain tuple: the engine prices every scheduled batch, and a tuple is the
         cheapest thing to make."""
         g = batch.decode_tokens_per_seq
         nd = len(batch.decode_context)
-        ctx = sum(batch.decode_context)
+        ctx = context_total(batch.decode_context)
         tokens = nd * g
         pairs = g * ctx + nd * g * (g + 1) // 2  # causal (query, key) pairs
         kv_tokens = ctx + tokens  # KV read and written

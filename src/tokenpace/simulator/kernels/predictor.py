@@ -23,21 +23,22 @@ Per step, for all layers on one GPU:
 
 The tables are those of the engine preset (``--engine``; vLLM's without one) at the newest version
 the package ships, for the GPU. Dense models only. For a fixed decode batch the step time is
-piecewise affine in the total context (linear between the table's KV-length grid points), so the
-engine's jump over runs of identical decode steps, which interpolates between the first and last
-step, stays within the table's own interpolation.
+piecewise affine in the total context (linear between the table's KV-length grid points);
+``decode_run_s`` prices a run of such steps as arrays, float for float what ``step_s`` gives each.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.kernels.tables import GEMM_DTYPES, KernelTables, interp, load_tables
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
-from tokenpace.simulator.step import StepBatch
+from tokenpace.simulator.step import StepBatch, context_total
 
 MS = 1e-3
 
@@ -96,7 +97,7 @@ class KernelPredictor:
         p = self.params
         t = p.step_overhead_s
         if nd:
-            ctx = sum(batch.decode_context)
+            ctx = context_total(batch.decode_context)
             t += self.generation.ms(nd, ctx / nd + g) * MS * self._layers
         top = self._context_max
         for n, c in batch.prefill:
@@ -112,6 +113,23 @@ class KernelPredictor:
             t += self.allreduce_s(tokens)
         t += tokens * (self._elementwise_s_tok + p.token_overhead_s) + (nd + len(batch.prefill)) * p.seq_overhead_s
         return t
+
+    def decode_run_s(self, batch: StepBatch, steps: int) -> np.ndarray:
+        """``step_s`` of each of ``steps`` pure decode steps from ``batch`` (in step i every context
+        has grown by i × ``decode_tokens_per_seq``), as one array: the same floats, summed in the
+        same order. Only the decode attention's KV length changes from step to step."""
+        if batch.prefill or not batch.decode_context:
+            raise ValueError("decode_run_s prices runs of pure decode steps")
+        g = batch.decode_tokens_per_seq
+        nd = len(batch.decode_context)
+        tokens = nd * g
+        p = self.params
+        ctx = context_total(batch.decode_context) + np.arange(steps, dtype=np.int64) * tokens
+        t = p.step_overhead_s + self.generation.ms_many(nd, ctx / nd + g) * MS * self._layers
+        t = t + (interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, tokens))
+        if self._ar_s:
+            t = t + self.allreduce_s(tokens)
+        return t + (tokens * (self._elementwise_s_tok + p.token_overhead_s) + nd * p.seq_overhead_s)
 
     def allreduce_s(self, tokens: int) -> float:
         """Seconds a step of ``tokens`` tokens spends in all-reduces (all layers; 0 without TP)."""

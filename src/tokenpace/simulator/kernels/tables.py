@@ -154,6 +154,19 @@ def interp_array(xs: np.ndarray, ys: np.ndarray, x: np.ndarray) -> np.ndarray:
     return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
 
 
+def interp_exact(xs: np.ndarray, ys: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``interp`` over an array of x, float for float what ``interp`` gives each (a grid point's own
+    value where x is one; the same operations in the same order elsewhere)."""
+    n = len(xs)
+    if n == 1:
+        return np.full(np.shape(x), ys[0], dtype=float)
+    i = np.searchsorted(xs, x, side="left")
+    at = np.minimum(i, n - 1)
+    j = np.clip(i, 1, n - 1)
+    x0, x1 = xs[j - 1], xs[j]
+    return np.where(xs[at] == x, ys[at], ys[j - 1] + (ys[j] - ys[j - 1]) * (x - x0) / (x1 - x0))
+
+
 class Grid2D:
     """Latencies on a rectangular (a, b) grid, bilinear between grid points; cells the table lacks
     are filled along b (then a) by the same interpolation."""
@@ -187,6 +200,19 @@ class Grid2D:
         return y0 + (y1 - y0) * (a - xs[i - 1]) / (xs[i] - xs[i - 1])
 
 
+    def at_many(self, a: float, b: np.ndarray) -> np.ndarray:
+        """``at(a, x)`` for every x in ``b``: the same floats."""
+        xs, n = self._a, len(self._a)
+        i = bisect.bisect_left(xs, a)
+        if i < n and xs[i] == a:
+            return interp_exact(self.b, self.lat[i], b)
+        if n == 1:
+            return interp_exact(self.b, self.lat[0], b)
+        i = min(max(i, 1), n - 1)
+        y0, y1 = interp_exact(self.b, self.lat[i - 1], b), interp_exact(self.b, self.lat[i], b)
+        return y0 + (y1 - y0) * (a - xs[i - 1]) / (xs[i] - xs[i - 1])
+
+
 @dataclass(frozen=True, slots=True)
 class AttentionTable:
     """One attention shape's latencies (ms, one layer) and where they came from."""
@@ -198,6 +224,10 @@ class AttentionTable:
 
     def ms(self, batch: float, tokens: float) -> float:
         return self.grid.at(batch, tokens) * self.scale
+
+    def ms_many(self, batch: float, tokens: np.ndarray) -> np.ndarray:
+        """``ms(batch, x)`` for every x in ``tokens``: the same floats."""
+        return self.grid.at_many(batch, tokens) * self.scale
 
 
 class KernelTables:
