@@ -7,6 +7,11 @@ which the next pending event (an arrival) happens. Every one of the k steps stil
 timestamp and its own chunk in each record. Step time grows with the context, so it is priced at the
 first and the last of the k steps and interpolated linearly between: exact for the roofline model,
 whose decode step time is affine in the total context (with speculative decoding, nearly so).
+
+``arrival_s``: the host time each arriving request takes from the engine's own core (see
+``roofline``'s docstring): a request arriving while a step runs pushes that step's end (and any
+later step of its run) back by it; one arriving while the engine is idle adds it to the step that
+starts next. ``StepEnd`` then finds its step's end moved and waits for it.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ class Step:
 class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
-                 timeline: list[TimelineRow] | None = None, cohort: bool = False) -> None:
+                 timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -60,6 +65,9 @@ class Engine:
             scheduler.cohort = DecodeCohort(self.kv.block_size)
         self.busy = False
         self._schedule_pending = False
+        self.arrival_ns = round(arrival_s * 1e9)
+        self._current: Step | None = None  # the step running, while busy
+        self._host_ns = 0  # host time of arrivals while idle: added to the next step
 
     # -- arrivals --------------------------------------------------------------------------------
 
@@ -69,7 +77,20 @@ class Engine:
         if seq.prompt_len + seq.output_len + self.decode_tokens - 1 > self.max_seq_tokens:
             return False
         self.scheduler.add(seq)
+        if self.arrival_ns:
+            self._host_work(seq.arrival_ns)
         return True
+
+    def _host_work(self, t_ns: int) -> None:
+        """An arrival's host time: the step running at ``t_ns`` (and the rest of its run) ends
+        later; with none running, the next step does."""
+        step = self._current if self.busy else None
+        if step is None or step.end_ns <= t_ns:
+            self._host_ns += self.arrival_ns
+            return
+        ends = step.ends_ns
+        i = next(j for j, e in enumerate(ends) if e > t_ns)
+        ends[i:] = [e + self.arrival_ns for e in ends[i:]]
 
     def claim_schedule(self) -> bool:
         """True (once) when the engine is idle and a scheduling pass should be queued."""
@@ -106,6 +127,9 @@ class Engine:
             ends = [t_ns + max(1, round(d0 * 1e9))]
         else:
             ends, k = self._run_ends(batch, t_ns, d0, k, horizon_ns)
+        if self._host_ns:
+            ends = [e + self._host_ns for e in ends]
+            self._host_ns = 0
             g = self.decode_tokens
             for seq in batch.decode if co is None else ():
                 ok = self.kv.grow(seq, seq.num_computed + seq.tokens_after(k - 1) + g)
@@ -122,7 +146,8 @@ class Engine:
                 preempted=self.scheduler.preemptions - preempted_before,
                 preemptions=self.scheduler.preemptions,
             ))
-        return Step(batch, t_ns, ends)
+        self._current = Step(batch, t_ns, ends)
+        return self._current
 
     def cancel(self, seq: Sequence) -> None:
         """The client gave up on ``seq``: it leaves the engine now and its KV blocks are free; a step

@@ -32,6 +32,13 @@ explain; GPU engines batch that work and fit it near 0. It is told apart from th
 by prefill steps (many tokens, one sequence) and from the step overhead by steps of different
 batch sizes; a run where every step held one sequence leaves it at 0 (reported).
 
+A request's arrival is a linear term too (``arrival_s``, per request sent during the step, the
+step's ``ObservedStep.arrivals``): on llama-server pinned to one core, the HTTP thread that takes a
+request in runs on the core that computes the step. Without it, a closed loop's steps of c − 1
+sequences (a request just ended, its client's next one arriving) carry that host time, and the
+fit put it on the rows, which then cost too much at batch 1. Where the steps cannot tell it from
+the other terms it is left at 0 and reported undetermined.
+
 How (numpy only, no scipy): for fixed MFU and MBU the model is linear in the two overheads, so
 their best non-negative values are closed-form (weighted least squares on a 2×2 system, with the
 constrained corners tried). MFU and MBU are searched on a log-spaced grid over their bounds,
@@ -73,8 +80,8 @@ ROW_GROUPS = (1, 2, 4, 8, 16, 32)  # GEMM row groups tried
 # The remainders tried, simplest first (parsimony keeps the first within the ranges' limit of the best).
 REMAINDERS = ("pad", "gemv-pass", "gemv")
 # Linear terms, fitted >= 0: per step, sequence, token; under a "gemv" remainder, per row outside the
-# full row groups and per step that runs the GEMM kernel.
-OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s")
+# full row groups and per step that runs the GEMM kernel; per request that arrived during the step.
+OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s", "arrival_s")
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,7 @@ class _DecodeProfile:
         rg = params.row_group
         columns["gemv_row_s"] = [w.tokens % rg for w in works]
         columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+        columns["arrival_s"] = [s.arrivals for s in steps]
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
         self.y = np.array([s.duration_s for s in steps])
@@ -277,6 +285,7 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     if base.row_remainder in GEMV_REMAINDERS:
         columns["gemv_row_s"] = [w.tokens % rg for w in works]
         columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+    columns["arrival_s"] = [s.arrivals for s in steps]
     counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])

@@ -23,6 +23,11 @@ one step from send to first token (llama.cpp's checkpoints), also sent up to a w
 new requests after it has sent a step's results, so such a request may have joined the step.
 Each skipped burst is counted by reason, and the report says how many steps began between a
 request's send and its first token (1 for an engine that computes a prompt in one step).
+
+Each step also counts the requests sent during it (from its start, included, to its end): on an
+engine whose HTTP threads share the compute core (llama-server pinned to one core), taking a
+request in costs the step that runs meanwhile its host time (``RooflineParams.arrival_s``). A step
+that began idle counts the request whose send started it.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ class ObservedStep:
     batch: StepBatch
     duration_s: float
     end_ns: int
+    arrivals: int = 0  # requests sent during the step (its start included, its end not)
 
     @property
     def kind(self) -> str:
@@ -203,8 +209,9 @@ class _Run:
             else:
                 decode.append(st.prompt + j - 1)  # the prompt and the j - 1 earlier tokens are cached
         end, start = self.end_ns[b], self.start_ns[b]
+        arrivals = int(np.count_nonzero((self.sent >= start) & (self.sent < end)))
         return ObservedStep(batch=StepBatch(prefill=tuple(prefill), decode_context=tuple(sorted(decode))),
-                            duration_s=(end - start) / 1e9, end_ns=end)
+                            duration_s=(end - start) / 1e9, end_ns=end, arrivals=arrivals)
 
     def _reason_to_skip(self, b: int) -> str | None:
         if b in self.bad:
