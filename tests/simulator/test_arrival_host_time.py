@@ -39,13 +39,13 @@ def chunk_ms(arrival_s: float) -> list[list[float]]:
     return [[t / 1e6 for t in r.chunk_ns] for r in sorted(result.records, key=lambda r: r.index)]
 
 
-def test_an_arrival_delays_the_step_it_arrives_during_and_an_idle_arrival_the_next_step():
+def test_an_arrival_delays_the_step_it_arrives_during_and_an_idle_engine_pays_nothing():
     # Without the cost: A's steps end at 10, 20, 30, 40, 50 ms; B (sent at 25 ms, during A's step
     # [20, 30)) is prefilled in the step [30, 40) with A's 4th decode, then decodes with A at 50.
     assert chunk_ms(0.0) == [[10, 20, 30, 40, 50], [40, 50]]
-    # 4 ms each: A finds the engine idle, so its first step ends at 0 + 10 + 4 = 14; then 24;
-    # B arrives at 25 during the step [24, 34), which ends at 38; then 48, 58 (B: 48, 58).
-    assert chunk_ms(0.004) == [[14, 24, 38, 48, 58], [48, 58]]
+    # 4 ms each: A finds the engine idle (not charged); B arrives at 25 during the step [20, 30),
+    # which then ends at 34; then 44 (B's prefill with A's decode), 54.
+    assert chunk_ms(0.004) == [[10, 20, 34, 44, 54], [44, 54]]
 
 
 def test_the_observer_counts_the_requests_sent_during_each_step():
@@ -59,7 +59,7 @@ def test_the_observer_counts_the_requests_sent_during_each_step():
     a = record(0, 0, [30, 40, 50, 60, 80, 100, 120], 64)
     b = record(1, 61, [100, 120], 64)
     steps = {s.end_ns // 1_000_000: s for s in observe_steps([a, b]).steps}
-    assert steps[30].arrivals == 1  # began idle at A's send: A's own arrival
+    assert steps[30].arrivals == 0  # began idle at A's send: its own arrival is in its duration
     assert steps[40].arrivals == 0 and steps[60].arrivals == 0
     assert steps[80].arrivals == 1 and steps[80].batch.num_decode == 1  # B arrived during it
     assert steps[100].arrivals == 0 and steps[100].batch.prefill  # B's prefill, with A's decode

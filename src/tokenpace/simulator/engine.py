@@ -10,8 +10,9 @@ whose decode step time is affine in the total context (with speculative decoding
 
 ``arrival_s``: the host time each arriving request takes from the engine's own core (see
 ``roofline``'s docstring): a request arriving while a step runs pushes that step's end (and any
-later step of its run) back by it; one arriving while the engine is idle adds it to the step that
-starts next. ``StepEnd`` then finds its step's end moved and waits for it.
+later step of its run) back by it; ``StepEnd`` then finds its step's end moved and waits for it. A
+request that finds the engine idle costs nothing here: a calibration measures such a step from
+the send, so its fixed costs hold that time already (``calibrate/steps.py``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ class Engine:
         self._schedule_pending = False
         self.arrival_ns = round(arrival_s * 1e9)
         self._current: Step | None = None  # the step running, while busy
-        self._host_ns = 0  # host time of arrivals while idle: added to the next step
 
     # -- arrivals --------------------------------------------------------------------------------
 
@@ -82,11 +82,9 @@ class Engine:
         return True
 
     def _host_work(self, t_ns: int) -> None:
-        """An arrival's host time: the step running at ``t_ns`` (and the rest of its run) ends
-        later; with none running, the next step does."""
+        """An arrival's host time: the step running at ``t_ns`` (and the rest of its run) ends later."""
         step = self._current if self.busy else None
         if step is None or step.end_ns <= t_ns:
-            self._host_ns += self.arrival_ns
             return
         ends = step.ends_ns
         i = next(j for j, e in enumerate(ends) if e > t_ns)
@@ -127,9 +125,6 @@ class Engine:
             ends = [t_ns + max(1, round(d0 * 1e9))]
         else:
             ends, k = self._run_ends(batch, t_ns, d0, k, horizon_ns)
-        if self._host_ns:
-            ends = [e + self._host_ns for e in ends]
-            self._host_ns = 0
             g = self.decode_tokens
             for seq in batch.decode if co is None else ():
                 ok = self.kv.grow(seq, seq.num_computed + seq.tokens_after(k - 1) + g)

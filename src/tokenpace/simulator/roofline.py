@@ -53,7 +53,8 @@ the group then takes the larger of its compute and its bytes as before.
 The host work of a request's arrival (``arrival_s``; 0 by default). An engine whose HTTP threads
 share the compute core pays, for each request that arrives while a step runs, the host time of
 taking it in (parsing its JSON, the chat template, tokenizing the prompt): that step ends later
-by it; a request that finds the engine idle delays the step that starts for it. llama-server
+by it (a request that finds the engine idle is not charged: a calibration's fixed costs, measured
+from the send, hold that time). llama-server
 started with ``-t 1`` and pinned to one core is such an engine: the HTTP handler of a completion
 (``handle_completions_impl``, on the HTTP server's thread pool) parses it, applies the chat
 template and tokenizes the prompt (``tokenize_input_prompts``) before it queues the task for the
@@ -99,7 +100,7 @@ class RooflineParams:
     gemv_row_s: float = 0.0  # "gemv": per row outside the full groups, beyond its FLOPs and bytes
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
-    arrival_s: float = 0.0  # host time per request arriving during a step (or starting one): see the docstring
+    arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
 
     def __post_init__(self) -> None:
         if self.row_group < 1:

@@ -24,10 +24,12 @@ new requests after it has sent a step's results, so such a request may have join
 Each skipped burst is counted by reason, and the report says how many steps began between a
 request's send and its first token (1 for an engine that computes a prompt in one step).
 
-Each step also counts the requests sent during it (from its start, included, to its end): on an
-engine whose HTTP threads share the compute core (llama-server pinned to one core), taking a
-request in costs the step that runs meanwhile its host time (``RooflineParams.arrival_s``). A step
-that began idle counts the request whose send started it.
+Each step that began on a busy engine also counts the requests sent during it (from its start,
+included, to its end): on an engine whose HTTP threads share the compute core (llama-server pinned
+to one core), taking a request in costs the step that runs meanwhile its host time
+(``RooflineParams.arrival_s``). A step that began idle counts none: its duration runs from the
+send that started it, so it holds that request's host time with the rest of its prompt's cost (and
+a count there would be one for every such step, the same column as their fixed cost).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ class ObservedStep:
     batch: StepBatch
     duration_s: float
     end_ns: int
-    arrivals: int = 0  # requests sent during the step (its start included, its end not)
+    arrivals: int = 0  # requests sent during the step (its start included, its end not); 0 if it began idle
 
     @property
     def kind(self) -> str:
@@ -209,7 +211,8 @@ class _Run:
             else:
                 decode.append(st.prompt + j - 1)  # the prompt and the j - 1 earlier tokens are cached
         end, start = self.end_ns[b], self.start_ns[b]
-        arrivals = int(np.count_nonzero((self.sent >= start) & (self.sent < end)))
+        busy = any(j for _, j in self.bursts[b]) or (b > 0 and start == self.end_ns[b - 1])
+        arrivals = int(np.count_nonzero((self.sent >= start) & (self.sent < end))) if busy else 0
         return ObservedStep(batch=StepBatch(prefill=tuple(prefill), decode_context=tuple(sorted(decode))),
                             duration_s=(end - start) / 1e9, end_ns=end, arrivals=arrivals)
 
