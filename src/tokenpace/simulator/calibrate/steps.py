@@ -211,7 +211,11 @@ class _Run:
             else:
                 decode.append(st.prompt + j - 1)  # the prompt and the j - 1 earlier tokens are cached
         end, start = self.end_ns[b], self.start_ns[b]
-        busy = any(j for _, j in self.bursts[b]) or (b > 0 and start == self.end_ns[b - 1])
+        # Busy: a member was decoding, or every prompt was sent before the step before ended (a send
+        # at that very instant, as the simulator's closed loop makes, found the engine idle).
+        members = self.bursts[b]
+        busy = any(j for _, j in members) or (
+            b > 0 and max(self.streams[s].sent_ns for s, _ in members) < self.end_ns[b - 1])
         arrivals = int(np.count_nonzero((self.sent >= start) & (self.sent < end))) if busy else 0
         return ObservedStep(batch=StepBatch(prefill=tuple(prefill), decode_context=tuple(sorted(decode))),
                             duration_s=(end - start) / 1e9, end_ns=end, arrivals=arrivals)
