@@ -216,7 +216,12 @@ class _Run:
         members = self.bursts[b]
         busy = any(j for _, j in members) or (
             b > 0 and max(self.streams[s].sent_ns for s, _ in members) < self.end_ns[b - 1])
-        arrivals = int(np.count_nonzero((self.sent >= start) & (self.sent < end))) if busy else 0
+        # Not the step's own prompts: a request taken in before its prefill began (a send at the
+        # very instant the step began, as the simulator's closed loop makes) cost no step of others.
+        arrivals = 0
+        if busy:
+            during = (self.sent >= start) & (self.sent < end)
+            arrivals = int(np.count_nonzero(during)) - sum(1 for s, j in members if j == 0 and during[s])
         return ObservedStep(batch=StepBatch(prefill=tuple(prefill), decode_context=tuple(sorted(decode))),
                             duration_s=(end - start) / 1e9, end_ns=end, arrivals=arrivals)
 
