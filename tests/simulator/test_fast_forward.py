@@ -119,6 +119,9 @@ CASES = {
     "vllm-preset": (SimConfig(engine="vllm", concurrency=256, num_gpu_blocks=3000), lambda: closed(700, 900, 150)),
     "trtllm-preset-fp8": (SimConfig(engine="trtllm", weights="fp8", concurrency=128), lambda: closed(500, 2000, 300)),
     "sglang-preset": (SimConfig(engine="sglang", concurrency=96), lambda: closed(400, 600, 120)),
+    "arrival-host-time-open": (SimConfig(roofline=RooflineParams(arrival_s=0.004)), lambda: open_loop()),
+    "arrival-host-time-c64": (SimConfig(concurrency=64, roofline=RooflineParams(arrival_s=0.002)),
+                              lambda: closed(400, 1024, 256)),
     "kernels": (SimConfig(predictor="kernels", weights="fp8", concurrency=64), lambda: closed(300, 1024, 256)),
     "kernels-trtllm-open": (SimConfig(predictor="kernels", engine="trtllm", weights="fp8"), lambda: open_loop()),
 }

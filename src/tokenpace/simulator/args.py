@@ -102,6 +102,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
     g.add_argument("--gemm-step-ms", type=float, metavar="MS",
                    help="with --row-remainder gemv or gemv-pass: time per step with a full row group, beyond its "
                         "FLOPs (default 0)")
+    g.add_argument("--arrival-ms", type=float, metavar="MS",
+                   help="host time a request's arrival takes from the engine's core, added to the step it arrives "
+                        "during (an engine whose HTTP threads share the compute core, e.g. llama-server on one "
+                        "pinned core; default 0)")
 
 
 def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
@@ -131,7 +135,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
     if ns.row_group is not None and ns.row_group < 1:
         raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
     for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
-                        ("--gemm-step-ms", ns.gemm_step_ms)):
+                        ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms)):
         if value is not None:
             _at_least_zero(flag, value)
     roofline = dataclasses.replace(
@@ -141,7 +145,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         token_overhead_s=r.token_overhead_s if ns.token_overhead_ms is None else ns.token_overhead_ms / 1e3,
         row_group=_given(ns.row_group, r.row_group), row_remainder=_given(ns.row_remainder, r.row_remainder),
         gemv_row_s=r.gemv_row_s if ns.gemv_row_ms is None else ns.gemv_row_ms / 1e3,
-        gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3)
+        gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
+        arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3)
     spec = _spec(ns)
     try:
         config = SimConfig(
@@ -281,6 +286,8 @@ def engine_argv(config: SimConfig) -> list[str]:
     if r.row_remainder != _R.row_remainder:
         argv += ["--row-remainder", r.row_remainder, "--gemv-row-ms", repr(r.gemv_row_s * 1e3),
                  "--gemm-step-ms", repr(r.gemm_step_s * 1e3)]
+    if r.arrival_s:
+        argv += ["--arrival-ms", repr(r.arrival_s * 1e3)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

@@ -10,6 +10,12 @@ same floats as ``step_s``, every context one token longer per step), speculative
 step from each sequence's token plan. So a jump changes no record and no summary figure; its one
 timeline row stands for the k rows stepping gives (the same start, first step, batch, queue and span;
 its KV usage counts the blocks allocated for all k steps).
+
+``arrival_s``: the host time each arriving request takes from the engine's own core (see
+``roofline``'s docstring): a request arriving while a step runs pushes that step's end (and any
+later step of its run) back by it; ``StepEnd`` then finds its step's end moved and waits for it. A
+request that finds the engine idle costs nothing here: a calibration measures such a step from
+the send, so its fixed costs hold that time already (``calibrate/steps.py``).
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ class Step:
 class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
-                 timeline: list[TimelineRow] | None = None, cohort: bool = False) -> None:
+                 timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -65,6 +71,7 @@ class Engine:
             scheduler.cohort = DecodeCohort(self.kv.block_size)
         self.busy = False
         self._schedule_pending = False
+        self.arrival_ns = round(arrival_s * 1e9)
         self._flight: Step | None = None  # the step running now
 
     # -- arrivals --------------------------------------------------------------------------------
@@ -75,7 +82,18 @@ class Engine:
         if seq.prompt_len + seq.output_len + self.decode_tokens - 1 > self.max_seq_tokens:
             return False
         self.scheduler.add(seq)
+        if self.arrival_ns:
+            self._host_work(seq.arrival_ns)
         return True
+
+    def _host_work(self, t_ns: int) -> None:
+        """An arrival's host time: the step running at ``t_ns`` (and the rest of its run) ends later."""
+        step = self._flight if self.busy else None
+        if step is None or step.end_ns <= t_ns:
+            return
+        ends = step.ends_ns
+        i = next(j for j, e in enumerate(ends) if e > t_ns)
+        ends[i:] = [e + self.arrival_ns for e in ends[i:]]
 
     def claim_schedule(self) -> bool:
         """True (once) when the engine is idle and a scheduling pass should be queued."""

@@ -60,6 +60,8 @@ class StepEnd(Event):
         self.step = step
 
     def handle(self, world: World) -> Iterable[Event]:
+        if self.step.end_ns > self.t_ns:  # arrivals' host work moved the step's end (engine.arrival_s)
+            return (StepEnd(self.step.end_ns, self.step),)
         done = world.engine.finish_step(self.step)
         for seq in done:
             world.complete(seq)

@@ -52,6 +52,17 @@ group's FLOPs (``StepWork.decode_compute_s``) is divided by ``decode_mfu``, the 
 the group then takes the larger of its compute and its bytes as before.
 For a fixed decode batch only the attention's work changes from step to step (the contexts grow):
 ``decode_run_s`` prices a run of such steps as arrays, float for float what ``step_s`` gives each.
+The host work of a request's arrival (``arrival_s``; 0 by default). An engine whose HTTP threads
+share the compute core pays, for each request that arrives while a step runs, the host time of
+taking it in (parsing its JSON, the chat template, tokenizing the prompt): that step ends later
+by it (a request that finds the engine idle is not charged: a calibration's fixed costs, measured
+from the send, hold that time). llama-server
+started with ``-t 1`` and pinned to one core is such an engine: the HTTP handler of a completion
+(``handle_completions_impl``, on the HTTP server's thread pool) parses it, applies the chat
+template and tokenizes the prompt (``tokenize_input_prompts``) before it queues the task for the
+one thread that runs the model, on the same core. A GPU engine does this on other cores
+(0). The engine (``engine.Engine``) applies it, as only the event loop knows when requests
+arrive; a calibration fits it from the steps' arrival counts (``ObservedStep.arrivals``).
 """
 
 from __future__ import annotations
@@ -91,6 +102,7 @@ class RooflineParams:
     gemv_row_s: float = 0.0  # "gemv": per row outside the full groups, beyond its FLOPs and bytes
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
+    arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
 
     def __post_init__(self) -> None:
         if self.row_group < 1:
@@ -99,13 +111,15 @@ class RooflineParams:
             raise ValueError(f"row_remainder must be one of {ROW_REMAINDERS}, not {self.row_remainder!r}")
         if self.decode_mfu is not None and not self.decode_mfu > 0:
             raise ValueError("decode_mfu must be > 0")
+        if not 0 <= self.arrival_s < float("inf"):
+            raise ValueError("arrival_s must be >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         return {"mfu": self.mfu, "mbu": self.mbu, "step_overhead_s": self.step_overhead_s,
                 "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s,
                 "token_overhead_s": self.token_overhead_s, "row_group": self.row_group,
                 "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
-                "decode_mfu": self.decode_mfu}
+                "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s}
 
     def kernel_paths_s(self, tokens: int) -> float:
         """The "gemv" remainder's costs for a step of ``tokens`` GEMM rows (0 under "pad")."""

@@ -67,7 +67,8 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
     )
     scheduler = make_scheduler(config.policy, limits, kv)
     engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
-                    jump=config.jump_decode_steps if jump is None else jump, timeline=timeline, cohort=cohort)
+                    jump=config.jump_decode_steps if jump is None else jump, timeline=timeline, cohort=cohort,
+                    arrival_s=getattr(getattr(predictor, "params", None), "arrival_s", 0.0))
     return engine, capacity
 
 

@@ -49,6 +49,8 @@ UNDETERMINED = {
                   "assumed 0",
     "gemm_step_s": "no cost of running the GEMM kernel beyond its FLOPs and bytes was called for, or the steps "
                    "could not tell it from the other terms: assumed 0",
+    "arrival_s": "the steps could not tell the host time of a request's arrival from the other terms (no step "
+                 "of a batch seen both with and without a request arriving during it): assumed 0",
     "decode_mfu": "the steps could not tell the decode rows' GEMM efficiency (a closed loop at one concurrency "
                   "runs one row-group count per batch size: a fit with it at its prior explains them within 10% "
                   "of the best RMS error along its profile): assumed its prior, {decode_prior}",
@@ -156,7 +158,7 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
         "method": "weighted least squares on relative step-time residuals; MFU on a log grid over "
                   f"[{BOUNDS[0]}, {BOUNDS[1]}] and MBU over [{MBU_BOUNDS[0]}, {MBU_BOUNDS[1]}] (above 1: faster "
                   "than the hardware file's bandwidth, as weights in a CPU's cache are) refined around the best "
-                  "point, the step, sequence, token and kernel-path overheads in closed form (>= 0) at each "
+                  "point, the step, sequence, token, kernel-path and arrival overheads in closed form (>= 0) at each "
                   f"point, for each GEMM row group in {list(ROW_GROUPS)} with its remainder {' or '.join(REMAINDERS)} "
                   "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost; there the decode "
                   "rows' GEMM FLOPs at a decode MFU of their own, held at its prior unless a profile over it, "
@@ -167,7 +169,7 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
         "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
                    "each batch size seen weighs alike",
         "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
-                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu"],
+                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s"],
         "undetermined": {name: UNDETERMINED[name].format(prior=prior, decode_prior=decode_prior)
                          for name in fit.undetermined},
         "assumed": ASSUMED,

@@ -23,8 +23,8 @@ from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.roofline import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
-# 4: row_remainder may be "gemv-pass"; 5: decode_mfu (older versions are read, without them)
-SCHEMA_VERSION = 5
+# 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s (older versions are read, without them)
+SCHEMA_VERSION = 6
 KIND = "calibration"
 
 
@@ -72,7 +72,8 @@ class Calibration:
                                     row_remainder=str(r.get("row_remainder", "pad")),
                                     gemv_row_s=float(r.get("gemv_row_s", 0.0)),
                                     gemm_step_s=float(r.get("gemm_step_s", 0.0)),
-                                    decode_mfu=_opt_float(r.get("decode_mfu"))),
+                                    decode_mfu=_opt_float(r.get("decode_mfu")),
+                                    arrival_s=float(r.get("arrival_s", 0.0))),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),
             max_num_seqs=_opt_int(e.get("max_num_seqs")), max_batched_tokens=_opt_int(e.get("max_batched_tokens")),
             turnaround_s=float((doc.get("client") or {}).get("turnaround_s", 0.0)),
@@ -108,7 +109,7 @@ def load_calibration(path: str | Path) -> Calibration:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
-    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s, r.gemv_row_s, r.gemm_step_s)
+    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s, r.gemv_row_s, r.gemm_step_s, r.arrival_s)
     effs = (r.mfu, r.mbu) + (() if r.decode_mfu is None else (r.decode_mfu,))
     if not all(0 < v < float("inf") for v in effs) or \
             not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60:

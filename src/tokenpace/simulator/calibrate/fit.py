@@ -32,6 +32,13 @@ explain; GPU engines batch that work and fit it near 0. It is told apart from th
 by prefill steps (many tokens, one sequence) and from the step overhead by steps of different
 batch sizes; a run where every step held one sequence leaves it at 0 (reported).
 
+A request's arrival is a linear term too (``arrival_s``, per request sent during the step, the
+step's ``ObservedStep.arrivals``): on llama-server pinned to one core, the HTTP thread that takes a
+request in runs on the core that computes the step. Without it, a closed loop's steps of c − 1
+sequences (a request just ended, its client's next one arriving) carry that host time, and the
+fit put it on the rows, which then cost too much at batch 1. Where the steps cannot tell it from
+the other terms it is left at 0 and reported undetermined.
+
 How (numpy only, no scipy): for fixed MFU and MBU the model is linear in the two overheads, so
 their best non-negative values are closed-form (weighted least squares on a 2×2 system, with the
 constrained corners tried). MFU and MBU are searched on a log-spaced grid over their bounds,
@@ -51,11 +58,11 @@ every decode step streams the same bytes).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tokenpace.simulator.calibrate.problem import Problem, around, profile_range
 from tokenpace.simulator.calibrate.steps import ObservedStep
 from tokenpace.simulator.roofline import GEMV_REMAINDERS, MBU_MAX, RooflineParams, RooflinePredictor
 
@@ -65,8 +72,6 @@ BOUNDS = (1e-3, 1.0)  # MFU: fraction of the hardware's peak FLOP/s
 MBU_BOUNDS = (1e-3, MBU_MAX)
 GRID = 61  # points per axis of the first grid (12% apart over three decades)
 REFINE = (15, 6)  # points per axis of each refinement, refinements
-PROFILE_POINTS, PROFILE_ROUNDS = 9, 4  # the same along one axis, for the profiles
-GRID_ELEMENTS = 4_000_000  # numbers per block of the vectorized grid
 PASSES = 3  # residuals relative to the measured time, then twice to the previous pass's prediction
 RANGE_RMS = (1.1, 0.01)
 # The decode MFU's profile: a log grid from this value to 1 with this many points, refined once.
@@ -75,8 +80,8 @@ ROW_GROUPS = (1, 2, 4, 8, 16, 32)  # GEMM row groups tried
 # The remainders tried, simplest first (parsimony keeps the first within the ranges' limit of the best).
 REMAINDERS = ("pad", "gemv-pass", "gemv")
 # Linear terms, fitted >= 0: per step, sequence, token; under a "gemv" remainder, per row outside the
-# full row groups and per step that runs the GEMM kernel.
-OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s")
+# full row groups and per step that runs the GEMM kernel; per request that arrived during the step.
+OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s", "arrival_s")
 
 
 @dataclass(frozen=True)
@@ -239,13 +244,14 @@ class _DecodeProfile:
         rg = params.row_group
         columns["gemv_row_s"] = [w.tokens % rg for w in works]
         columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+        columns["arrival_s"] = [s.arrivals for s in steps]
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
         self.y = np.array([s.duration_s for s in steps])
         self.weights, self.ref = _weights(steps), fit.predicted_s
 
     def rms(self, decode_mfu: float) -> float:
-        problem = _Problem(self.compute, self.memory, self.fixed, self.y, self.weights, self.counts, self.ref,
+        problem = Problem(self.compute, self.memory, self.fixed, self.y, self.weights, self.counts, self.ref,
                            self.names, self.decode / decode_mfu)
         return _search(problem, replace(self.base, decode_mfu=decode_mfu), ranges=False).rms_rel
 
@@ -279,13 +285,14 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     if base.row_remainder in GEMV_REMAINDERS:
         columns["gemv_row_s"] = [w.tokens % rg for w in works]
         columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+    columns["arrival_s"] = [s.arrivals for s in steps]
     counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
     weights = _weights(steps)
     ref = y
     for _ in range(PASSES):
-        problem = _Problem(compute, memory, fixed, y, weights, counts, ref, names, decode)
+        problem = Problem(compute, memory, fixed, y, weights, counts, ref, names, decode)
         fit = _search(problem, base)
         ref = fit.predicted_s
     if seq_fixed_s is not None:
@@ -293,7 +300,7 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     return fit
 
 
-def _search(problem: _Problem, base: RooflineParams, ranges: bool = True) -> Fit:
+def _search(problem: Problem, base: RooflineParams, ranges: bool = True) -> Fit:
     grid = np.geomspace(BOUNDS[0], BOUNDS[1], GRID)  # MFU
     bgrid = np.geomspace(MBU_BOUNDS[0], MBU_BOUNDS[1], int(GRID * np.log(MBU_BOUNDS[1] / MBU_BOUNDS[0])
                                                              / np.log(BOUNDS[1] / BOUNDS[0])))
@@ -315,14 +322,14 @@ def _search(problem: _Problem, base: RooflineParams, ranges: bool = True) -> Fit
         mbus = np.geomspace(max(b_lo, MBU_BOUNDS[0]), min(b_hi, MBU_BOUNDS[1]), points)
         loss, theta = problem.grid(mfus, mbus)
         best = np.unravel_index(np.argmin(loss), loss.shape)
-        f_lo, f_hi, b_lo, b_hi = _around(mfus, best[0]) + _around(mbus, best[1])
+        f_lo, f_hi, b_lo, b_hi = around(mfus, best[0]) + around(mbus, best[1])
     mfu, mbu = float(mfus[best[0]]), float(mbus[best[1]])
     th = [float(v) for v in theta[best]]
     params = replace(base, mfu=mfu, mbu=mbu, **{**dict.fromkeys(OVERHEADS, 0.0), **dict(zip(problem.names, th))})
     rms = float(np.sqrt(loss[best]))
     limit = max(rms * RANGE_RMS[0], rms + RANGE_RMS[1]) ** 2
-    ranges = {"mfu": _range(grid, profile_mfu, limit, mfu, lambda x: problem.refine_mbu(x, grid, None)[0]),
-              "mbu": _range(bgrid, profile_mbu, limit, mbu, lambda x: problem.refine_mfu(grid, x, None)[0]),
+    ranges = {"mfu": profile_range(grid, profile_mfu, limit, mfu, lambda x: problem.refine_mbu(x, grid, None)[0]),
+              "mbu": profile_range(bgrid, profile_mbu, limit, mbu, lambda x: problem.refine_mfu(grid, x, None)[0]),
               **problem.overhead_ranges(th, float(loss[best]), limit)} if ranges else {}
     at_bound = tuple(name for name, v, (lo, hi) in (("mfu", mfu, BOUNDS), ("mbu", mbu, MBU_BOUNDS))
                      if v <= lo * 1.0001 or v >= hi * 0.9999)
@@ -350,138 +357,3 @@ def _weights(steps: list[ObservedStep]) -> np.ndarray:
             pick = decode & (sizes == b)
             w[pick] = 1.0 / (pick.sum() * len(seen) * len(kinds))
     return w
-
-
-class _Problem:
-    """Relative residual r = (a + x·θ − y) / ref, with a the roofline's part (MFU, MBU), θ the
-    step, sequence and token overheads, x the step's (1, sequences, tokens) and ref a reference
-    time: linear in θ, so for given MFU and MBU the best non-negative θ is closed-form (every subset
-    of the terms solved, the best feasible kept)."""
-
-    def __init__(self, compute, memory, fixed, y, weight, counts, ref, names, compute_fixed=None) -> None:
-        self.compute, self.memory, self.fixed, self.y, self.weight = compute, memory, fixed, y, weight
-        # Compute seconds not scaled by MFU (the decode rows' at a held decode MFU), per step and group.
-        self.compute_fixed = np.zeros_like(compute) if compute_fixed is None else compute_fixed
-        self.ref, self.names = ref, names
-        u = 1.0 / ref
-        self.x = np.vstack([u, counts * u])  # (terms, steps): the columns of θ
-        wx = self.x * weight
-        self.gram = wx @ self.x.T  # (terms, terms)
-        # A term the run cannot tell from the ones before it (one sequence per step everywhere:
-        # sequences are the step count) is left at 0 and reported undetermined.
-        self.cols = [0]
-        for j in range(1, len(self.x)):
-            trial = self.cols + [j]
-            g = self.gram[np.ix_(trial, trial)]
-            if float(np.linalg.det(g)) > 1e-9 * float(np.prod(np.diag(g))):
-                self.cols = trial
-        self.subsets = [[c for k, c in enumerate(self.cols) if mask >> k & 1]
-                        for mask in range(1, 1 << len(self.cols))]
-        # Each subset's normal equations, inverted once: ``overheads`` runs tens of thousands of
-        # times a fit, and a solve per call and subset was a fifth of the calibration's time.
-        self.inverses = [np.linalg.inv(self.gram[np.ix_(sub, sub)]) for sub in self.subsets]
-
-    def roofline(self, mfus: np.ndarray, mbu: float) -> np.ndarray:
-        """(len(mfus), steps): the step times without overheads."""
-        c = self.compute[None, :, :] / mfus[:, None, None] + self.compute_fixed[None]
-        return np.maximum(c, (self.memory / mbu)[None]).sum(axis=2) + self.fixed
-
-    def overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each row of ``a``: the least loss and its non-negative θ (rows, 3)."""
-        t = (self.y - a) / self.ref  # target of x·θ
-        wt = t * self.weight
-        h = wt @ self.x.T  # (rows, 3)
-        tt = (wt * t).sum(axis=1)
-        best_loss = tt.copy()
-        best = np.zeros((len(tt), len(self.x)))
-        for sub, inverse in zip(self.subsets, self.inverses):
-            th = h[:, sub] @ inverse  # (rows, |sub|); the Gram matrix and its inverse are symmetric
-            loss = tt - (th * h[:, sub]).sum(axis=1)  # at the unconstrained optimum of this subset
-            ok = (th >= 0).all(axis=1) & (loss < best_loss)
-            best_loss = np.where(ok, loss, best_loss)
-            full = np.zeros_like(best)
-            full[:, sub] = th
-            best = np.where(ok[:, None], full, best)
-        return np.maximum(best_loss, 0.0), best
-
-    def grid(self, mfus: np.ndarray, mbus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Loss and best overheads at every (mfu, mbu) pair (in blocks of MBU values that keep
-        the arrays to a few million numbers)."""
-        shape = (len(mfus), len(mbus))
-        loss, theta = np.empty(shape), np.empty(shape + (len(self.x),))
-        block = max(1, GRID_ELEMENTS // (len(mfus) * self.compute.size))
-        # (F, 1, steps, groups)
-        c = self.compute[None, None] / mfus[:, None, None, None] + self.compute_fixed[None, None]
-        for j in range(0, len(mbus), block):
-            m = self.memory[None] / mbus[j:j + block, None, None]  # (B, steps, groups)
-            a = np.maximum(c, m[None]).sum(axis=3) + self.fixed  # (F, B, steps)
-            lo, th = self.overheads(a.reshape(-1, a.shape[2]))
-            loss[:, j:j + block] = lo.reshape(len(mfus), -1)
-            theta[:, j:j + block] = th.reshape(len(mfus), -1, len(self.x))
-        return loss, theta
-
-    def refine_mfu(self, grid: np.ndarray, mbu: float, i: int | None) -> tuple[float, float]:
-        """The least loss at this MBU, MFU refined around grid[i] (None: the grid's best); (loss, mfu)."""
-        if i is None:
-            i = int(np.argmin(self.grid(grid, np.array([mbu]))[0][:, 0]))
-        lo, hi = _around(grid, i)
-        for _ in range(PROFILE_ROUNDS):
-            mfus = np.geomspace(lo, hi, PROFILE_POINTS)
-            loss = self.grid(mfus, np.array([mbu]))[0][:, 0]
-            k = int(np.argmin(loss))
-            lo, hi = _around(mfus, k)
-        return float(loss[k]), float(mfus[k])
-
-    def refine_mbu(self, mfu: float, grid: np.ndarray, j: int | None) -> tuple[float, float]:
-        """The least loss at this MFU, MBU refined around grid[j] (None: the grid's best); (loss, mbu)."""
-        if j is None:
-            j = int(np.argmin(self.grid(np.array([mfu]), grid)[0][0]))
-        lo, hi = _around(grid, j)
-        for _ in range(PROFILE_ROUNDS):
-            mbus = np.geomspace(lo, hi, PROFILE_POINTS)
-            loss = self.grid(np.array([mfu]), mbus)[0][0]
-            k = int(np.argmin(loss))
-            lo, hi = _around(mbus, k)
-        return float(loss[k]), float(mbus[k])
-
-    def predict(self, mfu: float, mbu: float, theta: list[float]) -> np.ndarray:
-        return self.roofline(np.array([mfu]), mbu)[0] + (np.asarray(theta) @ self.x) * self.ref
-
-    def overhead_ranges(self, theta: list[float], best: float, limit: float) -> dict[str, tuple[float, float]]:
-        """Each overhead's range at this MFU and MBU, the others re-fitted: the loss is quadratic
-        in θ, so the half-width is sqrt(margin × (G⁻¹)ⱼⱼ) over the terms the run determines; the
-        others range over [0, ∞)."""
-        margin = max(0.0, limit - best)
-        inv = np.linalg.inv(self.gram[np.ix_(self.cols, self.cols)])
-        out = {name: (0.0, float("inf")) for name in self.names}
-        for k, j in enumerate(self.cols):
-            half = float(np.sqrt(margin * inv[k, k]))
-            out[self.names[j]] = (max(0.0, theta[j] - half), theta[j] + half)
-        return out
-
-
-def _around(axis: np.ndarray, i: int) -> tuple[float, float]:
-    return float(axis[max(0, i - 1)]), float(axis[min(len(axis) - 1, i + 1)])
-
-
-def _range(axis: np.ndarray, profile: np.ndarray, limit: float, best: float,
-           loss_at: Callable[[float], float]) -> tuple[float, float]:
-    """The outermost values whose profile loss is within ``limit``: the grid's, then each edge
-    bisected (in log space) against the next grid value outside, down to 1%."""
-    inside = np.flatnonzero(profile <= limit)
-    lo_in = min(float(axis[inside[0]]), best) if len(inside) else best
-    hi_in = max(float(axis[inside[-1]]), best) if len(inside) else best
-    below, above = axis[axis < lo_in], axis[axis > hi_in]
-    lo = _bisect(lo_in, float(below[-1]), limit, loss_at) if len(below) else lo_in
-    hi = _bisect(hi_in, float(above[0]), limit, loss_at) if len(above) else hi_in
-    return lo, hi
-
-
-def _bisect(inside: float, outside: float, limit: float, loss_at: Callable[[float], float]) -> float:
-    while abs(np.log(outside / inside)) > 0.01:
-        mid = float(np.sqrt(inside * outside))
-        if loss_at(mid) <= limit:
-            inside = mid
-        else:
-            outside = mid
-    return inside

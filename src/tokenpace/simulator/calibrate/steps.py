@@ -23,6 +23,13 @@ one step from send to first token (llama.cpp's checkpoints), also sent up to a w
 new requests after it has sent a step's results, so such a request may have joined the step.
 Each skipped burst is counted by reason, and the report says how many steps began between a
 request's send and its first token (1 for an engine that computes a prompt in one step).
+
+Each step that began on a busy engine also counts the requests sent during it (from its start,
+included, to its end): on an engine whose HTTP threads share the compute core (llama-server pinned
+to one core), taking a request in costs the step that runs meanwhile its host time
+(``RooflineParams.arrival_s``). A step that began idle counts none: its duration runs from the
+send that started it, so it holds that request's host time with the rest of its prompt's cost (and
+a count there would be one for every such step, the same column as their fixed cost).
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ class ObservedStep:
     batch: StepBatch
     duration_s: float
     end_ns: int
+    arrivals: int = 0  # requests sent during the step (its start included, its end not); 0 if it began idle
 
     @property
     def kind(self) -> str:
@@ -203,8 +211,19 @@ class _Run:
             else:
                 decode.append(st.prompt + j - 1)  # the prompt and the j - 1 earlier tokens are cached
         end, start = self.end_ns[b], self.start_ns[b]
+        # Busy: a member was decoding, or every prompt was sent before the step before ended (a send
+        # at that very instant, as the simulator's closed loop makes, found the engine idle).
+        members = self.bursts[b]
+        busy = any(j for _, j in members) or (
+            b > 0 and max(self.streams[s].sent_ns for s, _ in members) < self.end_ns[b - 1])
+        # Not the step's own prompts: a request taken in before its prefill began (a send at the
+        # very instant the step began, as the simulator's closed loop makes) cost no step of others.
+        arrivals = 0
+        if busy:
+            during = (self.sent >= start) & (self.sent < end)
+            arrivals = int(np.count_nonzero(during)) - sum(1 for s, j in members if j == 0 and during[s])
         return ObservedStep(batch=StepBatch(prefill=tuple(prefill), decode_context=tuple(sorted(decode))),
-                            duration_s=(end - start) / 1e9, end_ns=end)
+                            duration_s=(end - start) / 1e9, end_ns=end, arrivals=arrivals)
 
     def _reason_to_skip(self, b: int) -> str | None:
         if b in self.bad:
