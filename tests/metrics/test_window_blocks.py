@@ -110,3 +110,21 @@ def test_a_closed_loop_window_by_row_blocks(tmp_path, by_blocks):
     assert (w.start_ns, w.end_ns) == (0, ns(300))
     report = load_report(table, config=BenchConfig(concurrency=2), mode="closed", cpu_s=0.1, wall_s=1.0, window=w)
     assert report["mean_in_flight"] == pytest.approx(2 * 300 / 300 - (1 * 0) / 300)  # two in flight throughout
+
+
+def test_bench_end_reads_a_long_run_without_its_whole_columns(tmp_path, by_blocks):
+    # All that bench does once its load has ended (the window, the summary over it, the load
+    # report) reads a long run's columnar file block by block: the table's bool and text columns
+    # (read once, whole, when first asked for) are never read.
+    from tokenpace.metrics import summarize
+
+    records = [record(sent=i * 10.0, chunks=[(i * 10.0 + 40, 3), (i * 10.0 + 90, 2)], index=i,
+                      scheduled=i * 10.0 - 1, warmup=i < 5) for i in range(120)]
+    table = _columnar(tmp_path, records, 16)
+    window = steady_window(table, closed_loop=True, concurrency=8, start_ns=0)
+    assert window is not None
+    summarize(table, slo="chat", window=window)
+    report = load_report(table, config=BenchConfig(concurrency=8), mode="closed", cpu_s=0.1, wall_s=1.0,
+                         window=window)
+    assert table.bools._owner._table is None and table.texts._owner._table is None
+    assert report["schedule_lag_ms"]["max"] == 1.0 and report["mean_in_flight"] > 0
