@@ -27,10 +27,11 @@ relay that holds requests before sending them upstream shows there. ``--hold`` r
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
-    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 8
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 0
 
-``--accepts-per-turn N`` adds a fifth path, ``tokenpace proxy --accepts-per-turn N``: each client
-here opens a new connection per request, so every round starts with a burst of 200 accepts.
+``--accepts-per-turn N`` adds a fifth path, ``tokenpace proxy --accepts-per-turn N`` (the proxy's
+default is 8; 0: the event loop's own accept, every waiting connection at once): each client here
+opens a new connection per request, so every round starts with a burst of 200 accepts.
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ from _proxy_costs import hashing_cost, measuring_cost, start_cost  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 UNPACED = "tokenpace proxy, all at once"  # --starts-per-turn 0: a burst's requests all sent in one turn
-ACCEPTS = "tokenpace proxy, paced accepts"  # --accepts-per-turn N: a burst's connections accepted N a turn
 
 
 def free_port() -> int:
@@ -158,14 +158,16 @@ def main() -> None:
     parser.add_argument("--hold", action="store_true",
                         help="run both relays under _relay_hold.py: how long each read waited in the relay "
                              "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
-    parser.add_argument("--accepts-per-turn", type=int, default=0, metavar="N",
+    parser.add_argument("--accepts-per-turn", type=int, default=None, metavar="N",
                         help="also run a fifth path: tokenpace proxy --accepts-per-turn N (a burst's new connections "
-                             "accepted N per loop turn; the clients here open a new connection per request)")
+                             "accepted N per loop turn, the proxy's default 8; 0: all at once; the clients here open "
+                             "a new connection per request)")
     args = parser.parse_args()
+    accepts = f"tokenpace proxy, --accepts-per-turn {args.accepts_per_turn}"  # the fifth path, if asked
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
           f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
           + (" --hold" if args.hold else "")
-          + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn else ""))
+          + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn is not None else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "
@@ -178,7 +180,7 @@ def main() -> None:
     ours_port, plain_port, unpaced_port, accepts_port = free_port(), free_port(), free_port(), free_port()
     holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
              for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"),
-                               (ACCEPTS, "accepts"))}
+                               (accepts, "accepts"))}
     probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
     ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
                   "--listen", f"127.0.0.1:{ours_port}"], ours_port)
@@ -188,19 +190,19 @@ def main() -> None:
                    str(plain_port)], plain_port)
     pids = {"tokenpace proxy": ours.pid, UNPACED: unpaced.pid, "aiohttp pass-through": plain.pid}
     relays = [ours, unpaced, plain]
-    if args.accepts_per_turn:
-        accepts = start([sys.executable, *probe[ACCEPTS], "-m", "tokenpace", "proxy", "--upstream", server.url,
-                         "--listen", f"127.0.0.1:{accepts_port}", "--accepts-per-turn", str(args.accepts_per_turn)],
-                        accepts_port)
-        pids[ACCEPTS] = accepts.pid
-        relays.append(accepts)
+    if args.accepts_per_turn is not None:
+        relay = start([sys.executable, *probe[accepts], "-m", "tokenpace", "proxy", "--upstream", server.url,
+                       "--listen", f"127.0.0.1:{accepts_port}", "--accepts-per-turn", str(args.accepts_per_turn)],
+                      accepts_port)
+        pids[accepts] = relay.pid
+        relays.append(relay)
     if cpus["relay"] is not None:
         for pid in pids.values():
             os.sched_setaffinity(pid, {cpus["relay"]})
     paths = {"direct": server.url, "tokenpace proxy": f"http://127.0.0.1:{ours_port}/v1",
              UNPACED: f"http://127.0.0.1:{unpaced_port}/v1", "aiohttp pass-through": f"http://127.0.0.1:{plain_port}/v1"}
-    if args.accepts_per_turn:
-        paths[ACCEPTS] = f"http://127.0.0.1:{accepts_port}/v1"
+    if args.accepts_per_turn is not None:
+        paths[accepts] = f"http://127.0.0.1:{accepts_port}/v1"
     wall_start = time.monotonic()
     try:
         results: dict[str, list[dict]] = {name: [] for name in paths}

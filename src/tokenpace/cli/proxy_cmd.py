@@ -42,9 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--starts-per-turn", type=int, default=4, metavar="N",
                    help="in a burst of new requests, start N upstream per turn of the event loop, so that the "
                         "streams already flowing are relayed in between (default 4; 0: start all at once)")
-    p.add_argument("--accepts-per-turn", type=int, default=0, metavar="N",
-                   help="in a burst of new connections, accept N per turn of the event loop (default 0: the "
-                        "event loop's own accept, every waiting connection at once)")
+    p.add_argument("--accepts-per-turn", type=int, default=8, metavar="N",
+                   help="in a burst of new connections, accept N per turn of the event loop, so that the streams "
+                        "already flowing are relayed in between (default 8; 0: the event loop's own accept, every "
+                        "waiting connection at once)")
     p.add_argument("--prompt-hashes", action="store_true", help="keep a salted hash chain of each prompt's "
                    "blocks in its record (never the text), for `tokenpace workload reuse`")
     p.add_argument("--hash-salt-file", metavar="FILE", help="the salt for --prompt-hashes (default: the "

@@ -20,7 +20,7 @@ class ProxyConfig:
     window_s: float = 60.0  # the sliding window of goodput and the live view
     upstream_timeout_s: float = 600.0  # one request's whole life upstream
     starts_per_turn: int = 4  # a burst of new requests: upstream requests started per loop turn (0: all at once)
-    accepts_per_turn: int = 0  # a burst of new connections: accepted per loop turn (0: the event loop's own accept, all waiting)
+    accepts_per_turn: int = 8  # a burst of new connections: accepted per loop turn (0: the event loop's own accept, all waiting)
     # --prompt-hashes: a salted hash chain of each prompt's blocks in its record (never the text).
     hash_salt: bytes | None = None  # None: no chain
     hash_block: int = 16  # units per block
