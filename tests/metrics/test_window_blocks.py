@@ -12,22 +12,13 @@ from hypothesis import strategies as st
 
 from tokenpace.config import BenchConfig
 from tokenpace.metrics import summary as summary_module
-from tokenpace.results.columnar import ColumnarWriter
-from tokenpace.results.columnar_read import read_table
 from tokenpace.runner import loadcheck, steady
 from tokenpace.runner.loadcheck import load_report, mean_in_flight
 from tokenpace.runner.steady import steady_window
 
 from .factory import ns, record
 from .test_columnar_summary import _window, records_strategy
-
-
-def _columnar(tmp_path, records, part_rows: int):
-    path = tmp_path / "run.columns"
-    with ColumnarWriter(path, batch_records=part_rows) as writer:
-        for r in records:
-            writer.add(r)
-    return read_table(path, chunks=False)
+from .test_summary_blocks import _columnar
 
 
 def _same_report(got: dict, want: dict) -> None:

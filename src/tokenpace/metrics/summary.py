@@ -102,9 +102,18 @@ def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, g
 
     rates = throughput(cols, span)
     good = goodput(cols, slo, span) if slo is not None else None
+    return document(counts, {**span.to_dict(), **inside(cols, span)}, latency, rates, good, gpu_hour_usd, gpus,
+                    tokens(), breakdowns(),
+                    token_cost(priced(), token_prices) if token_prices is not None else None)
+
+
+def document(counts: dict, window: dict, latency: dict, rates: dict, good: dict | None, gpu_hour_usd: float | None,
+             gpus: int, tokens: dict, breakdowns: dict, priced: dict | None) -> dict:
+    """The summary's sections in their order (docs/CONTRACTS.md); ``priced``: the per-token cost,
+    present only for a run priced per token. One shape for the whole-table and the row-block path."""
     return {
         "counts": counts,
-        "window": {**span.to_dict(), **inside(cols, span)},
+        "window": window,
         "latency_ms": latency,
         "ratings": ratings(latency),
         "throughput": rates,
@@ -112,9 +121,9 @@ def _sections(cols, span: Window, slo: SLO | None, gpu_hour_usd: float | None, g
         "cost": None if gpu_hour_usd is None else cost(
             gpu_hour_usd, gpus, rates["output_tokens_s"],
             good["output_tokens_s"] if good is not None else None),
-        "tokens": tokens(),
-        "breakdowns": breakdowns(),
-        **({"token_cost": token_cost(priced(), token_prices)} if token_prices is not None else {}),
+        "tokens": tokens,
+        "breakdowns": breakdowns,
+        **({"token_cost": priced} if priced is not None else {}),
     }
 
 

@@ -36,10 +36,8 @@ import numpy as np
 from tokenpace.metrics.block_sections import Breakdowns, Counts, TokenSources, describer
 from tokenpace.metrics.chunk_scan import PooledDescriber
 from tokenpace.metrics.columns import Columns, columns_of_table
-from tokenpace.metrics.cost import cost
 from tokenpace.metrics.goodput import goodput_of, goodput_sums
 from tokenpace.metrics.latency import PER_REQUEST
-from tokenpace.metrics.ratings import ratings
 from tokenpace.metrics.slo import SLO
 from tokenpace.metrics.tabular import ok_views
 from tokenpace.metrics.throughput import add_sums, throughput_of, throughput_sums
@@ -64,7 +62,7 @@ def summarize_blocks(table: RecordTable, *, slo: SLO | None, gpu_hour_usd: float
                      window: tuple[int, int] | Window | None, token_prices: TokenPrices | None,
                      block_rows: int = BLOCK_ROWS) -> dict:
     """``summarize(table, ...)`` by ``table.row_blocks(block_rows)`` (module docstring)."""
-    from tokenpace.metrics.summary import LATENCY_NAMES, inside
+    from tokenpace.metrics.summary import LATENCY_NAMES, document, inside
 
     def blocks() -> Iterator[_Block]:
         if not len(table):  # no part: the (empty) table itself, so that every section has its zeros
@@ -120,20 +118,9 @@ def summarize_blocks(table: RecordTable, *, slo: SLO | None, gpu_hour_usd: float
         goodput = goodput_of(good or _NO_GOOD, slo, span, values)
     views = (lambda: priced) if token_prices is not None else (
         lambda: [view for block in blocks() for view in ok_views(block.rows)])
-    return {
-        "counts": counts.result(),
-        "window": {**span.to_dict(), **(in_window or _NO_INSIDE)},
-        "latency_ms": stats,
-        "ratings": ratings(stats),
-        "throughput": rates,
-        "goodput": goodput,
-        "cost": None if gpu_hour_usd is None else cost(
-            gpu_hour_usd, gpus, rates["output_tokens_s"],
-            goodput["output_tokens_s"] if goodput is not None else None),
-        "tokens": tokens.result(),
-        "breakdowns": breakdowns.result(views, token_prices),
-        **({"token_cost": token_cost(priced, token_prices)} if token_prices is not None else {}),
-    }
+    return document(counts.result(), {**span.to_dict(), **(in_window or _NO_INSIDE)}, stats, rates, goodput,
+                    gpu_hour_usd, gpus, tokens.result(), breakdowns.result(views, token_prices),
+                    token_cost(priced, token_prices) if token_prices is not None else None)
 
 
 _NO_RATES = {"output_tokens": 0, "input_tokens": 0.0, "cached_prompt_tokens": 0.0, "uncached_tokens": 0.0,

@@ -128,17 +128,23 @@ class RooflineParams:
         rg = self.row_group
         return (tokens % rg) * self.gemv_row_s + (self.gemm_step_s if tokens >= rg else 0.0)
 
-    def price(self, work: StepWork | tuple) -> float:
-        """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
-        operator group at its bound, plus overheads."""
-        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
-            decode_compute_s = work
+    def _fixed_s(self, link_s, allreduces, sequences, ar_latency, tokens):
+        """A step's seconds outside its operator groups: overheads, kernel paths, communication
+        (``price`` and ``price_run``: floats, or arrays of one value per step)."""
         t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
         if self.row_remainder in GEMV_REMAINDERS:
             t += self.kernel_paths_s(tokens)
         if allreduces:
             lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
             t += link_s + allreduces * lat
+        return t
+
+    def price(self, work: StepWork | tuple) -> float:
+        """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
+        operator group at its bound, plus overheads."""
+        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
+            decode_compute_s = work
+        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens)
         mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):
             eff = compute_eff[i] if mfu is None else mfu
@@ -158,12 +164,7 @@ class RooflineParams:
         gives it (the engine's jump over decode steps relies on that)."""
         compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
             decode_compute_s = work
-        t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
-        if self.row_remainder in GEMV_REMAINDERS:
-            t += self.kernel_paths_s(tokens)
-        if allreduces:
-            lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
-            t += link_s + allreduces * lat
+        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens)
         mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):
             eff = compute_eff[i] if mfu is None else mfu
