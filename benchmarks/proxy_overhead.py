@@ -22,11 +22,14 @@ tokens are placed: first, middle or last token of their stream, and whether othe
 ended (their end work is what a relay does then). For each request it also gives the way in (client send to the server's "received" line) and
 the TTFT the client sees, against direct: the delivery delay starts at the server's send, so a
 relay that holds requests before sending them upstream shows there. ``--hold`` runs the relays under
-``_relay_hold.py``, which times how long each read waited inside the relay process.
+``_relay_hold.py``, which times how long each read waited inside the relay process; ``--probe`` runs
+them under ``_relay_probe.py``: every garbage collection, the event loop's lag (a 1 ms ticker) and
+the bursts of reads in each relay, and which of them each path's slowest tokens were delivered across.
 
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --probe
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 0
 
 ``--accepts-per-turn N`` adds a fifth path, ``tokenpace proxy --accepts-per-turn N`` (the proxy's
@@ -57,6 +60,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from tokenpace.servers import BuiltinServerConfig, read_send_log, start_server_process  # noqa: E402
 
 from _proxy_analysis import delays_ms, hold_summary, itl_ms, request_side, tail_where  # noqa: E402
+from _probe_analysis import probe_summary  # noqa: E402
 from _proxy_costs import hashing_cost, measuring_cost, start_cost  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -155,7 +159,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--decode-ms", type=float, default=20.0, help="the server's time per token")
     parser.add_argument("--no-pin", action="store_true", help="leave the processes where the OS puts them")
-    parser.add_argument("--hold", action="store_true",
+    diagnostics = parser.add_mutually_exclusive_group()
+    diagnostics.add_argument("--probe", action="store_true",
+                             help="run the relays under _relay_probe.py: every garbage collection, the event loop's "
+                                  "lag (a 1 ms ticker) and the bursts of reads, against each path's slowest tokens")
+    diagnostics.add_argument("--hold", action="store_true",
                         help="run both relays under _relay_hold.py: how long each read waited in the relay "
                              "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
     parser.add_argument("--accepts-per-turn", type=int, default=None, metavar="N",
@@ -166,7 +174,7 @@ def main() -> None:
     accepts = f"tokenpace proxy, --accepts-per-turn {args.accepts_per_turn}"  # the fifth path, if asked
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
           f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
-          + (" --hold" if args.hold else "")
+          + (" --hold" if args.hold else "") + (" --probe" if args.probe else "")
           + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn is not None else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
@@ -181,7 +189,8 @@ def main() -> None:
     holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
              for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"),
                                (accepts, "accepts"))}
-    probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
+    probe = {name: [str(HERE / ("_relay_probe.py" if args.probe else "_relay_hold.py")), str(path)]
+             if args.hold or args.probe else [] for name, path in holds.items()}
     ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
                   "--listen", f"127.0.0.1:{ours_port}"], ours_port)
     unpaced = start([sys.executable, *probe[UNPACED], "-m", "tokenpace", "proxy", "--upstream", server.url,
@@ -263,6 +272,12 @@ def main() -> None:
               "them (the event loop's other work in between), ms; CPU time excludes the OS's preemption")
         for name, path in ((n, p) for n, p in holds.items() if n in pids):
             print(f"  {name}: {hold_summary(path)}")
+    if args.probe:
+        print("\ninside each relay during the load (all times on the clock of the server's send log):")
+        for name, path in ((n, p) for n, p in holds.items() if n in pids):
+            print(f"  {name}:")
+            for line in probe_summary(path, results[name], truth):
+                print(f"    {line}")
     print("\nthe request's way in, and what a client sees (per request, ms; the delivery delay above starts at "
           "the server's send, so a relay that holds a request before sending it upstream shows here):")
     way_in = {name: request_side(res, truth, received) for name, res in results.items()}
