@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="in a burst of new connections, accept N per turn of the event loop, so that the streams "
                         "already flowing are relayed in between (default 8; 0: the event loop's own accept, every "
                         "waiting connection at once)")
+    p.add_argument("--gc", choices=("quiet", "auto"), default="quiet",
+                   help="garbage collection while serving: quiet (default): no automatic collection; a full one "
+                        "when no request is in flight, and at the latest every 5 minutes; auto: Python's collector, "
+                        "whose collections pause every stream for 1-2 ms every few seconds under load")
     p.add_argument("--prompt-hashes", action="store_true", help="keep a salted hash chain of each prompt's "
                    "blocks in its record (never the text), for `tokenpace workload reuse`")
     p.add_argument("--hash-salt-file", metavar="FILE", help="the salt for --prompt-hashes (default: the "
@@ -81,7 +85,8 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - ProxyConfig, i
                        records_max_bytes=int(args.records_max_mib * 1024 * 1024),
                        records_backups=args.records_backups, window_s=args.window,
                        hash_salt=salt, hash_block=args.hash_block, tokenizer=tokenizer,
-                       starts_per_turn=args.starts_per_turn, accepts_per_turn=args.accepts_per_turn)
+                       starts_per_turn=args.starts_per_turn, accepts_per_turn=args.accepts_per_turn,
+                       gc=args.gc)
 
 
 def _prompt_hashing(args: argparse.Namespace) -> tuple[bytes | None, object]:
