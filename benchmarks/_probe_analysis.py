@@ -62,17 +62,21 @@ def probe_summary(path: Path, results: list[dict], truth: dict) -> list[str]:
     total_ms = gcs[:, 1].sum() / 1e6 if len(gcs) else 0.0
     lines.append(f"garbage collections during the load ({span_s:.1f} s, thresholds {data.get('gc_threshold')}): "
                  + ", ".join(by_gen) + f"; {total_ms:.1f} ms in all")
-    ticks = np.array([t for t in data["ticks"] if t0 <= t <= t1], dtype=np.int64)
+    all_ticks = np.array(data["ticks"], dtype=np.int64)
+    keep = (all_ticks >= t0) & (all_ticks <= t1)
+    ticks, tick_cpu = all_ticks[keep], np.array(data["tick_cpu"], dtype=np.int64)[keep]
+    long_start = long_end = off_start = off_end = np.zeros(0, dtype=np.int64)
     if len(ticks) > 1:
         gaps = np.diff(ticks)
         lag = np.maximum(gaps - 1_000_000, 0) / 1e6
+        long = gaps > LONG_TURN_NS
+        off = long & (np.diff(tick_cpu) < gaps / 2)  # less than half the gap on the CPU: not running
         lines.append(f"event loop lag (1 ms ticker, {len(gaps)} ticks; gap beyond 1 ms): p50 {np.percentile(lag, 50):.2f}"
                      f" / p99 {np.percentile(lag, 99):.2f} / p99.9 {np.percentile(lag, 99.9):.2f} / max {lag.max():.2f} ms;"
-                     f" gaps > 2 ms {int((gaps > 2e6).sum())}, > 3 ms {int((gaps > 3e6).sum())}, "
-                     f"> 5 ms {int((gaps > 5e6).sum())}")
-        long_start, long_end = ticks[:-1][gaps > LONG_TURN_NS], ticks[1:][gaps > LONG_TURN_NS]
-    else:
-        long_start = long_end = np.zeros(0, dtype=np.int64)
+                     f" gaps > 2 ms {int(long.sum())} (of which the relay was on the CPU less than half the gap: "
+                     f"{int(off.sum())}), > 3 ms {int((gaps > 3e6).sum())}, > 5 ms {int((gaps > 5e6).sum())}")
+        long_start, long_end = ticks[:-1][long], ticks[1:][long]
+        off_start, off_end = ticks[:-1][off], ticks[1:][off]
     reads = np.array([t for t in data["reads"] if t0 <= t <= t1], dtype=np.int64)
     burst_of = np.zeros(0, dtype=np.int64)
     sizes = np.zeros(0, dtype=np.int64)
@@ -95,12 +99,14 @@ def probe_summary(path: Path, results: list[dict], truth: dict) -> list[str]:
     full = gcs[gcs[:, 2] == 2] if len(gcs) else gcs
     in_full = _overlaps(send, arrive, full[:, 0], full[:, 0] + full[:, 1]) if len(full) else np.zeros(len(send), bool)
     in_long = _overlaps(send, arrive, long_start, long_end)
+    in_off = _overlaps(send, arrive, off_start, off_end)
 
     def share(mask: np.ndarray) -> str:
         return f"{mask[tail].mean() * 100:.0f}% (of all tokens {mask.mean() * 100:.1f}%)"
 
     parts = [f"across a collection {share(in_gc)}", f"across a full (gen2) one {share(in_full)}",
-             f"across a tick gap > {LONG_TURN_NS / 1e6:.0f} ms {share(in_long)}"]
+             f"across a tick gap > {LONG_TURN_NS / 1e6:.0f} ms {share(in_long)}",
+             f"across one in which the relay was mostly off the CPU {share(in_off)}"]
     if len(reads) > 1:
         at = np.clip(np.searchsorted(reads, arrive, side="right") - 1, 0, len(reads) - 1)  # the read before arrival
         burst = sizes[burst_of[at]]

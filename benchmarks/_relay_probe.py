@@ -4,8 +4,10 @@ when a token was late.
 
 - every garbage collection: when it started, how long it took (wall), its generation and what it
   freed (``gc.callbacks``);
-- a 1 ms ticker on the relay's own event loop (started with aiohttp's runner): each tick's time, so
-  that a gap of more than 1 ms between ticks is a turn of the loop that long (the loop's lag);
+- a 1 ms ticker on the relay's own event loop (started with aiohttp's runner): each tick's time and
+  the thread's CPU time then, so that a gap of more than 1 ms between ticks is a turn of the loop
+  that long (the loop's lag), and the CPU time in the gap says whether the relay was working
+  (CPU time ~ wall time) or not running at all (the OS gave its CPU to another process);
 - every read a relay takes from a stream (aiohttp's ``StreamReader.readany`` returning data): its
   time, so that reads can be grouped into the bursts the server's steps make.
 
@@ -17,7 +19,7 @@ cost ~1 µs a read and a callback a millisecond.
     python benchmarks/_relay_probe.py OUT.json benchmarks/_passthrough.py URL PORT
 
 OUT.json is written when the relay exits (SIGTERM stops both gracefully): {"gc": [[start_ns,
-wall_ns, generation, collected], ...], "ticks": [ns, ...], "reads": [ns, ...], "gc_threshold": [...]}.
+wall_ns, generation, collected], ...], "ticks": [ns, ...], "tick_cpu": [thread CPU ns, ...], "reads": [ns, ...], "gc_threshold": [...]}.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import gc
 import runpy
 import sys
 from pathlib import Path
-from time import monotonic_ns
+from time import monotonic_ns, thread_time_ns
 
 from aiohttp import web_runner
 from aiohttp.streams import StreamReader
@@ -36,7 +38,7 @@ TICK_S = 0.001
 
 
 def install() -> dict[str, list]:
-    out: dict[str, list] = {"gc": [], "ticks": [], "reads": []}
+    out: dict[str, list] = {"gc": [], "ticks": [], "tick_cpu": [], "reads": []}
     started = [0]
 
     def on_gc(phase: str, info: dict) -> None:
@@ -60,7 +62,7 @@ def install() -> dict[str, list]:
     StreamReader.readany = probed_readany
 
     setup = web_runner.BaseRunner.setup
-    ticks = out["ticks"]
+    ticks, tick_cpu = out["ticks"], out["tick_cpu"]
 
     async def probed_setup(self, *args, **kwargs):
         await setup(self, *args, **kwargs)
@@ -68,6 +70,7 @@ def install() -> dict[str, list]:
 
         def tick() -> None:
             ticks.append(monotonic_ns())
+            tick_cpu.append(thread_time_ns())
             loop.call_later(TICK_S, tick)
 
         loop.call_soon(tick)

@@ -26,6 +26,7 @@ class ProxyConfig:
     # "auto": Python's automatic collector (after a gc.freeze() at start).
     gc: str = "quiet"
     gc_full_every_s: float = 300.0
+    gc_check_s: float = 1.0  # how often "quiet" looks for a quiet moment
     # --prompt-hashes: a salted hash chain of each prompt's blocks in its record (never the text).
     hash_salt: bytes | None = None  # None: no chain
     hash_block: int = 16  # units per block

@@ -62,7 +62,8 @@ async def collector(config: ProxyConfig, state: ProxyState) -> AsyncIterator[Non
         gc.freeze()
         yield
         return
-    async with quiet_gc(idle=lambda: state.in_flight == 0, full_every_s=config.gc_full_every_s):
+    async with quiet_gc(idle=lambda: state.in_flight == 0, full_every_s=config.gc_full_every_s,
+                        check_s=config.gc_check_s):
         yield
 
 
