@@ -71,8 +71,9 @@ def probe_summary(path: Path, results: list[dict], truth: dict) -> list[str]:
         lag = np.maximum(gaps - 1_000_000, 0) / 1e6
         long = gaps > LONG_TURN_NS
         off = long & (np.diff(tick_cpu) < gaps / 2)  # less than half the gap on the CPU: not running
-        lines.append(f"event loop lag (1 ms ticker, {len(gaps)} ticks; gap beyond 1 ms): p50 {np.percentile(lag, 50):.2f}"
-                     f" / p99 {np.percentile(lag, 99):.2f} / p99.9 {np.percentile(lag, 99.9):.2f} / max {lag.max():.2f} ms;"
+        p50, p99, p999 = np.percentile(lag, [50, 99, 99.9])
+        lines.append(f"event loop lag (1 ms ticker, {len(gaps)} ticks; gap beyond 1 ms): p50 {p50:.2f}"
+                     f" / p99 {p99:.2f} / p99.9 {p999:.2f} / max {lag.max():.2f} ms;"
                      f" gaps > 2 ms {int(long.sum())} (of which the relay was on the CPU less than half the gap: "
                      f"{int(off.sum())}), > 3 ms {int((gaps > 3e6).sum())}, > 5 ms {int((gaps > 5e6).sum())}")
         long_start, long_end = ticks[:-1][long], ticks[1:][long]
@@ -95,9 +96,10 @@ def probe_summary(path: Path, results: list[dict], truth: dict) -> list[str]:
     delay = (arrive - send) / 1e6
     tail = delay >= np.percentile(delay, 99)
     order = np.argsort(gcs[:, 0]) if len(gcs) else np.zeros(0, dtype=np.int64)
-    in_gc = _overlaps(send, arrive, gcs[order, 0], gcs[order, 0] + gcs[order, 1]) if len(gcs) else np.zeros(len(send), bool)
+    none = np.zeros(len(send), dtype=bool)
+    in_gc = _overlaps(send, arrive, gcs[order, 0], gcs[order, 0] + gcs[order, 1]) if len(gcs) else none
     full = gcs[gcs[:, 2] == 2] if len(gcs) else gcs
-    in_full = _overlaps(send, arrive, full[:, 0], full[:, 0] + full[:, 1]) if len(full) else np.zeros(len(send), bool)
+    in_full = _overlaps(send, arrive, full[:, 0], full[:, 0] + full[:, 1]) if len(full) else none
     in_long = _overlaps(send, arrive, long_start, long_end)
     in_off = _overlaps(send, arrive, off_start, off_end)
 

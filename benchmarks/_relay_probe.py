@@ -19,7 +19,8 @@ cost ~1 µs a read and a callback a millisecond.
     python benchmarks/_relay_probe.py OUT.json benchmarks/_passthrough.py URL PORT
 
 OUT.json is written when the relay exits (SIGTERM stops both gracefully): {"gc": [[start_ns,
-wall_ns, generation, collected], ...], "ticks": [ns, ...], "tick_cpu": [thread CPU ns, ...], "reads": [ns, ...], "gc_threshold": [...]}.
+wall_ns, generation, collected], ...], "ticks": [ns, ...], "tick_cpu": [thread CPU ns, ...],
+"reads": [ns, ...], "gc_threshold": [...]}.
 """
 
 from __future__ import annotations

@@ -173,8 +173,8 @@ def main() -> None:
                              help="run the relays under _relay_probe.py: every garbage collection, the event loop's "
                                   "lag (a 1 ms ticker) and the bursts of reads, against each path's slowest tokens")
     diagnostics.add_argument("--hold", action="store_true",
-                        help="run both relays under _relay_hold.py: how long each read waited in the relay "
-                             "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
+                             help="run the relays under _relay_hold.py: how long each read waited in the relay "
+                                  "process before the relay took it, in CPU and wall time (a few µs a read)")
     parser.add_argument("--accepts-per-turn", type=int, default=None, metavar="N",
                         help="also run a fifth path: tokenpace proxy --accepts-per-turn N (a burst's new connections "
                              "accepted N per loop turn, the proxy's default 8; 0: all at once; the clients here open "
@@ -200,19 +200,18 @@ def main() -> None:
     server = start_server_process(BuiltinServerConfig(send_log_path=str(log), decode_base_s=args.decode_ms / 1000,
                                                       decode_per_running_s=0.0, max_num_seqs=args.streams * 2),
                                   cpus=None if cpus["server"] is None else [cpus["server"]])
-    plain_gc = "auto" if args.gc == "auto" else "quiet"  # the pass-through collects as "tokenpace proxy" does
     proxy = ["-m", "tokenpace", "proxy", "--upstream", server.url]
     plain = [str(HERE / "_passthrough.py"), server.url]
     relay_specs = [("tokenpace proxy", "ours", proxy + ["--gc", args.gc], None),  # (name, tag, argv, port flag)
                    (UNPACED, "unpaced", proxy + ["--gc", args.gc, "--starts-per-turn", "0"], None),
-                   (PLAIN, "plain", plain + ["--gc", plain_gc], "plain")]
+                   (PLAIN, "plain", plain + ["--gc", args.gc], "plain")]  # the same policy
     if args.accepts_per_turn is not None:
         relay_specs.append((accepts, "accepts", proxy + ["--gc", args.gc, "--accepts-per-turn",
                                                           str(args.accepts_per_turn)], None))
     if args.gc_compare:
-        relay_specs += [(OTHER_GC[args.gc], "othergc", proxy + ["--gc", "auto" if args.gc == "quiet" else "quiet"], None),
-                        (PLAIN_OTHER_GC[plain_gc], "plainothergc",
-                         plain + ["--gc", "auto" if plain_gc == "quiet" else "quiet"], "plain")]
+        other = "auto" if args.gc == "quiet" else "quiet"
+        relay_specs += [(OTHER_GC[args.gc], "othergc", proxy + ["--gc", other], None),
+                        (PLAIN_OTHER_GC[args.gc], "plainothergc", plain + ["--gc", other], "plain")]
     holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json") for name, tag, _, _ in relay_specs}
     paths = {"direct": server.url}
     pids: dict[str, int] = {}
