@@ -13,6 +13,11 @@ proxy's CPU seconds and the load average.
 
     python benchmarks/proxy_memory.py                                   # 60 s each, 200 streams
     python benchmarks/proxy_memory.py --seconds 120 --full-every 30 --modes quiet
+    python benchmarks/proxy_memory.py --seconds 60 --full-every 10 --probe     # + every collection's pause
+
+``--probe`` runs the proxy under ``_relay_probe.py`` and prints its garbage collections during the
+load, by generation (count, median and longest pause): with ``--gc quiet`` under a load that never
+pauses, the full collections the ``--gc-full-every`` deadline forces.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import numpy as np  # noqa: E402
+import orjson  # noqa: E402
 import psutil  # noqa: E402
 
 from tokenpace.servers import BuiltinServerConfig, start_server_process  # noqa: E402
@@ -42,7 +48,9 @@ def free_port() -> int:
 
 def one_mode(mode: str, upstream: str, args: argparse.Namespace, workdir: Path) -> dict:
     port = free_port()
-    proxy = subprocess.Popen([sys.executable, "-m", "tokenpace", "proxy", "--upstream", upstream, "--listen",
+    probe_file = workdir / f"probe_{mode}.json"
+    probe = [str(Path(__file__).resolve().parent / "_relay_probe.py"), str(probe_file)] if args.probe else []
+    proxy = subprocess.Popen([sys.executable, *probe, "-m", "tokenpace", "proxy", "--upstream", upstream, "--listen",
                               f"127.0.0.1:{port}", "--gc", mode, "--gc-full-every", str(args.full_every)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -55,7 +63,7 @@ def one_mode(mode: str, upstream: str, args: argparse.Namespace, workdir: Path) 
                                   "--concurrency", str(args.concurrency), "--requests", str(requests),
                                   "--input-tokens", "16", "--output-tokens", str(args.tokens), "--no-progress",
                                   "--quiet", "--out", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t0 = time.monotonic()
+        t0, t0_ns = time.monotonic(), time.monotonic_ns()
         samples = []  # (s, RSS MiB)
         while time.monotonic() - t0 < args.seconds and bench.poll() is None:
             samples.append((time.monotonic() - t0, handle.memory_info().rss / 2**20))
@@ -68,7 +76,9 @@ def one_mode(mode: str, upstream: str, args: argparse.Namespace, workdir: Path) 
     finally:
         proxy.terminate()
         proxy.wait(15)
-    return {"samples": samples, "wall": wall, "cpu": cpu.user + cpu.system, "requests": relayed}
+    collections = orjson.loads(probe_file.read_bytes())["gc"] if args.probe and probe_file.exists() else []
+    return {"samples": samples, "wall": wall, "cpu": cpu.user + cpu.system, "requests": relayed,
+            "gc": [g for g in collections if g[0] >= t0_ns]}
 
 
 def _requests_relayed(port: int) -> float:
@@ -94,10 +104,11 @@ def main() -> None:
     parser.add_argument("--full-every", type=float, default=20.0,
                         help="tokenpace proxy --gc-full-every (the deadline, since the load never pauses)")
     parser.add_argument("--every", type=float, default=1.0, help="RSS sampling interval, s")
+    parser.add_argument("--probe", action="store_true", help="time the proxy's garbage collections (_relay_probe.py)")
     args = parser.parse_args()
     print(f"reproduce: python benchmarks/proxy_memory.py --modes {args.modes} --seconds {args.seconds:g} "
           f"--concurrency {args.concurrency} --tokens {args.tokens} --decode-ms {args.decode_ms:g} "
-          f"--full-every {args.full_every:g}")
+          f"--full-every {args.full_every:g}" + (" --probe" if args.probe else ""))
     print("load average at start: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     server = start_server_process(BuiltinServerConfig(decode_base_s=args.decode_ms / 1000, decode_per_running_s=0.0,
                                                       max_num_seqs=args.concurrency * 2))
@@ -119,6 +130,12 @@ def main() -> None:
         print(f"  after the first quarter: growth {slope * 60:+.2f} MiB a minute, "
               f"{slope / rate * 10_000 if rate else float('nan'):+.3f} MiB per 10,000 requests; "
               f"peak {rss.max():.1f} MiB, last {rss[-1]:.1f} MiB")
+        if args.probe:
+            parts = []
+            for gen in (0, 1, 2):
+                ms = np.array([g[1] for g in r["gc"] if g[2] == gen]) / 1e6
+                parts.append(f"gen{gen} {len(ms)}" + (f" (p50 {np.median(ms):.1f} / max {ms.max():.1f} ms)" if len(ms) else ""))
+            print("  collections during the load: " + ", ".join(parts))
     print("\nload average at end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
