@@ -22,9 +22,10 @@ survived a valve collection and became garbage later sit in the older generation
 collects while the collector is off. ``idle`` (a callable: true when no request is in flight) runs a
 full collection at a quiet moment, once more than ``idle_objects`` objects were made since the last
 one; ``full_every_s`` runs one at the latest that long after the last, quiet or not. In the proxy at
-200 streams the automatic collector ran a middle-generation collection every ~2.6 s of 1.7-2.1 ms
-that freed nothing, and 19-26% of the slowest 1% of tokens were relayed across a collection
-(benchmarks/RESULTS.md 24h).
+200 streams the automatic collector ran a middle-generation collection every 2.6-4 s of 1.7-5.0 ms
+that freed nothing, and 19-44% of the slowest 1% of tokens were relayed across a collection
+(benchmarks/RESULTS.md 24h). A full collection while every stream is in flight walks them all
+(tens of ms), so the deadline is long: minutes.
 """
 
 from __future__ import annotations
