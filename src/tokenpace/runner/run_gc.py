@@ -21,11 +21,13 @@ A process that serves for days (``tokenpace proxy``) also needs what the valve l
 survived a valve collection and became garbage later sit in the older generations, which nothing
 collects while the collector is off. ``idle`` (a callable: true when no request is in flight) runs a
 full collection at a quiet moment, once more than ``idle_objects`` objects were made since the last
-one; ``full_every_s`` runs one at the latest that long after the last, quiet or not. In the proxy at
-200 streams the automatic collector ran a middle-generation collection every 2.6-4 s of 1.7-5.0 ms
+one; ``full_every_s`` runs one at the latest that long after the last, quiet or not, if the valve
+has collected since: only then can old garbage pile up (young garbage is the valve's; what survived
+a quiet moment's collection is little). A healthy load that never pauses is never collected. In
+the proxy at 200 streams the automatic collector ran a middle-generation collection every 2.6-4 s of 1.7-5.0 ms
 that freed nothing, and 19-44% of the slowest 1% of tokens were relayed across a collection
 (benchmarks/RESULTS.md 24h). A full collection while every stream is in flight walks them all
-(tens of ms), so the deadline is long: minutes.
+(tens of ms), so the deadline is long (minutes) and only taken after the valve has opened.
 """
 
 from __future__ import annotations
@@ -59,13 +61,13 @@ async def quiet_gc(*, valve_objects: int = VALVE_OBJECTS, check_s: float = CHECK
     def check() -> None:
         nonlocal timer, last_full, made
         young = gc.get_count()[0]
-        overdue = full_every_s is not None and loop.time() - last_full >= full_every_s
+        overdue = full_every_s is not None and made > 0 and loop.time() - last_full >= full_every_s
         if overdue or (idle is not None and made + young > idle_objects and idle()):
             gc.collect()
             last_full, made = loop.time(), 0
         elif young > valve_objects:
             gc.collect(0)  # survivors move to the next generation: the count starts again
-            made += young
+            made += young  # > 0: old garbage may now pile up, the deadline holds
         timer = loop.call_later(check_s, check)
 
     timer = loop.call_later(check_s, check)
