@@ -1,7 +1,7 @@
 """The measuring proxy's memory under a load that never stops: with ``--gc quiet`` (the default: no
 automatic garbage collection while serving) its resident memory must stay flat when requests are
-always in flight, so that no quiet moment ever comes and only the young-generation valve and the
-``--gc-full-every`` deadline collect; ``--gc auto`` (Python's collector) runs beside it for
+always in flight, so that no quiet moment ever comes and only the young-generation valve (and,
+once it has opened, the ``--gc-full-every`` deadline) collects; ``--gc auto`` (Python's collector) runs beside it for
 comparison, one after the other against the same server.
 
 Each mode: the built-in server (its own process), ``tokenpace proxy --gc MODE --gc-full-every F``,
@@ -17,7 +17,7 @@ proxy's CPU seconds and the load average.
 
 ``--probe`` runs the proxy under ``_relay_probe.py`` and prints its garbage collections during the
 load, by generation (count, median and longest pause): with ``--gc quiet`` under a load that never
-pauses, the full collections the ``--gc-full-every`` deadline forces.
+pauses, whatever the valve and the deadline did.
 """
 
 from __future__ import annotations

@@ -48,11 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "waiting connection at once)")
     p.add_argument("--gc", choices=("quiet", "auto"), default="quiet",
                    help="garbage collection while serving: quiet (default): no automatic collection; a full one "
-                        "when no request is in flight, and at the latest every 5 minutes; auto: Python's collector, "
+                        "when no request is in flight (and by --gc-full-every); auto: Python's collector, "
                         "whose collections pause every stream for 1-2 ms every few seconds under load")
     p.add_argument("--gc-full-every", type=float, default=300.0, metavar="SECONDS",
-                   help="with --gc quiet: a full collection at the latest this long after the last one, even if "
-                        "requests never stop (default 300)")
+                   help="with --gc quiet: once a young collection has run (more than 200,000 objects piled up), a "
+                        "full one at the latest this long after the last, even if requests never stop (default 300)")
     p.add_argument("--prompt-hashes", action="store_true", help="keep a salted hash chain of each prompt's "
                    "blocks in its record (never the text), for `tokenpace workload reuse`")
     p.add_argument("--hash-salt-file", metavar="FILE", help="the salt for --prompt-hashes (default: the "

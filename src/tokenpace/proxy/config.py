@@ -22,7 +22,7 @@ class ProxyConfig:
     starts_per_turn: int = 4  # a burst of new requests: upstream requests started per loop turn (0: all at once)
     accepts_per_turn: int = 8  # a burst of new connections: accepted per loop turn (0: the event loop's own accept, all waiting)
     # "quiet": no automatic garbage collection while serving; full collections when no request is in
-    # flight and at the latest every gc_full_every_s, young ones if many objects pile up (runner/run_gc.py).
+    # flight; young ones if many objects pile up, and after one a full one by gc_full_every_s (runner/run_gc.py).
     # "auto": Python's automatic collector (after a gc.freeze() at start).
     gc: str = "quiet"
     gc_full_every_s: float = 300.0
