@@ -22,14 +22,23 @@ tokens are placed: first, middle or last token of their stream, and whether othe
 ended (their end work is what a relay does then). For each request it also gives the way in (client send to the server's "received" line) and
 the TTFT the client sees, against direct: the delivery delay starts at the server's send, so a
 relay that holds requests before sending them upstream shows there. ``--hold`` runs the relays under
-``_relay_hold.py``, which times how long each read waited inside the relay process.
+``_relay_hold.py``, which times how long each read waited inside the relay process; ``--probe`` runs
+them under ``_relay_probe.py``: every garbage collection, the event loop's lag (a 1 ms ticker) and
+the bursts of reads in each relay, and which of them each path's slowest tokens were delivered across.
 
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --probe
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 0
 
-``--accepts-per-turn N`` adds a fifth path, ``tokenpace proxy --accepts-per-turn N`` (the proxy's
+``--gc quiet`` (the default) or ``auto`` is the garbage-collection policy of the proxy paths
+(``tokenpace proxy --gc``), and the pass-through is given the same one (``_passthrough.py --gc``);
+``--gc-compare`` adds the proxy and the pass-through with the other policy, in the same rounds:
+
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --gc-compare
+
+``--accepts-per-turn N`` adds a path, ``tokenpace proxy --accepts-per-turn N`` (the proxy's
 default is 8; 0: the event loop's own accept, every waiting connection at once): each client here
 opens a new connection per request, so every round starts with a burst of 200 accepts.
 """
@@ -57,10 +66,14 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from tokenpace.servers import BuiltinServerConfig, read_send_log, start_server_process  # noqa: E402
 
 from _proxy_analysis import delays_ms, hold_summary, itl_ms, request_side, tail_where  # noqa: E402
+from _probe_analysis import probe_summary  # noqa: E402
 from _proxy_costs import hashing_cost, measuring_cost, start_cost  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 UNPACED = "tokenpace proxy, all at once"  # --starts-per-turn 0: a burst's requests all sent in one turn
+PLAIN = "aiohttp pass-through"
+OTHER_GC = {"quiet": "tokenpace proxy, --gc auto", "auto": "tokenpace proxy, --gc quiet"}  # --gc-compare
+PLAIN_OTHER_GC = {"quiet": "aiohttp pass-through, Python's gc", "auto": "aiohttp pass-through, quiet gc"}
 
 
 def free_port() -> int:
@@ -155,19 +168,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--decode-ms", type=float, default=20.0, help="the server's time per token")
     parser.add_argument("--no-pin", action="store_true", help="leave the processes where the OS puts them")
-    parser.add_argument("--hold", action="store_true",
-                        help="run both relays under _relay_hold.py: how long each read waited in the relay "
-                             "process before the relay took it, in CPU and wall time (the probe costs a few µs a read)")
+    diagnostics = parser.add_mutually_exclusive_group()
+    diagnostics.add_argument("--probe", action="store_true",
+                             help="run the relays under _relay_probe.py: every garbage collection, the event loop's "
+                                  "lag (a 1 ms ticker) and the bursts of reads, against each path's slowest tokens")
+    diagnostics.add_argument("--hold", action="store_true",
+                             help="run the relays under _relay_hold.py: how long each read waited in the relay "
+                                  "process before the relay took it, in CPU and wall time (a few µs a read)")
     parser.add_argument("--accepts-per-turn", type=int, default=None, metavar="N",
                         help="also run a fifth path: tokenpace proxy --accepts-per-turn N (a burst's new connections "
                              "accepted N per loop turn, the proxy's default 8; 0: all at once; the clients here open "
                              "a new connection per request)")
+    parser.add_argument("--gc", choices=("quiet", "auto"), default="quiet",
+                        help="tokenpace proxy --gc MODE for the proxy paths (default quiet, the proxy's default); the "
+                             "pass-through gets the same policy")
+    parser.add_argument("--gc-compare", action="store_true",
+                        help="also run the proxy and the pass-through with the other --gc, in the same rounds")
     args = parser.parse_args()
     accepts = f"tokenpace proxy, --accepts-per-turn {args.accepts_per_turn}"  # the fifth path, if asked
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
           f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
-          + (" --hold" if args.hold else "")
-          + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn is not None else ""))
+          + (" --hold" if args.hold else "") + (" --probe" if args.probe else "")
+          + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn is not None else "")
+          + (f" --gc {args.gc}" if args.gc != "quiet" else "") + (" --gc-compare" if args.gc_compare else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "
@@ -177,36 +200,42 @@ def main() -> None:
     server = start_server_process(BuiltinServerConfig(send_log_path=str(log), decode_base_s=args.decode_ms / 1000,
                                                       decode_per_running_s=0.0, max_num_seqs=args.streams * 2),
                                   cpus=None if cpus["server"] is None else [cpus["server"]])
-    ours_port, plain_port, unpaced_port, accepts_port = free_port(), free_port(), free_port(), free_port()
-    holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json")
-             for name, tag in (("tokenpace proxy", "ours"), (UNPACED, "unpaced"), ("aiohttp pass-through", "plain"),
-                               (accepts, "accepts"))}
-    probe = {name: [str(HERE / "_relay_hold.py"), str(path)] if args.hold else [] for name, path in holds.items()}
-    ours = start([sys.executable, *probe["tokenpace proxy"], "-m", "tokenpace", "proxy", "--upstream", server.url,
-                  "--listen", f"127.0.0.1:{ours_port}"], ours_port)
-    unpaced = start([sys.executable, *probe[UNPACED], "-m", "tokenpace", "proxy", "--upstream", server.url,
-                     "--listen", f"127.0.0.1:{unpaced_port}", "--starts-per-turn", "0"], unpaced_port)
-    plain = start([sys.executable, *probe["aiohttp pass-through"], str(HERE / "_passthrough.py"), server.url,
-                   str(plain_port)], plain_port)
-    pids = {"tokenpace proxy": ours.pid, UNPACED: unpaced.pid, "aiohttp pass-through": plain.pid}
-    relays = [ours, unpaced, plain]
+    proxy = ["-m", "tokenpace", "proxy", "--upstream", server.url]
+    plain = [str(HERE / "_passthrough.py"), server.url]
+    relay_specs = [("tokenpace proxy", "ours", proxy + ["--gc", args.gc], None),  # (name, tag, argv, port flag)
+                   (UNPACED, "unpaced", proxy + ["--gc", args.gc, "--starts-per-turn", "0"], None),
+                   (PLAIN, "plain", plain + ["--gc", args.gc], "plain")]  # the same policy
     if args.accepts_per_turn is not None:
-        relay = start([sys.executable, *probe[accepts], "-m", "tokenpace", "proxy", "--upstream", server.url,
-                       "--listen", f"127.0.0.1:{accepts_port}", "--accepts-per-turn", str(args.accepts_per_turn)],
-                      accepts_port)
-        pids[accepts] = relay.pid
+        relay_specs.append((accepts, "accepts", proxy + ["--gc", args.gc, "--accepts-per-turn",
+                                                          str(args.accepts_per_turn)], None))
+    if args.gc_compare:
+        other = "auto" if args.gc == "quiet" else "quiet"
+        relay_specs += [(OTHER_GC[args.gc], "othergc", proxy + ["--gc", other], None),
+                        (PLAIN_OTHER_GC[args.gc], "plainothergc", plain + ["--gc", other], "plain")]
+    holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json") for name, tag, _, _ in relay_specs}
+    paths = {"direct": server.url}
+    pids: dict[str, int] = {}
+    relays: list[subprocess.Popen] = []
+    ours, ours_port = None, 0
+    for name, _tag, argv, kind in relay_specs:
+        port = free_port()
+        probe = ([str(HERE / ("_relay_probe.py" if args.probe else "_relay_hold.py")), str(holds[name])]
+                 if args.hold or args.probe else [])
+        where = [str(port)] if kind == "plain" else ["--listen", f"127.0.0.1:{port}"]
+        tail = argv[:2] + where + argv[2:] if kind == "plain" else argv + where
+        relay = start([sys.executable, *probe, *tail], port)
         relays.append(relay)
+        pids[name] = relay.pid
+        paths[name] = f"http://127.0.0.1:{port}/v1"
+        if ours is None:
+            ours, ours_port = relay, port
     if cpus["relay"] is not None:
         for pid in pids.values():
             os.sched_setaffinity(pid, {cpus["relay"]})
-    paths = {"direct": server.url, "tokenpace proxy": f"http://127.0.0.1:{ours_port}/v1",
-             UNPACED: f"http://127.0.0.1:{unpaced_port}/v1", "aiohttp pass-through": f"http://127.0.0.1:{plain_port}/v1"}
-    if args.accepts_per_turn is not None:
-        paths[accepts] = f"http://127.0.0.1:{accepts_port}/v1"
     wall_start = time.monotonic()
     try:
         results: dict[str, list[dict]] = {name: [] for name in paths}
-        rss = []
+        rss: list[float] = []
         cpu = {name: 0.0 for name in pids}
         split = {name: np.zeros(2) for name in pids}
         for rep in range(args.rounds):  # interleaved, so drift in the machine's load hits every path
@@ -239,7 +268,7 @@ def main() -> None:
     b50, b99 = np.percentile(base, [50, 99])
     print(f"\n{args.streams} concurrent streams x {args.tokens} tokens x {args.rounds} rounds per path, "
           f"server {args.decode_ms:g} ms a token; delivery delay = client arrival - server send, per token")
-    print(f"{'path':<30}{'matched':>9}{'delay p50 ms':>14}{'delay p99 ms':>14}{'added p50 ms':>14}"
+    print(f"{'path':<34}{'matched':>9}{'delay p50 ms':>14}{'delay p99 ms':>14}{'added p50 ms':>14}"
           f"{'added p99 ms':>14}{'ITL p50 ms':>12}{'vs direct':>11}{'CPU/chunk':>11}")
     chunks = args.streams * args.rounds * (args.tokens + 3)  # role, tokens, usage, [DONE]
     verdicts = []
@@ -248,7 +277,7 @@ def main() -> None:
         itl = float(np.median(itl_ms(res)))
         p50, p99 = np.percentile(d, [50, 99])
         per_chunk = f"{cpu[name] / chunks * 1e6:.1f} µs" if name in cpu else "-"
-        print(f"{name:<30}{matched:>5}/{len(res):<3}{p50:>14.3f}{p99:>14.3f}{p50 - b50:>14.3f}{p99 - b99:>14.3f}"
+        print(f"{name:<34}{matched:>5}/{len(res):<3}{p50:>14.3f}{p99:>14.3f}{p50 - b50:>14.3f}{p99 - b99:>14.3f}"
               f"{itl:>12.3f}{(itl / base_itl - 1) * 100:>+10.2f}%{per_chunk:>11}")
         if name != "direct":
             verdicts.append(f"{name}: added p50 {p50 - b50:.3f} ms {'<=' if p50 - b50 <= 0.5 else '>'} 0.5, "
@@ -263,6 +292,12 @@ def main() -> None:
               "them (the event loop's other work in between), ms; CPU time excludes the OS's preemption")
         for name, path in ((n, p) for n, p in holds.items() if n in pids):
             print(f"  {name}: {hold_summary(path)}")
+    if args.probe:
+        print("\ninside each relay during the load (all times on the clock of the server's send log):")
+        for name, path in ((n, p) for n, p in holds.items() if n in pids):
+            print(f"  {name}:")
+            for line in probe_summary(path, results[name], truth):
+                print(f"    {line}")
     print("\nthe request's way in, and what a client sees (per request, ms; the delivery delay above starts at "
           "the server's send, so a relay that holds a request before sending it upstream shows here):")
     way_in = {name: request_side(res, truth, received) for name, res in results.items()}

@@ -53,7 +53,9 @@ def test_bad_flags_exit_2():
     for args in (["--upstream", "127.0.0.1:8000"], ["--upstream", "http://x/v1", "--listen", "nope"],
                  ["--upstream", "http://x/v1", "--slo", "ttft=fast"],
                  ["--upstream", "http://x/v1", "--starts-per-turn", "-1"],
-                 ["--upstream", "http://x/v1", "--accepts-per-turn", "-1"]):
+                 ["--upstream", "http://x/v1", "--accepts-per-turn", "-1"],
+                 ["--upstream", "http://x/v1", "--gc", "sometimes"],
+                 ["--upstream", "http://x/v1", "--gc-full-every", "0"]):
         result = run_cli("proxy", *args)
         assert result.returncode == ExitCode.USAGE, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -5,6 +5,7 @@ end together each leave one whole record and nothing queued."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 import pytest
@@ -29,9 +30,9 @@ def test_work_before_start_and_after_close_runs_at_once():
 
 
 def test_slices_yield_to_the_relay_and_keep_order():
-    """With a slice of 0 ns each slice is one piece of work: another task that is ready runs between
-    any two pieces, as a relay's read would."""
-    finisher, log = Finisher(slice_ns=0), []
+    """With a slice of 0 ns (and no share of long turns) each slice is one piece of work: another task
+    that is ready runs between any two pieces, as a relay's read would."""
+    finisher, log = Finisher(slice_ns=0, share=0), []
 
     async def relay() -> None:
         for i in range(5):
@@ -122,3 +123,43 @@ def test_records_handed_over_at_shutdown_are_written(server_url, tmp_path):
     records = read_records(path)
     assert sorted(r.request_id for r in records) == sorted(f"s{i}" for i in range(20))
     assert all(r.status == "ok" and r.output_tokens == 4 for r in records)
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.parametrize("share", [0.25, 0.0])
+def test_long_turns_give_the_finisher_a_share_so_a_backlog_cannot_grow_for_ever(share):
+    """A loop whose every turn is long (a relay busy 20 ms a turn): with a fixed slice alone the
+    finisher ran one piece a turn, so a queue fed faster than that grew without bound; with a share
+    of the turn it runs several pieces in a turn."""
+    finisher, log = Finisher(slice_ns=0, share=share), []
+
+    async def relay() -> None:
+        for _ in range(8):
+            _busy(0.02)
+            log.append("turn")
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        finisher.start()
+        for _ in range(40):
+            finisher.defer(lambda: (_busy(0.0002), log.append("end")))
+        await relay()
+        await finisher.close()
+
+    asyncio.run(main())
+    runs, count = [], 0  # pieces run between two relay turns
+    for entry in log:
+        if entry == "turn":
+            runs.append(count)
+            count = 0
+        else:
+            count += 1
+    if share:
+        assert max(runs[1:]) >= 5, runs  # a 5 ms budget after a 20 ms turn: many 0.2 ms pieces
+    else:
+        assert max(runs) <= 1, runs  # the control: one piece a turn

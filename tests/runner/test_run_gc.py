@@ -105,3 +105,25 @@ def test_a_load_generator_runs_without_automatic_collection_and_restores_it():
     asyncio.run(lg.run())
     assert len(records) == 20 and states == [False] * 20
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_no_deadline_collection_while_the_valve_has_not_opened():
+    """A load that never pauses and never opens the valve makes no old garbage: the deadline does not
+    collect it (such a collection walks every object in flight), and a quiet moment does."""
+    quiet = [False]
+
+    async def main() -> list[weakref.ref]:
+        async with quiet_gc(valve_objects=10**9, check_s=0.01, full_every_s=0.01, idle=lambda: quiet[0]):
+            refs = _cycles(5_000)
+            for _ in range(20):  # 20 checks, each past the deadline
+                await asyncio.sleep(0.01)
+            assert all(r() is not None for r in refs)
+            quiet[0] = True
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if all(r() is None for r in refs):
+                    break
+            assert all(r() is None for r in refs)
+        return refs
+
+    asyncio.run(main())

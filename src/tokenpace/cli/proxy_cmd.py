@@ -46,6 +46,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="in a burst of new connections, accept N per turn of the event loop, so that the streams "
                         "already flowing are relayed in between (default 8; 0: the event loop's own accept, every "
                         "waiting connection at once)")
+    p.add_argument("--gc", choices=("quiet", "auto"), default="quiet",
+                   help="garbage collection while serving: quiet (default): no automatic collection; a full one "
+                        "when no request is in flight (and by --gc-full-every); auto: Python's collector, "
+                        "whose collections pause every stream for 1-2 ms every few seconds under load")
+    p.add_argument("--gc-full-every", type=float, default=300.0, metavar="SECONDS",
+                   help="with --gc quiet: once a young collection has run (more than 200,000 objects piled up), a "
+                        "full one at the latest this long after the last, even if requests never stop (default 300)")
     p.add_argument("--prompt-hashes", action="store_true", help="keep a salted hash chain of each prompt's "
                    "blocks in its record (never the text), for `tokenpace workload reuse`")
     p.add_argument("--hash-salt-file", metavar="FILE", help="the salt for --prompt-hashes (default: the "
@@ -72,16 +79,17 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - ProxyConfig, i
     if args.slo:
         parse_slo(args.slo)  # a bad SLO is a usage error now, not at the first request
     if args.records_max_mib <= 0 or args.records_backups < 0 or args.window <= 0 or args.starts_per_turn < 0 \
-            or args.accepts_per_turn < 0:
-        raise UsageError("--records-max-mib and --window must be > 0; --records-backups, --starts-per-turn and "
-                         "--accepts-per-turn >= 0")
+            or args.accepts_per_turn < 0 or args.gc_full_every <= 0:
+        raise UsageError("--records-max-mib, --window and --gc-full-every must be > 0; --records-backups, "
+                         "--starts-per-turn and --accepts-per-turn >= 0")
     host, port = parse_listen(args.listen)
     salt, tokenizer = _prompt_hashing(args)
     return ProxyConfig(upstream=args.upstream, host=host, port=port, slo=args.slo, records_path=args.records,
                        records_max_bytes=int(args.records_max_mib * 1024 * 1024),
                        records_backups=args.records_backups, window_s=args.window,
                        hash_salt=salt, hash_block=args.hash_block, tokenizer=tokenizer,
-                       starts_per_turn=args.starts_per_turn, accepts_per_turn=args.accepts_per_turn)
+                       starts_per_turn=args.starts_per_turn, accepts_per_turn=args.accepts_per_turn,
+                       gc=args.gc, gc_full_every_s=args.gc_full_every)
 
 
 def _prompt_hashing(args: argparse.Namespace) -> tuple[bytes | None, object]:

@@ -10,9 +10,17 @@ runs the queued work in slices of at most ``slice_ns`` of the loop's time, yield
 loop between slices, so a read that arrives meanwhile waits at most one slice. A read is never
 held between its arrival and its write to the client: that happens in the request's own task.
 
+A fixed slice alone starves under a sustained load: when the loop's turns grow long (every turn
+relays hundreds of reads), one slice of 0.1 ms a turn finished fewer requests than ended, and the
+queue, each piece holding a record and its unparsed reads, grew without bound (~100 MiB a minute
+at 200 streams on a busy machine, benchmarks/RESULTS.md 24h). So a slice may also last ``share``
+of the time the rest of the loop ran since the previous slice: the finisher gets at most about a
+fifth of the loop when it has a backlog, a request's end work costs far less than a fifth of its
+relaying, and the queue stays bounded; a read waits at most a quarter of the turn before it longer.
+
 Nothing is lost: work handed over before ``start`` or after ``close`` runs at once, and ``close``
 runs whatever is still queued. The queue holds each request's record and unparsed reads only until
-its turn (under a sustained overload it grows with the backlog, as the relay's own queues do).
+its turn.
 """
 
 from __future__ import annotations
@@ -22,12 +30,14 @@ from collections import deque
 from collections.abc import Callable
 from time import monotonic_ns
 
-SLICE_NS = 100_000  # the longest the finisher holds the loop before it yields to the relay
+SLICE_NS = 100_000  # the longest the finisher holds the loop before it yields to the relay, while turns are short
+SHARE = 0.25  # with a backlog, a slice may also last this share of the loop's other work since the last one
 
 
 class Finisher:
-    def __init__(self, slice_ns: int = SLICE_NS) -> None:
+    def __init__(self, slice_ns: int = SLICE_NS, share: float = SHARE) -> None:
         self.slice_ns = slice_ns
+        self.share = share
         self.done = 0  # pieces of end work run
         self.failed = 0  # of which raised (reported through the loop's exception handler)
         self._queue: deque[Callable[[], object]] = deque()
@@ -75,12 +85,15 @@ class Finisher:
         while True:
             await wake.wait()
             wake.clear()
+            last_end = monotonic_ns()
             while queue:
-                deadline = monotonic_ns() + self.slice_ns
+                start = monotonic_ns()
+                deadline = start + max(self.slice_ns, int((start - last_end) * self.share))
                 while queue:
                     self._call(queue.popleft())
                     if monotonic_ns() >= deadline:
                         break
+                last_end = monotonic_ns()
                 await asyncio.sleep(0)  # the relay's reads that arrived during the slice go first
 
     def _call(self, work: Callable[[], object]) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tokenpace.runner.run_gc import quiet_gc
+
 from .accept import PacedAcceptSite
 from .app import ProxyState, create_app, proxy_state
 from .config import ProxyConfig
@@ -41,14 +43,28 @@ async def serve_until_stopped(config: ProxyConfig, *, announce: Callable[[str], 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with running_proxy(config) as (url, state):
-        gc.freeze()  # full collections then scan only what requests allocate (as the built-in server)
+    async with running_proxy(config) as (url, state), collector(config, state):
         announce(f"tokenpace proxy on {url} -> {config.upstream}; metrics on {url[:-3]}/metrics")
         if watch is not None:
             await watch(state, stop)
         else:
             await stop.wait()
     return 0
+
+
+@asynccontextmanager
+async def collector(config: ProxyConfig, state: ProxyState) -> AsyncIterator[None]:
+    """The garbage collector while the proxy serves (``config.gc``). Either way what exists at the
+    start is frozen, so that collections scan only what requests allocate (as the built-in server).
+    "quiet": automatic collection off; full collections when no request is in flight and at the
+    latest every ``gc_full_every_s``; a young one if objects pile up meanwhile (``quiet_gc``)."""
+    if config.gc != "quiet":
+        gc.freeze()
+        yield
+        return
+    async with quiet_gc(idle=lambda: state.in_flight == 0, full_every_s=config.gc_full_every_s,
+                        check_s=config.gc_check_s):
+        yield
 
 
 def run_proxy(config: ProxyConfig, *, announce: Callable[[str], Any] = print,
