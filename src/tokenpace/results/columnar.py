@@ -19,7 +19,7 @@ import io
 import shutil
 import zipfile
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from tokenpace.errors import NotSaved
 from tokenpace.files import write_whole
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text
+from tokenpace.results.columnar_bulk import bulk_parts
 
 FORMAT = 1
 BATCH_RECORDS = 4096
@@ -187,12 +188,17 @@ class ColumnarWriter:
 
 
 def write_table(path: str | Path, records: Iterable[RequestRecord] | RecordTable) -> Path:
-    """The whole columnar file of a finished run; on a failed write (NotSaved) nothing is left."""
+    """The whole columnar file of a finished run; on a failed write (NotSaved) nothing is left.
+    A sequence of records goes in the parts ``ColumnarWriter.add`` would make, built in bulk
+    (``columnar_bulk``)."""
     path = Path(path)
     try:
         writer = ColumnarWriter(path)
         if isinstance(records, RecordTable):
             writer.add_table(records)
+        elif isinstance(records, Sequence):  # a finished run's: column by column, the same parts
+            for table in bulk_parts(records, writer.batch_records, writer.batch_chunks):
+                writer.add_table(table)
         else:
             for record in records:
                 writer.add(record)
