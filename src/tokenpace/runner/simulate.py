@@ -48,9 +48,10 @@ from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
 from tokenpace.heap import release_freed_memory
 from tokenpace.metrics import parse_slo, summarize
+from tokenpace.metrics.summary import ROW_BLOCKS_ABOVE
 from tokenpace.recordtable import RecordTable
 from tokenpace.results import RunResult, result_paths, timeline_path as timeline_path_of, write_result
-from tokenpace.results.columnar import columns_path, write_table
+from tokenpace.results.columnar import columns_path, write_records_table, write_table
 from tokenpace.results.columnar_read import read_table
 from tokenpace.results.records import JournalRecords
 from tokenpace.runner.counting import request_count
@@ -186,13 +187,18 @@ def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = Tr
     if lean:
         # The records to disk now, then out of memory: the summary reads the columnar file.
         _write_jsonl(records_path, records)
-        write_table(columns_path(records_path), records)  # part by part, ColumnarWriter's batches
+        columns = columns_path(records_path)
+        # Part by part, ColumnarWriter's batches; up to a size the summary takes whole, the columns
+        # made for the parts are kept for it (and the chunks read back from the parts as it goes).
+        whole = len(records) <= ROW_BLOCKS_ABOVE
+        table = write_records_table(columns, records) if whole else write_table(columns, records)
         kept: Any = JournalRecords(records_path, len(records))
         sim.records = []
         del records
         gc.collect()  # the records' lists are freed now, before the summary's arrays are made
         release_freed_memory()
-        table = read_table(columns_path(records_path), chunks=False)
+        if not whole:
+            table = read_table(columns, chunks=False)  # by row blocks
     else:
         # The records as columns, made once: the summary works on whole arrays (the same figures as
         # from the records: a property test holds them to it) and the columnar file is these arrays.
