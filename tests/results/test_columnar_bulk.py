@@ -4,11 +4,14 @@ give the same part files, byte for byte, as the same records added one by one; a
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
 import pytest
 
 from tokenpace.metrics import summarize
 from tokenpace.record import RequestRecord
-from tokenpace.results.columnar import ColumnarWriter, write_records_table, write_table
+from tokenpace.results.columnar import ColumnarWriter, _write_npy, write_records_table, write_table
 from tokenpace.results.columnar_bulk import bulk_parts, part_bounds
 from tokenpace.results.columnar_read import read_table
 
@@ -86,3 +89,17 @@ def test_part_bounds_cut_where_the_writer_does():
     assert part_bounds([5] * 10, 4, 1000) == [(0, 4), (4, 8), (8, 10)]
     assert part_bounds([5, 5, 20, 1, 1], 100, 10) == [(0, 2), (2, 3), (3, 5)]
     assert part_bounds([], 4, 10) == []
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(1000, dtype=np.int64), np.array([True, False, True]), np.array(["ok", "timeout"], dtype=np.str_),
+    np.array(1), np.zeros(0, np.int32), np.arange(20, dtype=np.float64)[::2], np.arange(12).reshape(3, 4).T,
+    np.array([np.nan, 1.5])])
+def test_a_member_is_written_as_numpy_writes_it(array):
+    ours, numpys = io.BytesIO(), io.BytesIO()
+    headers: dict = {}
+    _write_npy(ours, array, headers)
+    _write_npy(ours, array, headers)  # the second time from the header made the first
+    np.lib.format.write_array(numpys, array, allow_pickle=False)
+    np.lib.format.write_array(numpys, array, allow_pickle=False)
+    assert ours.getvalue() == numpys.getvalue()

@@ -167,11 +167,12 @@ class ColumnarWriter:
         arrays |= {"chunk_count": table.chunk_count, "chunk_ns": table.chunk_ns,
                    "chunk_tokens": table.chunk_tokens, "format": np.array(FORMAT)}
         buffer = io.BytesIO()
+        headers: dict[tuple, bytes] = {}
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:  # np.load reads it as .npz
             for name, array in arrays.items():
                 # A fixed member time (np.savez stamps the clock): same records, same bytes.
                 with archive.open(zipfile.ZipInfo(name + ".npy", _EPOCH), "w", force_zip64=True) as fh:
-                    np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
+                    _write_npy(fh, np.asanyarray(array), headers)
         write_whole(self.path / _PART.format(self.parts), buffer.getbuffer(), what="the columnar records")
         self.parts += 1
         self.count += len(table)
@@ -187,6 +188,24 @@ class ColumnarWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _write_npy(fh, array: np.ndarray, headers: dict) -> None:
+    """``np.lib.format.write_array(fh, array)``, the same bytes: a contiguous array's header made
+    once per dtype and shape (``headers``: a part's; its fifty members share a few), and its data
+    written from its own buffer rather than copied out by ``tobytes`` first."""
+    if array.dtype.hasobject or not array.flags.c_contiguous:
+        np.lib.format.write_array(fh, array, allow_pickle=False)
+        return
+    key = (array.dtype, array.shape)
+    header = headers.get(key)
+    if header is None:
+        out = io.BytesIO()
+        np.lib.format.write_array_header_1_0(out, np.lib.format.header_data_from_array_1_0(array))
+        header = headers[key] = out.getvalue()
+    fh.write(header)
+    if array.size:
+        fh.write(array.reshape(-1).view(np.uint8).data)
 
 
 def write_table(path: str | Path, records: Iterable[RequestRecord] | RecordTable) -> Path:
