@@ -82,6 +82,10 @@ def test_the_kept_table_summarizes_as_the_parts_read_back(tmp_path):
     kept = write_records_table(tmp_path / "run.columns", records)
     assert kept.chunk_source is not None and kept.chunk_ns.size == 0  # the chunks stay on disk
     back = read_table(tmp_path / "run.columns", chunks=False)
+    for ours, theirs in zip(kept.chunk_blocks(), back.chunk_blocks(), strict=True):  # where the writer says
+        assert ours[0] == theirs[0]
+        for a, b in zip(ours[1:], theirs[1:]):
+            np.testing.assert_array_equal(a, b)
     assert summarize(kept, slo="chat") == summarize(back, slo="chat") == summarize(records, slo="chat")
 
 

@@ -141,6 +141,7 @@ class ColumnarWriter:
         self.count = 0  # records written to parts
         self.batch_records, self.batch_chunks = batch_records, batch_chunks
         self._batch = Batch()
+        self.last_layout: dict[str, tuple] = {}  # the last part's members: where each one's data lies
 
     def add(self, record: RequestRecord) -> None:
         self._batch.add(record)
@@ -168,11 +169,15 @@ class ColumnarWriter:
                    "chunk_tokens": table.chunk_tokens, "format": np.array(FORMAT)}
         buffer = io.BytesIO()
         headers: dict[tuple, bytes] = {}
+        # Where each member's data lies in the part (columnar_parts._layout's tuples), as written.
+        self.last_layout = where = {}
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:  # np.load reads it as .npz
             for name, array in arrays.items():
                 # A fixed member time (np.savez stamps the clock): same records, same bytes.
                 with archive.open(zipfile.ZipInfo(name + ".npy", _EPOCH), "w", force_zip64=True) as fh:
-                    _write_npy(fh, np.asanyarray(array), headers)
+                    array = np.asanyarray(array)
+                    if _write_npy(fh, array, headers):
+                        where[name] = (buffer.tell() - array.nbytes, array.shape, False, array.dtype)
         write_whole(self.path / _PART.format(self.parts), buffer.getbuffer(), what="the columnar records")
         self.parts += 1
         self.count += len(table)
@@ -190,13 +195,14 @@ class ColumnarWriter:
         self.close()
 
 
-def _write_npy(fh, array: np.ndarray, headers: dict) -> None:
+def _write_npy(fh, array: np.ndarray, headers: dict) -> bool:
     """``np.lib.format.write_array(fh, array)``, the same bytes: a contiguous array's header made
     once per dtype and shape (``headers``: a part's; its fifty members share a few), and its data
-    written from its own buffer rather than copied out by ``tobytes`` first."""
+    written from its own buffer rather than copied out by ``tobytes`` first. True when the array's
+    data went last, C-ordered, as one piece."""
     if array.dtype.hasobject or not array.flags.c_contiguous:
         np.lib.format.write_array(fh, array, allow_pickle=False)
-        return
+        return False
     key = (array.dtype, array.shape)
     header = headers.get(key)
     if header is None:
@@ -206,6 +212,7 @@ def _write_npy(fh, array: np.ndarray, headers: dict) -> None:
     fh.write(header)
     if array.size:
         fh.write(array.reshape(-1).view(np.uint8).data)
+    return True
 
 
 def write_table(path: str | Path, records: Iterable[RequestRecord] | RecordTable) -> Path:
@@ -239,11 +246,17 @@ def write_records_table(path: str | Path, records: Sequence[RequestRecord]) -> R
     requests: above, read it back with ``read_table``, which gives its row blocks)."""
     path = Path(path)
     kept: list[RecordTable] = []
+    layouts: list | None = []
     try:
         writer = ColumnarWriter(path)
         for table in bulk_parts(records, writer.batch_records, writer.batch_chunks):
             writer.add_table(table)
             kept.append(_without_chunks(table))  # the chunks are on disk now
+            part = path / _PART.format(writer.parts - 1)
+            if layouts is not None and {"chunk_ns", "chunk_tokens"} <= writer.last_layout.keys():
+                layouts.append((part, writer.last_layout, len(table)))
+            else:
+                layouts = None  # found in the part when read
         writer.close()
     except NotSaved:
         shutil.rmtree(path, ignore_errors=True)
@@ -251,7 +264,7 @@ def write_records_table(path: str | Path, records: Sequence[RequestRecord]) -> R
     parts = [path / _PART.format(i) for i in range(len(kept))]
     counts = [t.chunk_count for t in kept]
     table = _concat_columns(kept)
-    table.chunk_source = lambda: _chunk_parts(parts, counts)
+    table.chunk_source = lambda: _chunk_parts(parts, counts, layouts=layouts)
     return table
 
 
