@@ -1,7 +1,7 @@
 """A finished run's records into columnar parts in bulk: column by column rather than record by
 record (``columnar.Batch.add``), cut into the same parts, with the same arrays and so the same
-bytes. What ``write_table`` does with a list of records (``tokenpace sim``, whose 20,000 records
-took 0.28 CPU-s in ``Batch.add``'s per-field loops: RESULTS.md 4h).
+bytes. What ``write_table`` does with a list of records (``tokenpace sim``: ``Batch.add``'s
+per-field loops were half the columnar file's time for 20,000 records, RESULTS.md 4h).
 
 Each field is read for every record of a part in one C call (``map`` over an ``attrgetter``) and
 converted to its array in one NumPy call. A column with a value of a type the fast path does not
