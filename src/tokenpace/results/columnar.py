@@ -241,8 +241,8 @@ def write_records_table(path: str | Path, records: Sequence[RequestRecord]) -> R
     """``write_table(path, records)``, and the records as a table to summarize: their per-record
     columns as made for the parts (kept, a few hundred bytes a request), their chunks read back
     from the parts when asked (``RecordTable.chunk_source``). The same table as ``read_table(path,
-    chunks=False)`` without parsing every member of every part again (0.12 CPU-s for 20,000
-    requests), for a run the summary takes whole (up to ``metrics.summary.ROW_BLOCKS_ABOVE``
+    chunks=False)`` without parsing every member of every part again (0.06-0.10 CPU-s for
+    20,000 requests), for a run the summary takes whole (up to ``metrics.summary.ROW_BLOCKS_ABOVE``
     requests: above, read it back with ``read_table``, which gives its row blocks)."""
     path = Path(path)
     kept: list[RecordTable] = []
