@@ -93,6 +93,10 @@ if hasattr(rs, "RecordTable"):
 timed(rs, "summarize", "summary")
 timed(rs, "_write_jsonl", "records + timeline JSONL")
 timed(rs, "write_table", "columnar file")
+if hasattr(rs, "write_records_table"):
+    timed(rs, "write_records_table", "columnar file")
+if hasattr(rs, "read_table"):
+    timed(rs, "read_table", "columns read back")
 c1 = time.process_time()
 try:
     tokenpace.cli.main.main(sys.argv[1:])

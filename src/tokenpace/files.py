@@ -23,7 +23,10 @@ def write_whole(path: str | Path, data: bytes | Iterable[bytes], *, what: str = 
         if isinstance(data, (bytes, bytearray, memoryview)):
             tmp.write_bytes(data)
         else:
-            with open(tmp, "wb") as fh:
+            # A 1 MiB buffer: pieces of a few kilobytes (a simulated record's line) each went to
+            # the kernel through the default 8 KiB one, a system call every other line (20,000
+            # lines: 0.10 -> 0.03 CPU-s).
+            with open(tmp, "wb", buffering=1 << 20) as fh:
                 for piece in data:
                     fh.write(piece)
         os.replace(tmp, path)
