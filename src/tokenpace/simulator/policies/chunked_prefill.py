@@ -63,7 +63,6 @@ class ChunkedPrefill(Scheduler):
         before = self.preemptions
         # The decodes that need a block, in running order. Every decode before one of them has been
         # scheduled (it is no victim); every sequence after it has not.
-        grew = []
         for seq in needy:
             if seq.state != RUNNING:
                 continue  # preempted for an earlier one
@@ -73,10 +72,6 @@ class ChunkedPrefill(Scheduler):
                 self.preempt(victim)
                 if victim is seq:
                     break
-            else:
-                if seq.co_from >= 0:
-                    grew.append(seq)
-        co.grew(grew)
         for seq in fresh:
             if seq.state == RUNNING:
                 seq.sched_step = step
