@@ -137,14 +137,16 @@ class Engine:
         if jumps and co is not None:
             co.allocate(self.kv, self.steps, k)
         if self.timeline is not None:
+            sched, kv = self.scheduler, self.kv
+            prefill_tokens = sum([n for n, _ in first.prefill]) if first.prefill else 0
+            num_decode = len(first.decode_context)
             self.timeline.append(TimelineRow(
                 t_ns=t_ns, steps=k, step_ms=d0 * 1e3, span_ms=(ends[-1] - t_ns) / 1e6,
-                waiting=len(self.scheduler.waiting),
-                running=len(self.scheduler.running), kv_usage=self.kv.usage,
-                prefix_cache_hit_rate=self.kv.hit_rate, batch_tokens=first.num_tokens,
-                decode_seqs=first.num_decode, prefill_tokens=first.prefill_tokens,
-                preempted=self.scheduler.preemptions - preempted_before,
-                preemptions=self.scheduler.preemptions,
+                waiting=len(sched.waiting), running=len(sched.running), kv_usage=kv.usage,
+                prefix_cache_hit_rate=kv.hit_rate,
+                batch_tokens=prefill_tokens + num_decode * first.decode_tokens_per_seq,
+                decode_seqs=num_decode, prefill_tokens=prefill_tokens,
+                preempted=sched.preemptions - preempted_before, preemptions=sched.preemptions,
             ))
         self._flight = Step(batch, t_ns, ends)
         return self._flight
@@ -249,7 +251,7 @@ class Engine:
             ctx = tuple([c + ahead for c in map(_NUM_COMPUTED, batch.decode)])
         else:
             ctx = tuple(s.num_computed + s.tokens_after(ahead) for s in batch.decode)
-        prefill = tuple((n, s.num_computed) for s, n in batch.prefill)
+        prefill = tuple([(n, s.num_computed) for s, n in batch.prefill]) if batch.prefill else ()
         return StepBatch(prefill=prefill, decode_context=ctx, decode_tokens_per_seq=self.decode_tokens)
 
     def _jump_length(self, batch: Batch) -> int:
