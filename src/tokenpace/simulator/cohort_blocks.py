@@ -45,7 +45,7 @@ class CohortBlocks:
     def add(self, seq: Sequence, step: int) -> None:
         """``seq`` joined in ``step`` with its blocks for that step already given."""
         bs = self.block_size
-        at = due_step(seq, bs)
+        at = seq.co_from - seq.num_computed + seq.num_blocks * bs  # due_step, inline: once per join
         if at - step <= bs:
             self.ring[at % bs].append(seq)
         else:
@@ -53,7 +53,8 @@ class CohortBlocks:
 
     def remove(self, seq: Sequence) -> None:
         """``seq`` left (its fields up to date): out of the ring (a heap entry goes stale)."""
-        bucket = self.ring[due_step(seq, self.block_size) % self.block_size]
+        bs = self.block_size
+        bucket = self.ring[(seq.co_from - seq.num_computed + seq.num_blocks * bs) % bs]  # due_step's residue
         try:
             bucket.remove(seq)
         except ValueError:
