@@ -101,16 +101,18 @@ class ChunkedPrefill(Scheduler):
             self.outside = list(self.running)
 
     def _admit(self, batch: Batch, budget: int, step: int) -> int:
-        chunk = self.limits.chunked_prompts
-        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
-            head = self.waiting[0]
-            whole = not chunk and head.to_compute <= self.limits.max_batched_tokens
-            n = self.try_admit(head, budget, step, whole=whole)
+        limits, waiting, running, prefill = self.limits, self.waiting, self.running, batch.prefill
+        chunk, max_seqs = limits.chunked_prompts, limits.max_num_seqs
+        outside = self.outside if self.cohort is not None else None
+        while waiting and budget > 0 and len(running) < max_seqs:
+            head = waiting[0]
+            whole = not chunk and head.to_compute <= limits.max_batched_tokens
+            n = self.try_admit(head, budget, step, whole)
             if n == 0:
                 break
-            batch.prefill.append((self.running[-1], n))
-            if self.cohort is not None:
-                self.outside.append(self.running[-1])
+            prefill.append((head, n))  # try_admit appended it to ``running``
+            if outside is not None:
+                outside.append(head)
             budget -= n
         return budget
 
