@@ -137,8 +137,9 @@ class DecodeCohort:
         """Members whose last token is produced by ``step``, in running order."""
         heap, out = self._finish, []
         while heap and heap[0][0] <= step:
-            entry = heappop(heap)
-            if self._valid_finish(*entry):
-                out.append(entry[2])
+            at, no, seq = heappop(heap)
+            # ``_valid_finish``, inline: once per member
+            if seq.co_from >= 0 and seq.admit_no == no and seq.co_from + seq.output_len - seq.generated - 1 == at:
+                out.append(seq)
         return out
 
