@@ -46,15 +46,16 @@ class ChunkedPrefill(Scheduler):
         then the one-by-one pass decides which run."""
         outside, kv = self.outside, self.kv
         room = kv.block_size
-        fresh, prompts = [], []
+        fresh, prompts, needy = [], [], []
         for seq in outside:  # sequences that just became decodes join the cohort
             if seq.generated and seq.prompt_len + seq.generated - seq.num_computed == 1:
                 fresh.append(seq)
+                if seq.num_computed + 1 > seq.num_blocks * room:
+                    needy.append(seq)  # its decode needs a new block
             else:
                 prompts.append(seq)
         if len(co.members) + len(fresh) > self.limits.max_batched_tokens:
             return None
-        needy = [s for s in fresh if s.num_computed + 1 > s.num_blocks * room]
         # Members first, while the blocks last with enough kept for the new decodes: they get the
         # blocks the running-order pass would give them before its first preemption. The rest go
         # through that pass.
