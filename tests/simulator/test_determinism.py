@@ -79,6 +79,13 @@ COHORT_CASES = {
                                lambda: _closed(1500, 700, 200)),
     "vllm-context-admission": (SimConfig(engine="vllm", concurrency=256, num_gpu_blocks=3000),
                                lambda: _closed(800, 900, 150)),
+    # Members holding more than a block of room (output reserved at admission) wait outside the
+    # ring of due blocks until they are within a block of their due step (cohort_blocks.py); jumps
+    # span several blocks.
+    "output-reserved": (SimConfig(admission="prompt+output", concurrency=48, num_gpu_blocks=2500),
+                        lambda: _closed(300, 700, 300)),
+    "whole-prompt-preempting": (SimConfig(admission="prompt", concurrency=300, max_num_seqs=512,
+                                          num_gpu_blocks=3000), lambda: _closed(900, 500, 200)),
 }
 
 
@@ -95,5 +102,5 @@ def test_decode_cohort_gives_the_bytes_of_stepping_each_sequence(name, monkeypat
     without = simulate(cfg, make())
     assert with_cohort.stats["preemptions"] == without.stats["preemptions"]
     assert dump(with_cohort) == dump(without)
-    if name in ("open-tight-cache", "closed-1024-preempting"):
+    if name in ("open-tight-cache", "closed-1024-preempting", "whole-prompt-preempting"):
         assert without.stats["preemptions"] > 0  # the case exercises preemption

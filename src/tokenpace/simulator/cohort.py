@@ -6,15 +6,16 @@ block, it produces its last token, it is preempted or cancelled) a decoding sequ
 one more computed token, one more generated token and one more chunk, whose time is the step's end.
 A cohort member keeps the step at which its fields were last brought up to date (``co_from``); its
 state at any later step follows from the shared clock, the end time of every engine step
-(``ends``), and its chunk times are a slice of that list. Two heaps hold the events: the step at
-which each member needs its next KV block, and the step that produces its last token. A step then
+(``ends``), and its chunk times are a slice of that list. Its events: the step at which it needs
+its next KV block (kept by that step's residue modulo the block size, so the members due in a step
+are one list: cohort_blocks.py), and the step that produces its last token (a heap). A step then
 costs work in the number of such events, not in the number of running sequences.
 
 Fields are written back (``sync``) when a member leaves (finishes, is preempted or cancelled) and
 when the cohort is dissolved (a step whose token budget cannot hold every decode: the one-by-one
 pass decides which run). A full cache is handled inside the cohort: the scheduler gives the due
 blocks in running order and preempts with the one-by-one pass's victims (``ChunkedPrefill``); a
-jump over identical steps is measured from the heaps (``jump_length``, ``allocate``). Only plain
+jump over identical steps is measured from the same events (``jump_length``, ``allocate``). Only plain
 decoding with one token per step and no prefix cache uses a cohort (``Engine(cohort=True)``,
 which ``simulate`` sets; the real-time server reads every sequence after each step and does not);
 the results are the same, byte for byte, as stepping each sequence.
@@ -23,15 +24,15 @@ the results are the same, byte for byte, as stepping each sequence.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
-from heapq import heappop, heappush, heapreplace
+from heapq import heappop, heappush
 
+from tokenpace.simulator.cohort_blocks import CohortBlocks, longest_fit
 from tokenpace.simulator.sequence import Sequence
 from tokenpace.simulator.step import ShiftedContexts
 
 
 class DecodeCohort:
-    __slots__ = ("block_size", "members", "keys", "offsets", "offset_sum", "ends", "_blocks", "_finish", "_short")
+    __slots__ = ("block_size", "members", "keys", "offsets", "offset_sum", "ends", "blocks", "_finish")
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
@@ -40,9 +41,8 @@ class DecodeCohort:
         self.offsets: list[int] = []  # a member's computed tokens before step s are s + offset
         self.offset_sum = 0  # their sum
         self.ends: list[int] = []  # end time of engine step i (every step, in or out of a cohort)
-        self._blocks: list[tuple[int, int, Sequence]] = []  # (step needing a new block, admit_no, seq)
+        self.blocks = CohortBlocks(block_size)  # when each member needs its next KV block
         self._finish: list[tuple[int, int, Sequence]] = []  # (step producing the last token, admit_no, seq)
-        self._short: list[Sequence] = []  # members needing blocks during a jump (jump_length -> allocate)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -68,7 +68,7 @@ class DecodeCohort:
         self.keys.insert(i, seq.admit_no)
         self.offsets.insert(i, offset)
         self.offset_sum += offset
-        heappush(self._blocks, (seq.num_blocks * self.block_size - offset, seq.admit_no, seq))
+        self.blocks.add(seq, step)
         heappush(self._finish, (step + seq.output_len - seq.generated - 1, seq.admit_no, seq))
 
     def sync(self, seq: Sequence, step: int) -> None:
@@ -85,6 +85,7 @@ class DecodeCohort:
     def leave(self, seq: Sequence, step: int) -> None:
         """``seq`` leaves after the steps before ``step`` (its heap entries go stale)."""
         self.sync(seq, step)
+        self.blocks.remove(seq)
         i = bisect_left(self.keys, seq.admit_no)
         self.offset_sum -= self.offsets[i]
         del self.members[i], self.keys[i], self.offsets[i]
@@ -98,7 +99,7 @@ class DecodeCohort:
             seq.co_from = -1
         self.members, self.keys, self.offsets = [], [], []
         self.offset_sum = 0
-        self._blocks.clear()
+        self.blocks.clear()
         self._finish.clear()
         return out
 
@@ -109,64 +110,25 @@ class DecodeCohort:
 
     def take_blocks(self, step: int, kv, keep: int = 0) -> list[Sequence]:  # type: ignore[no-untyped-def]
         """Give the members whose decode in ``step`` needs a new KV block their block, in running
-        order, while more than ``keep`` blocks are free. Returns the ones left without (taken off
-        the heap, in running order): the caller gives them blocks or preempts, then ``grew``."""
-        heap, bs, rest = self._blocks, self.block_size, []
-        while heap and heap[0][0] <= step:
-            at, no, seq = heap[0]
-            if not (seq.co_from >= 0 and seq.admit_no == no
-                    and seq.co_from - seq.num_computed + seq.num_blocks * bs == at):
-                heappop(heap)  # stale: it left, or its blocks changed
-            elif rest or kv.num_free <= keep:
-                heappop(heap)
-                rest.append(seq)
-            else:
-                kv.num_free -= 1  # one block: a decode step grows a sequence by one token
-                seq.num_blocks += 1
-                heapreplace(heap, (at + bs, no, seq))
-        assert not heap or heap[0][0] > step, "a cohort member ran past its KV blocks"
-        return rest
-
-    def grew(self, seqs: list[Sequence]) -> None:
-        """``seqs`` (from ``take_blocks``) got their block: the next one is due a block later."""
-        heap, bs = self._blocks, self.block_size
-        for seq in seqs:
-            heappush(heap, (seq.co_from - seq.num_computed + seq.num_blocks * bs, seq.admit_no, seq))
+        order, while more than ``keep`` blocks are free. Returns the ones left without, in running
+        order: the caller gives each its block or preempts it (cohort_blocks.py)."""
+        return self.blocks.take(step, kv, keep)
 
     def jump_length(self, step: int, limit: int, free: int) -> int:
         """How many identical decode steps from ``step`` on the cohort can run as one (at most
         ``limit``): up to its first finish, and as far as ``free`` blocks carry the members that
-        need new ones (the engine's ``_jump_length``, from the heaps). ``allocate`` must follow."""
+        need new ones (the engine's ``_jump_length``, by block residue). ``allocate`` must follow."""
         fin = self._finish
         while fin and not self._valid_finish(*fin[0]):
             heappop(fin)
         k = min(limit, fin[0][0] - step + 1) if fin else limit
         if k <= 1:
             return 1
-        heap, bs, short, rooms = self._blocks, self.block_size, self._short, []
-        # The members whose blocks run out within k steps, soonest first. Each needs a block of its
-        # own, so once more of them than ``free`` are out, no jump reaches the last one's step.
-        while heap and heap[0][0] < step + k:
-            at, no, seq = heappop(heap)
-            if self._valid(seq, no) and seq.co_from - seq.num_computed + seq.num_blocks * bs == at:
-                short.append(seq)
-                rooms.append(at - step)  # tokens it can still hold (>= 1: this step's)
-                if len(short) > free:
-                    k = at - step
-                    break
-
-        def extra_blocks(steps: int) -> int:  # step i needs room for i + 1 more tokens
-            return sum(-(-(steps - r) // bs) for r in rooms if r < steps)
-
-        return longest_fit(k, extra_blocks, free)
+        return self.blocks.jump_length(step, k, free)
 
     def allocate(self, kv, step: int, k: int) -> None:  # type: ignore[no-untyped-def]
-        """Give the members ``jump_length`` found short the blocks for ``k`` steps from ``step``."""
-        for seq in self._short:
-            ok = kv.grow(seq, step - seq.co_from + seq.num_computed + k)
-            assert ok, "jump length exceeded the free KV blocks"
-        self.grew(self._short)
-        self._short = []
+        """Give the members the blocks for ``k`` steps from ``step`` (``jump_length`` measured them)."""
+        self.blocks.allocate(kv, step, k)
 
     def _valid_finish(self, at: int, no: int, seq: Sequence) -> bool:
         return self._valid(seq, no) and seq.co_from + seq.output_len - seq.generated - 1 == at
@@ -175,22 +137,9 @@ class DecodeCohort:
         """Members whose last token is produced by ``step``, in running order."""
         heap, out = self._finish, []
         while heap and heap[0][0] <= step:
-            entry = heappop(heap)
-            if self._valid_finish(*entry):
-                out.append(entry[2])
+            at, no, seq = heappop(heap)
+            # ``_valid_finish``, inline: once per member
+            if seq.co_from >= 0 and seq.admit_no == no and seq.co_from + seq.output_len - seq.generated - 1 == at:
+                out.append(seq)
         return out
 
-
-def longest_fit(k: int, extra_blocks: Callable[[int], int], free: int) -> int:
-    """The most steps, up to ``k``, whose extra KV blocks fit in ``free`` (``extra_blocks``
-    grows with the steps, and ``extra_blocks(1) == 0``: the first step is already allocated)."""
-    if extra_blocks(k) <= free:
-        return k
-    lo, hi = 1, k
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if extra_blocks(mid) <= free:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo

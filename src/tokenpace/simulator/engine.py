@@ -30,7 +30,7 @@ from tokenpace.simulator.cohort import DecodeCohort, longest_fit
 from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
-from tokenpace.simulator.step import StepBatch, StepPredictor, decode_run_s
+from tokenpace.simulator.step import ShiftedContexts, StepBatch, StepPredictor, decode_run_s
 from tokenpace.simulator.timeline import TimelineRow
 
 
@@ -108,7 +108,7 @@ class Engine:
         self._schedule_pending = False
         preempted_before = self.scheduler.preemptions
         batch = self.scheduler.schedule(self.steps)
-        if not batch:
+        if not (batch.prefill or batch.decode):
             self.busy = False
             return None
         self.busy = True
@@ -137,14 +137,16 @@ class Engine:
         if jumps and co is not None:
             co.allocate(self.kv, self.steps, k)
         if self.timeline is not None:
+            sched, kv = self.scheduler, self.kv
+            prefill_tokens = sum([n for n, _ in first.prefill]) if first.prefill else 0
+            num_decode = len(first.decode_context)
             self.timeline.append(TimelineRow(
                 t_ns=t_ns, steps=k, step_ms=d0 * 1e3, span_ms=(ends[-1] - t_ns) / 1e6,
-                waiting=len(self.scheduler.waiting),
-                running=len(self.scheduler.running), kv_usage=self.kv.usage,
-                prefix_cache_hit_rate=self.kv.hit_rate, batch_tokens=first.num_tokens,
-                decode_seqs=first.num_decode, prefill_tokens=first.prefill_tokens,
-                preempted=self.scheduler.preemptions - preempted_before,
-                preemptions=self.scheduler.preemptions,
+                waiting=len(sched.waiting), running=len(sched.running), kv_usage=kv.usage,
+                prefix_cache_hit_rate=kv.hit_rate,
+                batch_tokens=prefill_tokens + num_decode * first.decode_tokens_per_seq,
+                decode_seqs=num_decode, prefill_tokens=prefill_tokens,
+                preempted=sched.preemptions - preempted_before, preemptions=sched.preemptions,
             ))
         self._flight = Step(batch, t_ns, ends)
         return self._flight
@@ -179,12 +181,14 @@ class Engine:
         co = self.scheduler.cohort
         if co is not None:
             co.ends += ends
+        published = self.kv.publish if self.kv.prefix_caching else None  # (a no-op without a prefix cache)
         for seq, n in step.batch.prefill:
             if seq.state == CANCELLED:
                 continue
             seq.num_computed += n
-            self.kv.publish(seq)
-            if seq.num_computed == seq.num_tokens:  # the prompt (or recompute) is complete: sample
+            if published is not None:
+                published(seq)
+            if seq.num_computed == seq.prompt_len + seq.generated:  # the prompt (or recompute) is complete: sample
                 seq.generated += 1
                 if seq.first_token_ns is None:
                     seq.first_token_ns = end
@@ -249,7 +253,7 @@ class Engine:
             ctx = tuple([c + ahead for c in map(_NUM_COMPUTED, batch.decode)])
         else:
             ctx = tuple(s.num_computed + s.tokens_after(ahead) for s in batch.decode)
-        prefill = tuple((n, s.num_computed) for s, n in batch.prefill)
+        prefill = tuple([(n, s.num_computed) for s, n in batch.prefill]) if batch.prefill else ()
         return StepBatch(prefill=prefill, decode_context=ctx, decode_tokens_per_seq=self.decode_tokens)
 
     def _jump_length(self, batch: Batch) -> int:
@@ -292,8 +296,16 @@ class Engine:
             # A few steps (numpy's fixed cost would exceed the run's), or speculative decoding (tokens
             # per step vary by sequence): each step's batch priced on its own.
             ends, t = [], t_ns
+            ctx = first.decode_context
+            shifted = type(ctx) is ShiftedContexts  # the cohort's: step i is the same members, i tokens on
             for i in range(k):
-                d = self._price(first if i == 0 else self._step_batch(batch, i))
+                if i == 0:
+                    b = first
+                elif shifted:
+                    b = StepBatch(decode_context=ShiftedContexts(ctx.base, ctx.shift + i, ctx.total + i * len(ctx)))
+                else:
+                    b = self._step_batch(batch, i)
+                d = self._price(b)
                 if i == 0:
                     d0 = d
                 t += max(1, round(d * 1e9))

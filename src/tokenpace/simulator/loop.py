@@ -26,10 +26,12 @@ class EventLoop:
         return self._heap[0][0] if self._heap else None
 
     def run(self, world: Any) -> None:
-        heap, pop, push = self._heap, heapq.heappop, self.push
+        heap, pop, push, order = self._heap, heapq.heappop, heapq.heappush, self._seq
         while heap:
             t, _, _, event = pop(heap)
             self.now_ns = t
             self.handled += 1
-            for new in event.handle(world):
-                push(new)
+            for new in event.handle(world):  # ``push``, inline: once per event
+                if new.t_ns < t:
+                    raise ValueError(f"{new!r} is in the past (now {t} ns)")
+                push(heap, (new.t_ns, new.ORDER, next(order), new))

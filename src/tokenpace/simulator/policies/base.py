@@ -108,20 +108,25 @@ class Scheduler:
         ``whole``: all of it or nothing (``alone``: even beyond ``max_tokens``, so that a prompt
         longer than the budget runs by itself rather than never). Returns the tokens scheduled, 0
         when it does not fit (the admission policy decides how much must fit)."""
-        hits, evictable_hits = self.kv.match_prefix(seq)
-        bs = self.kv.block_size
+        kv = self.kv
+        if kv.prefix_caching:
+            hits, evictable_hits = kv.match_prefix(seq)
+        else:  # a plain cache holds no prefix to match (``KVCache.match_prefix``)
+            hits = evictable_hits = 0
+        bs = kv.block_size
         start = hits * bs
-        n = seq.num_tokens - start if whole else min(seq.num_tokens - start, max_tokens)
+        total = seq.prompt_len + seq.generated
+        n = total - start if whole else min(total - start, max_tokens)
         if n <= 0 or (whole and n > max_tokens and not alone):
             return 0
         hold, allocate = self._admission_slots(seq, start + n)
-        if -(-hold // bs) - hits + evictable_hits > self.kv.num_free:
+        if -(-hold // bs) - hits + evictable_hits > kv.num_free:
             return 0
         self.waiting.popleft()
-        self.kv.admit(seq, hits)
+        kv.admit(seq, hits)
         if seq.cached_prompt_tokens is None:
             seq.cached_prompt_tokens = start
-        ok = self.kv.grow(seq, allocate)
+        ok = kv.grow(seq, allocate)
         assert ok
         seq.state = RUNNING
         seq.sched_step = step

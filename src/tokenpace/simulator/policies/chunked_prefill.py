@@ -46,15 +46,16 @@ class ChunkedPrefill(Scheduler):
         then the one-by-one pass decides which run."""
         outside, kv = self.outside, self.kv
         room = kv.block_size
-        fresh, prompts = [], []
+        fresh, prompts, needy = [], [], []
         for seq in outside:  # sequences that just became decodes join the cohort
             if seq.generated and seq.prompt_len + seq.generated - seq.num_computed == 1:
                 fresh.append(seq)
+                if seq.num_computed + 1 > seq.num_blocks * room:
+                    needy.append(seq)  # its decode needs a new block
             else:
                 prompts.append(seq)
         if len(co.members) + len(fresh) > self.limits.max_batched_tokens:
             return None
-        needy = [s for s in fresh if s.num_computed + 1 > s.num_blocks * room]
         # Members first, while the blocks last with enough kept for the new decodes: they get the
         # blocks the running-order pass would give them before its first preemption. The rest go
         # through that pass.
@@ -63,7 +64,6 @@ class ChunkedPrefill(Scheduler):
         before = self.preemptions
         # The decodes that need a block, in running order. Every decode before one of them has been
         # scheduled (it is no victim); every sequence after it has not.
-        grew = []
         for seq in needy:
             if seq.state != RUNNING:
                 continue  # preempted for an earlier one
@@ -73,10 +73,6 @@ class ChunkedPrefill(Scheduler):
                 self.preempt(victim)
                 if victim is seq:
                     break
-            else:
-                if seq.co_from >= 0:
-                    grew.append(seq)
-        co.grew(grew)
         for seq in fresh:
             if seq.state == RUNNING:
                 seq.sched_step = step
@@ -106,22 +102,30 @@ class ChunkedPrefill(Scheduler):
             self.outside = list(self.running)
 
     def _admit(self, batch: Batch, budget: int, step: int) -> int:
-        chunk = self.limits.chunked_prompts
-        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
-            head = self.waiting[0]
-            whole = not chunk and head.to_compute <= self.limits.max_batched_tokens
-            n = self.try_admit(head, budget, step, whole=whole)
+        limits, waiting, running, prefill = self.limits, self.waiting, self.running, batch.prefill
+        chunk, max_seqs = limits.chunked_prompts, limits.max_num_seqs
+        outside = self.outside if self.cohort is not None else None
+        while waiting and budget > 0 and len(running) < max_seqs:
+            head = waiting[0]
+            whole = not chunk and head.to_compute <= limits.max_batched_tokens
+            n = self.try_admit(head, budget, step, whole)
             if n == 0:
                 break
-            batch.prefill.append((self.running[-1], n))
-            if self.cohort is not None:
-                self.outside.append(self.running[-1])
+            prefill.append((head, n))  # try_admit appended it to ``running``
+            if outside is not None:
+                outside.append(head)
             budget -= n
         return budget
 
     def finish(self, seq: Sequence) -> None:
-        self._leave(seq)
-        super().finish(seq)
+        co = self.cohort  # ``_leave`` then ``Scheduler.finish``, inline: once per request
+        if co is not None:
+            if seq.co_from >= 0:
+                co.leave(seq, len(co.ends))
+            else:
+                self.outside.remove(seq)
+        self.running.remove(seq)
+        self.kv.free(seq)
 
     def cancel(self, seq: Sequence) -> None:
         if seq.state == RUNNING:
