@@ -38,6 +38,24 @@ per remaining row), so a memory-bound step of k < 4 sequences costs k passes ove
 one (``weight_passes``). Calibration fits the overheads, the row group and its remainder, and one
 MFU and MBU.
 
+"gemv-ubatch" is "gemv-pass" with a step's prompts computed in kernel invocations of their own,
+after the decode tokens'. That is what llama.cpp does with a KV stream per slot (``-np N`` given,
+``--kv-unified`` off): the batch ``update_slots`` builds (every slot's decode token, then prompt
+tokens up to ``n_batch``) is split into ubatches by ``llama_batch_allocr::split_equal``
+(``src/llama-batch.cpp``; ``llama_kv_cache_iswa::init_batch`` skips the simple split when the
+cache is not unified), and a ubatch takes the same number of tokens from each of its sequences:
+the decoding sequences' one token each, and the rest of a prompt in a ubatch of its own. So the
+decode rows and the prompt rows are priced apart, each at its own bound (the step's time is the
+sum): the decode rows as "gemv-pass" prices them (their weight passes, the LM head for each, the
+kernel paths ``gemv_row_s``/``gemm_step_s``), the prompts as one more pass over the weights at
+their FLOPs, with one LM-head pass per prompt for its one output row and no kernel-path cost. A
+GEMM over a prompt's hundred-odd rows has no cost of its own beyond its FLOPs to speak of: on the
+test engine (llama-server, Gemma 3 270M, one core) a lone prompt's ``prompt_ms`` is 3.2 ms per
+token plus 22 ms, HTTP and its one output row included, where a closed loop's decode steps fit a
+``gemm_step_s`` near 70 ms; under "gemv-pass" every prefill paid that. With a unified KV cache
+(``--kv-unified``, or one slot) llama.cpp splits a batch simply, prompts and decodes together:
+"gemv-pass".
+
 The decode rows' GEMM efficiency, apart from the prefill's (``decode_mfu``; None: MFU's). Under
 ggml's kernels a step of 4g decoding sequences is one pass over the weights plus g row groups'
 compute, not g passes: ``forward_mul_mat`` (``repack.cpp``) hands one thread the whole matrix as
@@ -82,8 +100,9 @@ from tokenpace.simulator.step import StepBatch, context_total
 # efficiencies come from the catalog (data/efficiency.json), unless ``mfu``/``mbu`` replace them.
 DEFAULT_STEP_OVERHEAD_S = 0.00175
 GROUPS = ("attention_projections", "mlp", "attention", "lm_head", "elementwise")
-ROW_REMAINDERS = ("pad", "gemv", "gemv-pass")
-GEMV_REMAINDERS = ("gemv", "gemv-pass")
+ROW_REMAINDERS = ("pad", "gemv", "gemv-pass", "gemv-ubatch")
+GEMV_REMAINDERS = ("gemv", "gemv-pass", "gemv-ubatch")
+PASS_REMAINDERS = ("gemv-pass", "gemv-ubatch")  # a weight pass per remaining row
 # The highest MBU accepted: a fraction of the hardware's stated bandwidth, above 1 where weights stream
 # from a cache faster than from the memory the figure describes (a CPU's last-level cache).
 MBU_MAX = 4.0
@@ -98,7 +117,7 @@ class RooflineParams:
     seq_overhead_s: float = 0.0  # per sequence in a step (each decode, each prompt chunk)
     token_overhead_s: float = 0.0  # per token computed in a step
     row_group: int = 1  # GEMM rows are priced in groups of this many (1: each row)
-    row_remainder: str = "pad"  # the rows past the last full group: "pad" or "gemv" (see the module docstring)
+    row_remainder: str = "pad"  # the rows past the last full group: one of ROW_REMAINDERS (see the module docstring)
     gemv_row_s: float = 0.0  # "gemv": per row outside the full groups, beyond its FLOPs and bytes
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
@@ -128,12 +147,13 @@ class RooflineParams:
         rg = self.row_group
         return (tokens % rg) * self.gemv_row_s + (self.gemm_step_s if tokens >= rg else 0.0)
 
-    def _fixed_s(self, link_s, allreduces, sequences, ar_latency, tokens):
-        """A step's seconds outside its operator groups: overheads, kernel paths, communication
-        (``price`` and ``price_run``: floats, or arrays of one value per step)."""
+    def _fixed_s(self, link_s, allreduces, sequences, ar_latency, tokens, kernel_rows):
+        """A step's seconds outside its operator groups: overheads, kernel paths (for its
+        ``kernel_rows``: see ``StepWork``), communication (``price`` and ``price_run``: floats, or
+        arrays of one value per step)."""
         t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
         if self.row_remainder in GEMV_REMAINDERS:
-            t += self.kernel_paths_s(tokens)
+            t += self.kernel_paths_s(kernel_rows)
         if allreduces:
             lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
             t += link_s + allreduces * lat
@@ -143,8 +163,8 @@ class RooflineParams:
         """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
         operator group at its bound, plus overheads."""
         compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
-            decode_compute_s = work
-        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens)
+            decode_compute_s, kernel_rows = work
+        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
         mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):
             eff = compute_eff[i] if mfu is None else mfu
@@ -163,8 +183,8 @@ class RooflineParams:
         order as ``price``, element by element, so each step's seconds are the very float ``price``
         gives it (the engine's jump over decode steps relies on that)."""
         compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
-            decode_compute_s = work
-        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens)
+            decode_compute_s, kernel_rows = work
+        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
         mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):
             eff = compute_eff[i] if mfu is None else mfu
@@ -200,6 +220,7 @@ class StepWork(NamedTuple):
     allreduce_latency_s: float = 0.0
     tokens: int = 0
     decode_compute_s: tuple[float, ...] = ()
+    kernel_rows: int = 0  # rows whose kernel paths the "gemv" remainders price: all; "gemv-ubatch": the decode rows
 
 
 def compute_precision(gpu: GPU, compute: str) -> str:
@@ -293,26 +314,46 @@ class RooflinePredictor:
         g = batch.decode_tokens_per_seq
         nd = len(batch.decode_context)
         ctx = context_total(batch.decode_context)
-        tokens = nd * g
-        pairs = g * ctx + nd * g * (g + 1) // 2  # causal (query, key) pairs
-        kv_tokens = ctx + tokens  # KV read and written
-        logits = tokens
+        dt = nd * g  # decode tokens
+        d_pairs = g * ctx + nd * g * (g + 1) // 2  # causal (query, key) pairs
+        d_kv = ctx + dt  # KV read and written
+        p_tokens = p_pairs = p_kv = 0
         for n, c in batch.prefill:
-            tokens += n
-            pairs += n * c + n * (n + 1) // 2
-            kv_tokens += c + n
-            logits += 1
+            p_tokens += n
+            p_pairs += n * c + n * (n + 1) // 2
+            p_kv += c + n
+        tokens, prompts = dt + p_tokens, len(batch.prefill)
         if tokens == 0:
-            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, ()
+            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0
+        rest = (self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + prompts)
+        if self.params.row_remainder == "gemv-ubatch" and prompts:
+            # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
+            p = self._groups(p_tokens, prompts, p_pairs, p_kv, 0, passes=1, logit_passes=prompts)
+            if not dt:
+                return (*p[:2], *rest, self._compute_eff, self._memory_eff, self._ar_latency, tokens, p[2], 0)
+            d = self._groups(dt, dt, d_pairs, d_kv, dt)
+            return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, self._memory_eff * 2,
+                    self._ar_latency, tokens, d[2] + p[2], dt)
+        c, m, decode_cmp = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
+        return (c, m, *rest, self._compute_eff, self._memory_eff, self._ar_latency, tokens, decode_cmp, tokens)
+
+    def _groups(self, tokens: int, logits: int, pairs: int, kv_tokens: int, dt: int,
+                passes: int | None = None, logit_passes: int | None = None) -> tuple:
+        """Per operator group, the compute and memory seconds at peak of one kernel invocation over
+        ``tokens`` rows (``dt`` of them decode tokens) of which ``logits`` need logits, and the decode
+        tokens' share of the compute. ``passes``/``logit_passes``: reads of the weights / the LM
+        head; None: as the row remainder says."""
         rg = self.params.row_group
         remainder = self.params.row_remainder
-        passes = logit_passes = 1  # reads of the weights per step
         if rg == 1 or remainder in GEMV_REMAINDERS:  # "gemv": every row priced as itself
             rows, logit_rows = tokens, logits
-            if rg > 1 and remainder == "gemv-pass":
-                passes, logit_passes = weight_passes(tokens, rg), weight_passes(logits, rg)
+            if rg > 1 and remainder in PASS_REMAINDERS:
+                passes = weight_passes(tokens, rg) if passes is None else passes
+                logit_passes = weight_passes(logits, rg) if logit_passes is None else logit_passes
         else:
             rows, logit_rows = -(-tokens // rg) * rg, -(-logits // rg) * rg
+        passes = 1 if passes is None else passes  # reads of the weights per step
+        logit_passes = 1 if logit_passes is None else logit_passes
         model = self.model
         if model.is_moe:
             e, k = model.num_experts, model.experts_per_token
@@ -325,15 +366,13 @@ class RooflinePredictor:
             mlp_cmp, mlp_mem = rows * mlp_tok, self._expert_mem * passes
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
         # the padding rows go to the prefill's share.
-        dt = nd * g
         decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
                       min(dt, logit_rows) * self._lm_cmp_tok, 0.0)
         return ((rows * self._attn_proj_cmp_tok, mlp_cmp, pairs * self._attn_cmp_pair, logit_rows * self._lm_cmp_tok,
                  0.0),
                 (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
-                self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + len(batch.prefill),
-                self._compute_eff, self._memory_eff, self._ar_latency, tokens, decode_cmp)
+                decode_cmp)
 
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
