@@ -22,7 +22,7 @@ from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import is_gguf_file
 from tokenpace.simulator.config import PREDICTORS, SimConfig
 from tokenpace.simulator.policies import POLICIES
-from tokenpace.simulator.roofline import MBU_MAX, ROW_REMAINDERS, RooflineParams
+from tokenpace.simulator.step_price import MBU_MAX, ROW_REMAINDERS, RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
 _E, _R, _S = SimConfig(), RooflineParams(), SpecDecodeConfig()

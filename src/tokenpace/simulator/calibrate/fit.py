@@ -64,7 +64,8 @@ import numpy as np
 
 from tokenpace.simulator.calibrate.problem import Problem, around, profile_range
 from tokenpace.simulator.calibrate.steps import ObservedStep
-from tokenpace.simulator.roofline import GEMV_REMAINDERS, MBU_MAX, RooflineParams, RooflinePredictor
+from tokenpace.simulator.roofline import RooflinePredictor
+from tokenpace.simulator.step_price import GEMV_REMAINDERS, MBU_MAX, RooflineParams
 
 BOUNDS = (1e-3, 1.0)  # MFU: fraction of the hardware's peak FLOP/s
 # MBU: fraction of the hardware file's bandwidth. Above 1 where weights stream faster than the file's
