@@ -25,7 +25,7 @@ from tokenpace.simulator import RooflineParams, RooflinePredictor, SimConfig, St
 from tokenpace.simulator.calibrate import ObservedStep, calibrate
 from tokenpace.simulator.calibrate.fit import fit_roofline
 from tokenpace.simulator.calibrate.priors import DECODE_MFU_PRIOR, sequence_prior_s
-from tokenpace.simulator.roofline import weight_passes
+from tokenpace.simulator.step_price import weight_passes
 from tokenpace.simulator.catalog import GPU, get_model, get_precision
 
 from sim_helpers import assert_predicts

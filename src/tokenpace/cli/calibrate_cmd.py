@@ -176,7 +176,9 @@ def _render(cal, out: Path, console) -> None:
     if "row_group" in ranges:
         lo, hi = ranges["row_group"]
         remainder = {"pad": "remainder padded", "gemv": "remainder row by row",
-                     "gemv-pass": "remainder row by row, a weight pass each"}[r.row_remainder]
+                     "gemv-pass": "remainder row by row, a weight pass each",
+                     "gemv-ubatch": "remainder row by row, a weight pass each; prompts in ubatches of their own"
+                     }[r.row_remainder]
         params.add_row("GEMM row group", f"{r.row_group} ({remainder})", f"{lo:g} – {hi:g}")
     console.print(params)
     for key, why in undetermined.items():

@@ -16,7 +16,7 @@ from typing import Any
 from tokenpace.simulator.catalog import get_gpu, get_precision
 from tokenpace.simulator.config import SimConfig
 from tokenpace.simulator.engines import with_engine
-from tokenpace.simulator.roofline import RooflineParams
+from tokenpace.simulator.step_price import RooflineParams
 from tokenpace.simulator.simulate import build_predictor
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 from tokenpace.simulator.step import StepBatch

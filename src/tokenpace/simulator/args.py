@@ -22,7 +22,7 @@ from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import is_gguf_file
 from tokenpace.simulator.config import PREDICTORS, SimConfig
 from tokenpace.simulator.policies import POLICIES
-from tokenpace.simulator.roofline import MBU_MAX, ROW_REMAINDERS, RooflineParams
+from tokenpace.simulator.step_price import MBU_MAX, ROW_REMAINDERS, RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
 _E, _R, _S = SimConfig(), RooflineParams(), SpecDecodeConfig()
@@ -94,13 +94,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="price GEMM rows in groups of N, as CPU kernels compute them (default 1)")
     g.add_argument("--row-remainder", choices=ROW_REMAINDERS,
                    help="the rows past the last full group: padded to a group, or computed one by one (ggml's "
-                        "GEMV) at --gemv-row-ms each (gemv-pass: each also a pass over the weights), with "
-                        "--gemm-step-ms per step that runs the GEMM (default pad)")
+                        "GEMV) at --gemv-row-ms each (gemv-pass: each also a pass over the weights; gemv-ubatch: as "
+                        "gemv-pass, with a step's prompts in ubatches of their own, as llama.cpp runs them with a KV "
+                        "stream per slot), with --gemm-step-ms per step that runs the GEMM on decode rows "
+                        "(default pad)")
     g.add_argument("--gemv-row-ms", type=float, metavar="MS",
-                   help="with --row-remainder gemv or gemv-pass: time per row outside the full groups, beyond its "
+                   help="with --row-remainder gemv, gemv-pass or gemv-ubatch: time per row outside the full groups, beyond its "
                         "FLOPs (default 0)")
     g.add_argument("--gemm-step-ms", type=float, metavar="MS",
-                   help="with --row-remainder gemv or gemv-pass: time per step with a full row group, beyond its "
+                   help="with --row-remainder gemv, gemv-pass or gemv-ubatch: time per step with a full row group, beyond its "
                         "FLOPs (default 0)")
     g.add_argument("--arrival-ms", type=float, metavar="MS",
                    help="host time a request's arrival takes from the engine's core, added to the step it arrives "

@@ -8,7 +8,7 @@ from typing import Any
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.memory import MEMORY_MODELS
 from tokenpace.simulator.policies.base import ADMISSIONS
-from tokenpace.simulator.roofline import RooflineParams
+from tokenpace.simulator.step_price import RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
 # Step-time models a config can name: what each prices a step from.

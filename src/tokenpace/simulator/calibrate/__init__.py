@@ -51,6 +51,10 @@ UNDETERMINED = {
                    "could not tell it from the other terms: assumed 0",
     "arrival_s": "the steps could not tell the host time of a request's arrival from the other terms (no step "
                  "of a batch seen both with and without a request arriving during it): assumed 0",
+    "row_remainder": "the steps could not tell whether a step's prompts ran in kernel invocations of their own, "
+                     "after the decode tokens' (\"gemv-ubatch\": llama.cpp with a KV stream per slot splits a batch "
+                     "into ubatches of equal tokens per sequence) or in one with them (\"gemv-pass\"): both fits are "
+                     "within 10% of the best RMS error; the better of the two is kept",
     "decode_mfu": "the steps could not tell the decode rows' GEMM efficiency (a closed loop at one concurrency "
                   "runs one row-group count per batch size: a fit with it at its prior explains them within 10% "
                   "of the best RMS error along its profile): assumed its prior, {decode_prior}",
@@ -160,7 +164,9 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
                   "than the hardware file's bandwidth, as weights in a CPU's cache are) refined around the best "
                   "point, the step, sequence, token, kernel-path and arrival overheads in closed form (>= 0) at each "
                   f"point, for each GEMM row group in {list(ROW_GROUPS)} with its remainder {' or '.join(REMAINDERS)} "
-                  "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost; there the decode "
+                  "(ggml's GEMV: row by row, a weight pass each, or row by row at a fitted cost; gemv-ubatch: a "
+                  "weight pass each, with the prompts in kernel invocations of their own, as equally simple as "
+                  "gemv-pass, the better of the two kept; there the decode "
                   "rows' GEMM FLOPs at a decode MFU of their own, held at its prior unless a profile over it, "
                   "MFU, MBU and the overheads searched again at each value, says otherwise), each with the "
                   "per-sequence overhead fitted and held at its prior; the simplest model (no per-token term, the "

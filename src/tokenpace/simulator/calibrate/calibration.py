@@ -20,11 +20,12 @@ from tokenpace._version import __version__
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
-from tokenpace.simulator.roofline import RooflineParams
+from tokenpace.simulator.step_price import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
-# 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s (older versions are read, without them)
-SCHEMA_VERSION = 6
+# 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch"
+# (older versions are read, without them)
+SCHEMA_VERSION = 7
 KIND = "calibration"
 
 

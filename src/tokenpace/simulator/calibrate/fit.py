@@ -64,7 +64,8 @@ import numpy as np
 
 from tokenpace.simulator.calibrate.problem import Problem, around, profile_range
 from tokenpace.simulator.calibrate.steps import ObservedStep
-from tokenpace.simulator.roofline import GEMV_REMAINDERS, MBU_MAX, RooflineParams, RooflinePredictor
+from tokenpace.simulator.roofline import RooflinePredictor
+from tokenpace.simulator.step_price import GEMV_REMAINDERS, MBU_MAX, RooflineParams
 
 BOUNDS = (1e-3, 1.0)  # MFU: fraction of the hardware's peak FLOP/s
 # MBU: fraction of the hardware file's bandwidth. Above 1 where weights stream faster than the file's
@@ -78,7 +79,11 @@ RANGE_RMS = (1.1, 0.01)
 DECODE_PROFILE = (0.01, 13)  # a parameter's range: RMS relative error within 10% of the best, or 1 point
 ROW_GROUPS = (1, 2, 4, 8, 16, 32)  # GEMM row groups tried
 # The remainders tried, simplest first (parsimony keeps the first within the ranges' limit of the best).
-REMAINDERS = ("pad", "gemv-pass", "gemv")
+REMAINDERS = ("pad", "gemv-pass", "gemv", "gemv-ubatch")
+# Remainders as simple as each other (the same terms; only where a step's prompts run differs): of two
+# such fits the better is kept, and where they are within the ranges' limit the step composition is
+# reported undetermined ("row_remainder").
+SIBLINGS = {"gemv-pass": "gemv-ubatch", "gemv-ubatch": "gemv-pass"}
 # Linear terms, fitted >= 0: per step, sequence, token; under a "gemv" remainder, per row outside the
 # full row groups and per step that runs the GEMM kernel; per request that arrived during the step.
 OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s", "arrival_s")
@@ -155,11 +160,18 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
         return rms <= prior_limit or (rms <= limit and free is not None and "seq_overhead_s" in free.undetermined)
 
     key = min(k for k in fits if eligible(k))
+    sibling = SIBLINGS.get(REMAINDERS[key[2]])
+    alt = (*key[:2], REMAINDERS.index(sibling), key[3]) if sibling else None
+    composition_unknown = False
+    if alt in fits and eligible(alt):
+        composition_unknown = True  # both explain the steps within the limit: the better is kept
+        if fits[alt].rms_rel < fits[key].rms_rel:
+            key = alt
     fit = fits[key]
     within = [k[3] for k, f in fits.items() if k[:3] == key[:3] and f.rms_rel <= limit]
     ranges = {**fit.ranges, "row_group": (float(min(within)), float(max(within)))}
     undetermined = fit.undetermined + (() if key[0] else ("token_overhead_s",)) \
-        + (() if key[2] else ("gemv_row_s", "gemm_step_s"))
+        + (() if key[2] else ("gemv_row_s", "gemm_step_s")) + (("row_remainder",) if composition_unknown else ())
     if not key[1]:
         # Held at its prior: its range is the freely fitted one's of the same structure.
         free = fits.get((key[0], True, *key[2:]))
@@ -242,8 +254,8 @@ class _DecodeProfile:
         if params.token_overhead_s:
             columns["token_overhead_s"] = [w.tokens for w in works]
         rg = params.row_group
-        columns["gemv_row_s"] = [w.tokens % rg for w in works]
-        columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+        columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
+        columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
         columns["arrival_s"] = [s.arrivals for s in steps]
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
@@ -283,8 +295,8 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     if per_token:
         columns["token_overhead_s"] = [w.tokens for w in works]
     if base.row_remainder in GEMV_REMAINDERS:
-        columns["gemv_row_s"] = [w.tokens % rg for w in works]
-        columns["gemm_step_s"] = [float(w.tokens >= rg) for w in works]
+        columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
+        columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
     columns["arrival_s"] = [s.arrivals for s in steps]
     counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)

@@ -1,0 +1,210 @@
+"""What a step's work costs: ``RooflineParams`` prices a ``StepWork`` (``roofline.RooflinePredictor``
+makes it, one operator group at a time).
+
+Each operator group takes the larger of its FLOPs at its compute efficiency and its bytes at its
+bandwidth efficiency (the catalog's, or ``mfu`` and ``mbu``).
+
+Then two ring all-reduces per layer under TP (2(t−1)/t × tokens × hidden × 2 bytes over one
+direction of the link at the catalog's bus-bandwidth efficiency, plus a latency of base + 2(t−1)
+hops each), a fixed per-step host overhead (scheduling, input preparation: the host work a GPU waits
+on), a per-sequence overhead for each sequence in the step (sampling over the vocabulary,
+detokenization, streaming its token: 0 by default, as GPU engines batch it; a CPU engine such as
+llama.cpp pays it per sequence) and a per-token one (0 by default). ``row_group`` > 1 prices the
+GEMMs' rows in groups, in one of two ways (``row_remainder``): "pad" (a batch of 5 rows costs what 8
+do with groups of 4: a kernel that pads its last group), or "gemv" (ggml's CPU matrix kernels: the
+rows in full groups go through a GEMM kernel, which costs ``gemm_step_s`` once per step it runs in
+beyond its FLOPs and bytes, and each remaining ``rows % row_group`` row through a matrix-vector
+kernel that costs ``gemv_row_s`` beyond its FLOPs: on llama.cpp a decode step of 1 to 3 sequences
+is all GEMV, 4 is one GEMM, 6 costs more than 8), or "gemv-pass": the same, each remaining row also
+reading the weights once more. That is what ggml's repacked CPU kernels do: a matrix's rows past
+the last full group of 4 each go through their own matrix-vector call over the whole matrix, after
+one GEMM call for all the full groups (``ggml/src/ggml-cpu/repack.cpp``,
+``tensor_traits::forward_mul_mat_one_chunk``: ``gemm(..., nrows - nrows % 4, ...)``, then ``gemv``
+per remaining row), so a memory-bound step of k < 4 sequences costs k passes over the weights, not
+one (``weight_passes``). Calibration fits the overheads, the row group and its remainder, and one
+MFU and MBU.
+
+"gemv-ubatch" is "gemv-pass" with a step's prompts computed in kernel invocations of their own,
+after the decode tokens'. That is what llama.cpp does with a KV stream per slot (``-np N`` given,
+``--kv-unified`` off): the batch ``update_slots`` builds (every slot's decode token, then prompt
+tokens up to ``n_batch``) is split into ubatches by ``llama_batch_allocr::split_equal``
+(``src/llama-batch.cpp``; ``llama_kv_cache_iswa::init_batch`` skips the simple split when the
+cache is not unified), and a ubatch takes the same number of tokens from each of its sequences:
+the decoding sequences' one token each, and the rest of a prompt in a ubatch of its own. So the
+decode rows and the prompt rows are priced apart, each at its own bound (the step's time is the
+sum): the decode rows as "gemv-pass" prices them (their weight passes, the LM head for each, the
+kernel paths ``gemv_row_s``/``gemm_step_s``), the prompts as one more pass over the weights at
+their FLOPs, with one LM-head pass per prompt for its one output row and no kernel-path cost. A
+GEMM over a prompt's hundred-odd rows has no cost of its own beyond its FLOPs to speak of: on the
+test engine (llama-server, Gemma 3 270M, one core) a lone prompt's ``prompt_ms`` is 3.2 ms per
+token plus 22 ms, HTTP and its one output row included, where a closed loop's decode steps fit a
+``gemm_step_s`` near 70 ms; under "gemv-pass" every prefill paid that. With a unified KV cache
+(``--kv-unified``, or one slot) llama.cpp splits a batch simply, prompts and decodes together:
+"gemv-pass".
+
+The decode rows' GEMM efficiency, apart from the prefill's (``decode_mfu``; None: MFU's). Under
+ggml's kernels a step of 4g decoding sequences is one pass over the weights plus g row groups'
+compute, not g passes: ``forward_mul_mat`` (``repack.cpp``) hands one thread the whole matrix as
+one chunk, and the AVX2 GEMM (``arch/x86/repack.cpp``, ``ggml_gemm_q4_K_8x8_q8_K``) runs its row
+groups over that chunk one after another (16 rows at a time, then 4), so after the first group
+the weights (under a MB per matrix for a small model) come from the core's cache, and each
+further group costs its compute. A prefill's MFU (hundreds of rows, with the attention over the prompt, the activations'
+quantization and the kernels without a repacked layout) does not price those few rows: on
+llama.cpp a step of 8 decodes costs about what one of 4 does, where the prefills' MFU charges
+the 4 more rows (and their LM-head rows) some 30 ms. So the decode tokens' share of each GEMM
+group's FLOPs (``StepWork.decode_compute_s``) is divided by ``decode_mfu``, the rest by MFU, and
+the group then takes the larger of its compute and its bytes as before.
+For a fixed decode batch only the attention's work changes from step to step (the contexts grow):
+``decode_run_s`` prices a run of such steps as arrays, float for float what ``step_s`` gives each.
+The host work of a request's arrival (``arrival_s``; 0 by default). An engine whose HTTP threads
+share the compute core pays, for each request that arrives while a step runs, the host time of
+taking it in (parsing its JSON, the chat template, tokenizing the prompt): that step ends later
+by it (a request that finds the engine idle is not charged: a calibration's fixed costs, measured
+from the send, hold that time). llama-server
+started with ``-t 1`` and pinned to one core is such an engine: the HTTP handler of a completion
+(``handle_completions_impl``, on the HTTP server's thread pool) parses it, applies the chat
+template and tokenizes the prompt (``tokenize_input_prompts``) before it queues the task for the
+one thread that runs the model, on the same core. A GPU engine does this on other cores
+(0). The engine (``engine.Engine``) applies it, as only the event loop knows when requests
+arrive; a calibration fits it from the steps' arrival counts (``ObservedStep.arrivals``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+# The step overhead: engines that replay CUDA graphs (vLLM V1, SGLang, TRT-LLM) spend 1–2 ms of host
+# time per step; engines without them spend several ms more (the 2024 13 ms/token point). The
+# efficiencies come from the catalog (data/efficiency.json), unless ``mfu``/``mbu`` replace them.
+DEFAULT_STEP_OVERHEAD_S = 0.00175
+ROW_REMAINDERS = ("pad", "gemv", "gemv-pass", "gemv-ubatch")
+GEMV_REMAINDERS = ("gemv", "gemv-pass", "gemv-ubatch")
+PASS_REMAINDERS = ("gemv-pass", "gemv-ubatch")  # a weight pass per remaining row
+# The highest MBU accepted: a fraction of the hardware's stated bandwidth, above 1 where weights stream
+# from a cache faster than from the memory the figure describes (a CPU's last-level cache).
+MBU_MAX = 4.0
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineParams:
+    mfu: float | None = None  # replaces every compute efficiency of the catalog; None: the catalog's
+    mbu: float | None = None  # replaces every bandwidth efficiency of the catalog; None: the catalog's
+    step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S
+    allreduce_latency_s: float | None = None  # per all-reduce; None: the catalog's base + 2(t−1) hops
+    seq_overhead_s: float = 0.0  # per sequence in a step (each decode, each prompt chunk)
+    token_overhead_s: float = 0.0  # per token computed in a step
+    row_group: int = 1  # GEMM rows are priced in groups of this many (1: each row)
+    row_remainder: str = "pad"  # the rows past the last full group: one of ROW_REMAINDERS (see the module docstring)
+    gemv_row_s: float = 0.0  # "gemv": per row outside the full groups, beyond its FLOPs and bytes
+    gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
+    decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
+    arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
+
+    def __post_init__(self) -> None:
+        if self.row_group < 1:
+            raise ValueError("row_group must be >= 1")
+        if self.row_remainder not in ROW_REMAINDERS:
+            raise ValueError(f"row_remainder must be one of {ROW_REMAINDERS}, not {self.row_remainder!r}")
+        if self.decode_mfu is not None and not self.decode_mfu > 0:
+            raise ValueError("decode_mfu must be > 0")
+        if not 0 <= self.arrival_s < float("inf"):
+            raise ValueError("arrival_s must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mfu": self.mfu, "mbu": self.mbu, "step_overhead_s": self.step_overhead_s,
+                "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s,
+                "token_overhead_s": self.token_overhead_s, "row_group": self.row_group,
+                "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
+                "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s}
+
+    def kernel_paths_s(self, tokens: int) -> float:
+        """The "gemv" remainder's costs for a step of ``tokens`` GEMM rows (0 under "pad")."""
+        if self.row_remainder not in GEMV_REMAINDERS or not tokens:
+            return 0.0
+        rg = self.row_group
+        return (tokens % rg) * self.gemv_row_s + (self.gemm_step_s if tokens >= rg else 0.0)
+
+    def _fixed_s(self, link_s, allreduces, sequences, ar_latency, tokens, kernel_rows):
+        """A step's seconds outside its operator groups: overheads, kernel paths (for its
+        ``kernel_rows``: see ``StepWork``), communication (``price`` and ``price_run``: floats, or
+        arrays of one value per step)."""
+        t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
+        if self.row_remainder in GEMV_REMAINDERS:
+            t += self.kernel_paths_s(kernel_rows)
+        if allreduces:
+            lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
+            t += link_s + allreduces * lat
+        return t
+
+    def price(self, work: StepWork | tuple) -> float:
+        """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
+        operator group at its bound, plus overheads."""
+        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
+            decode_compute_s, kernel_rows = work
+        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
+        mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
+        for i, (c, m) in enumerate(zip(compute_s, memory_s)):
+            eff = compute_eff[i] if mfu is None else mfu
+            if dmfu is None:
+                c /= eff
+            else:
+                d = decode_compute_s[i]
+                c = (c - d) / eff + d / dmfu
+            m /= memory_eff[i] if mbu is None else mbu
+            t += c if c > m else m
+        return t
+
+    def price_run(self, work: tuple) -> np.ndarray:
+        """``price`` for many steps at once: ``work`` as ``price`` takes it, where a group's compute
+        and memory seconds may be arrays (one value per step). The same operations in the same
+        order as ``price``, element by element, so each step's seconds are the very float ``price``
+        gives it (the engine's jump over decode steps relies on that)."""
+        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
+            decode_compute_s, kernel_rows = work
+        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
+        mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
+        for i, (c, m) in enumerate(zip(compute_s, memory_s)):
+            eff = compute_eff[i] if mfu is None else mfu
+            if dmfu is None:
+                c = c / eff
+            else:
+                d = decode_compute_s[i]
+                c = (c - d) / eff + d / dmfu
+            m = m / (memory_eff[i] if mbu is None else mbu)
+            t = t + (np.where(c > m, c, m) if isinstance(c, np.ndarray) or isinstance(m, np.ndarray)
+                     else (c if c > m else m))
+        return t
+
+
+class StepWork(NamedTuple):
+    """One step's work before any efficiency applies: per operator group (``GROUPS``; whole model),
+    the seconds its FLOPs take at the peak of its precision (``compute_s``) and its bytes at the full
+    HBM bandwidth (``memory_s``), with the catalog's efficiency for each (``compute_eff``,
+    ``memory_eff``); the all-reduce bytes at the link's bus bandwidth (``link_s``), their count and
+    the catalog's latency of one; the sequences in the step (each decode and each prompt chunk) and
+    its tokens; and of ``compute_s``, the share of the decoding sequences' tokens
+    (``decode_compute_s``: the GEMMs' and the LM head's, not the attention's), which ``decode_mfu``
+    prices where set. ``RooflineParams.price`` turns it into seconds; a calibration fits the params to
+    measured steps through it."""
+
+    compute_s: tuple[float, ...] = ()
+    memory_s: tuple[float, ...] = ()
+    link_s: float = 0.0
+    allreduces: int = 0
+    sequences: int = 0
+    compute_eff: tuple[float, ...] = ()
+    memory_eff: tuple[float, ...] = ()
+    allreduce_latency_s: float = 0.0
+    tokens: int = 0
+    decode_compute_s: tuple[float, ...] = ()
+    kernel_rows: int = 0  # rows whose kernel paths the "gemv" remainders price: all; "gemv-ubatch": the decode rows
+
+
+def weight_passes(rows: int, row_group: int) -> int:
+    """How many times a "gemv-pass" step reads a weight matrix for ``rows`` rows: once per row past
+    the last full row group (each a matrix-vector product over the whole matrix), and once more for
+    the full groups' GEMM kernel if it runs."""
+    return rows % row_group + (1 if rows >= row_group else 0)
