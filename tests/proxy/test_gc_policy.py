@@ -9,35 +9,12 @@ import gc
 import weakref
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from tokenpace.proxy import ProxyConfig, running_proxy
 from tokenpace.proxy.serve import collector
 
-
-class Node:
-    def __init__(self) -> None:
-        self.other: Node | None = None
-
-
-def _cycles(n: int) -> list[weakref.ref]:
-    """``n`` unreachable two-object cycles (freed only by a collection); weak references to them."""
-    refs = []
-    for _ in range(n):
-        a, b = Node(), Node()
-        a.other, b.other = b, a
-        refs.append(weakref.ref(a))
-    return refs
-
-
-@pytest.fixture(autouse=True)
-def _collector_on():
-    was = gc.isenabled()
-    gc.enable()
-    yield
-    if not was:
-        gc.disable()
+from tests.runner.garbage import Node, _collector_on, _cycles  # noqa: F401 - _collector_on: an autouse fixture
 
 
 def _held_upstream(release: asyncio.Event) -> web.Application:

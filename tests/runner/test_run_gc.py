@@ -14,29 +14,7 @@ from tokenpace.runner.loadgen import LoadGenerator, LoadSettings
 from tokenpace.runner.run_gc import quiet_gc
 from tokenpace.workload import PlannedRequest
 
-
-class Node:
-    def __init__(self) -> None:
-        self.other: Node | None = None
-
-
-def _cycles(n: int) -> list[weakref.ref]:
-    """``n`` unreachable two-object cycles (freed only by a collection); weak references to them."""
-    refs = []
-    for _ in range(n):
-        a, b = Node(), Node()
-        a.other, b.other = b, a
-        refs.append(weakref.ref(a))
-    return refs
-
-
-@pytest.fixture(autouse=True)
-def _collector_on():
-    was = gc.isenabled()
-    gc.enable()
-    yield
-    if not was:
-        gc.disable()
+from .garbage import _collector_on, _cycles  # noqa: F401 - _collector_on: an autouse fixture
 
 
 def test_no_automatic_collection_inside_and_state_restored_after():
