@@ -60,19 +60,25 @@ def install() -> tuple[list[int], list[int], list[int]]:
     return cpu_holds, wall_holds, read_at
 
 
+def run_relay(argv: list[str]) -> None:
+    """Run the relay under test in this process: ``-m MODULE ARGS...`` or ``SCRIPT ARGS...``."""
+    try:
+        if argv[0] == "-m":
+            sys.argv = [argv[1]] + argv[2:]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = argv
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit:
+        pass
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     rest = sys.argv[2:]
     cpu_holds, wall_holds, read_at = install()
     try:
-        if rest[0] == "-m":
-            sys.argv = [rest[1]] + rest[2:]
-            runpy.run_module(rest[1], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = rest
-            runpy.run_path(rest[0], run_name="__main__")
-    except SystemExit:
-        pass
+        run_relay(rest)
     finally:
         import orjson
 
