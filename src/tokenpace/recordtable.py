@@ -249,6 +249,12 @@ class RecordTable:
         if not tables:
             return cls.from_records([])
         tables = [t.load_chunks() for t in tables]
+        return cls.concat_columns(tables, chunks=True)
+
+    @classmethod
+    def concat_columns(cls, tables: Sequence[RecordTable], *, chunks: bool) -> RecordTable:
+        """Two or more tables' per-record columns end to end; their chunks too when ``chunks``
+        (loaded), else none."""
         first = tables[0]
         return cls(
             ints={k: np.concatenate([t.ints[k] for t in tables]) for k in first.ints},
@@ -256,8 +262,8 @@ class RecordTable:
             floats={k: np.concatenate([t.floats[k] for t in tables]) for k in first.floats},
             texts={k: _concat_texts([t.texts[k] for t in tables]) for k in first.texts},
             chunk_count=np.concatenate([t.chunk_count for t in tables]),
-            chunk_ns=np.concatenate([t.chunk_ns for t in tables]),
-            chunk_tokens=np.concatenate([t.chunk_tokens for t in tables]))
+            chunk_ns=np.concatenate([t.chunk_ns for t in tables]) if chunks else np.zeros(0, np.int64),
+            chunk_tokens=np.concatenate([t.chunk_tokens for t in tables]) if chunks else np.zeros(0, np.int32))
 
 
 def _blocks(first: int, counts: np.ndarray, ns: np.ndarray, tokens: np.ndarray, max_chunks: int):

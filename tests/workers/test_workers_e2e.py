@@ -51,8 +51,9 @@ def _suffix(request_id):
 def _view(records, events):
     per_index = {r.index: (r.requested_input_tokens, r.requested_output_tokens, r.prompt_tokens,
                            r.output_tokens, r.status) for r in records}
-    received = sorted(_suffix(e["request_id"]) for e in events if e["kind"] == "received")
-    received = [s for s in received if s.isdigit()]  # not the preflight request
+    # not the preflight request: its id ends in 12 hex digits, all of them decimal one time in 280
+    received = sorted(_suffix(e["request_id"]) for e in events if e["kind"] == "received"
+                      and not e["request_id"].startswith("tp-preflight-"))
     written = sum(e["tokens"] for e in events if e["kind"] == "token")
     return per_index, received, written
 

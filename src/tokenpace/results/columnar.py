@@ -29,8 +29,7 @@ import orjson
 from tokenpace.errors import NotSaved
 from tokenpace.files import write_whole
 from tokenpace.record import RequestRecord
-from tokenpace.recordtable import (BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text,
-                                  _concat_texts)
+from tokenpace.recordtable import (BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text)
 from tokenpace.results.columnar_bulk import bulk_parts
 from tokenpace.results.columnar_parts import _chunk_parts
 
@@ -280,14 +279,7 @@ def _concat_columns(tables: list[RecordTable]) -> RecordTable:
         return _without_chunks(RecordTable.from_records([]))
     if len(tables) == 1:
         return tables[0]
-    first = tables[0]
-    return RecordTable(
-        ints={k: np.concatenate([t.ints[k] for t in tables]) for k in first.ints},
-        bools={k: np.concatenate([t.bools[k] for t in tables]) for k in first.bools},
-        floats={k: np.concatenate([t.floats[k] for t in tables]) for k in first.floats},
-        texts={k: _concat_texts([t.texts[k] for t in tables]) for k in first.texts},
-        chunk_count=np.concatenate([t.chunk_count for t in tables]),
-        chunk_ns=np.zeros(0, np.int64), chunk_tokens=np.zeros(0, np.int32))
+    return RecordTable.concat_columns(tables, chunks=False)
 
 
 # The read side lives in ``columnar_read``; its names stay importable from here (commands in
