@@ -4,8 +4,8 @@ measuring proxy's own cost is visible.
 
     python benchmarks/_passthrough.py UPSTREAM_BASE_URL PORT [--gc quiet|auto]
 
-``--gc quiet`` gives it the garbage-collection policy of ``tokenpace proxy --gc quiet`` (the
-proxy's default: ``runner/run_gc.quiet_gc`` with full collections when nothing is in flight);
+``--gc quiet`` gives it the garbage-collection policy of ``tokenpace proxy --gc quiet``
+(``runner/run_gc.quiet_gc`` with full collections when nothing is in flight);
 ``auto`` (the default here) leaves Python's automatic collector on, nothing frozen.
 """
 

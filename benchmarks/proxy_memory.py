@@ -1,7 +1,7 @@
-"""The measuring proxy's memory under a load that never stops: with ``--gc quiet`` (the default: no
-automatic garbage collection while serving) its resident memory must stay flat when requests are
+"""The measuring proxy's memory under a load that never stops: with ``--gc quiet`` (no automatic
+garbage collection while serving) its resident memory must stay flat when requests are
 always in flight, so that no quiet moment ever comes and only the young-generation valve (and,
-once it has opened, the ``--gc-full-every`` deadline) collects; ``--gc auto`` (Python's collector) runs beside it for
+once it has opened, the ``--gc-full-every`` deadline) collects; ``--gc auto`` (Python's collector, the default) runs beside it for
 comparison, one after the other against the same server.
 
 Each mode: the built-in server (its own process), ``tokenpace proxy --gc MODE --gc-full-every F``,

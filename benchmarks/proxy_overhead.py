@@ -32,7 +32,7 @@ the bursts of reads in each relay, and which of them each path's slowest tokens 
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --probe
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 0
 
-``--gc quiet`` (the default) or ``auto`` is the garbage-collection policy of the proxy paths
+``--gc auto`` (the default, the proxy's) or ``quiet`` is the garbage-collection policy of the proxy paths
 (``tokenpace proxy --gc``), and the pass-through is given the same one (``_passthrough.py --gc``);
 ``--gc-compare`` adds the proxy and the pass-through with the other policy, in the same rounds:
 
@@ -179,8 +179,8 @@ def main() -> None:
                         help="also run a fifth path: tokenpace proxy --accepts-per-turn N (a burst's new connections "
                              "accepted N per loop turn, the proxy's default 8; 0: all at once; the clients here open "
                              "a new connection per request)")
-    parser.add_argument("--gc", choices=("quiet", "auto"), default="quiet",
-                        help="tokenpace proxy --gc MODE for the proxy paths (default quiet, the proxy's default); the "
+    parser.add_argument("--gc", choices=("quiet", "auto"), default="auto",
+                        help="tokenpace proxy --gc MODE for the proxy paths (default auto, the proxy's default); the "
                              "pass-through gets the same policy")
     parser.add_argument("--gc-compare", action="store_true",
                         help="also run the proxy and the pass-through with the other --gc, in the same rounds")
@@ -190,7 +190,7 @@ def main() -> None:
           f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
           + (" --hold" if args.hold else "") + (" --probe" if args.probe else "")
           + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn is not None else "")
-          + (f" --gc {args.gc}" if args.gc != "quiet" else "") + (" --gc-compare" if args.gc_compare else ""))
+          + (f" --gc {args.gc}" if args.gc != "auto" else "") + (" --gc-compare" if args.gc_compare else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "

@@ -1,6 +1,6 @@
-"""``tokenpace proxy --gc``: with "quiet" (the default) no automatic collection runs while the proxy
-serves, garbage made while a stream is in flight is collected once none is, and at the latest after
-``gc_full_every_s``; "auto" leaves Python's collector on. The collector's state is restored after."""
+"""``tokenpace proxy --gc``: with "quiet" no automatic collection runs while the proxy serves,
+garbage made while a stream is in flight is collected once none is, and at the latest after
+``gc_full_every_s``; "auto" (the default) leaves Python's collector on. The collector's state is restored after."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_quiet_collects_garbage_only_once_no_stream_is_in_flight():
     async def main() -> None:
         release = asyncio.Event()
         upstream, upstream_url = await _serve(_held_upstream(release))
-        config = ProxyConfig(upstream=upstream_url, port=0, gc_check_s=0.01)
+        config = ProxyConfig(upstream=upstream_url, port=0, gc="quiet", gc_check_s=0.01)
         try:
             async with running_proxy(config) as (url, state), collector(config, state):
                 assert not gc.isenabled()
@@ -78,7 +78,8 @@ def test_quiet_collects_garbage_only_once_no_stream_is_in_flight():
 
 def test_quiet_collects_old_garbage_by_the_deadline_once_the_valve_has_opened_even_in_flight():
     async def main() -> None:
-        config = ProxyConfig(upstream="http://127.0.0.1:9/v1", port=0, gc_check_s=0.01, gc_full_every_s=0.2)
+        config = ProxyConfig(upstream="http://127.0.0.1:9/v1", port=0, gc="quiet", gc_check_s=0.01,
+                             gc_full_every_s=0.2)
         async with running_proxy(config) as (_url, state), collector(config, state):
             state.in_flight = 1  # never quiet
             holder = [Node() for _ in range(250_000)]  # past the valve (200,000 young objects)
@@ -95,7 +96,7 @@ def test_quiet_collects_old_garbage_by_the_deadline_once_the_valve_has_opened_ev
 
 def test_auto_leaves_pythons_collector_on():
     async def main() -> None:
-        config = ProxyConfig(upstream="http://127.0.0.1:9/v1", port=0, gc="auto")
+        config = ProxyConfig(upstream="http://127.0.0.1:9/v1", port=0)  # the default
         async with running_proxy(config) as (_url, state), collector(config, state):
             assert gc.isenabled() and gc.get_freeze_count() > 0
 

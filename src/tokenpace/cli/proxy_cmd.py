@@ -46,10 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="in a burst of new connections, accept N per turn of the event loop, so that the streams "
                         "already flowing are relayed in between (default 8; 0: the event loop's own accept, every "
                         "waiting connection at once)")
-    p.add_argument("--gc", choices=("quiet", "auto"), default="quiet",
-                   help="garbage collection while serving: quiet (default): no automatic collection; a full one "
-                        "when no request is in flight (and by --gc-full-every); auto: Python's collector, "
-                        "whose collections pause every stream for 1-2 ms every few seconds under load")
+    p.add_argument("--gc", choices=("quiet", "auto"), default="auto",
+                   help="garbage collection while serving: auto (default): Python's collector, whose collections "
+                        "pause every stream for 1-5 ms every few seconds under load; quiet: no automatic "
+                        "collection, a full one when no request is in flight (and by --gc-full-every)")
     p.add_argument("--gc-full-every", type=float, default=300.0, metavar="SECONDS",
                    help="with --gc quiet: once a young collection has run (more than 200,000 objects piled up), a "
                         "full one at the latest this long after the last, even if requests never stop (default 300)")
