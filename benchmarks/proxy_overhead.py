@@ -28,7 +28,7 @@ the bursts of reads in each relay, and which of them each path's slowest tokens 
 
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
-    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold --relay loop
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --probe
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 0
 
