@@ -192,3 +192,38 @@ def test_a_stalled_stream_ends_at_the_upstream_timeout(relay, taps, tmp_path):
     (record,) = _records(tmp_path / "r.jsonl")
     assert (record["status"], record["error_kind"]) == ("timeout", "total_timeout")
     assert taps[0] == (1 if relay == "tap" else 0)
+
+
+def test_an_http10_client_is_relayed_unchunked_by_the_loop(taps, tmp_path):
+    """HTTP/1.0 has no chunked framing: the tap leaves such a stream to the awaited relay, whose
+    aiohttp writer sends the bytes as they are, the end of the answer marked by the close."""
+    events = _events(size=10)
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for event in events:
+            await resp.write(event)
+        await resp.write_eof()
+        return resp
+
+    async def scenario() -> bytes:
+        async with upstream(stream) as up, running_proxy(ProxyConfig(
+                upstream=up, port=0, records_path=str(tmp_path / "r.jsonl"))) as (url, _state):
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            body = orjson.dumps(_body())
+            writer.write(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+            raw = await reader.read()  # until the proxy closes
+            writer.close()
+            return raw
+
+    raw = asyncio.run(asyncio.wait_for(scenario(), 30))
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert b"chunked" not in head.lower()
+    assert body == b"".join(events)
+    assert taps[0] == 0
+    (record,) = _records(tmp_path / "r.jsonl")
+    assert (record["status"], record["output_tokens"]) == ("ok", TOKENS)
