@@ -38,7 +38,7 @@ from tokenpace.client.responses import apply_events, keep_server_timing, parser_
 from tokenpace.client.sse import SSEParser
 from tokenpace.record import RequestRecord
 
-from .tap import ClientLeft, tapped
+from .tap import ClientGone, tapped
 
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer", "Trailers",
@@ -59,10 +59,6 @@ def forward_headers(headers: Any) -> dict[str, str]:
 
 def response_headers(headers: Any) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in _RESPONSE_DROP}
-
-
-class ClientGone(Exception):
-    """The client closed its connection while the answer was being relayed."""
 
 
 class Timing:
@@ -135,7 +131,7 @@ async def relay_generation(request: web.Request, session: aiohttp.ClientSession,
         progress.fail("cancelled", "client_disconnected", None, monotonic_ns())
         _hand_over(defer, record, progress, timing, record_done, hasher, prompt, tail)
         raise
-    except (ClientGone, ClientLeft):  # leaving the `async with` closed the upstream request: the engine stops too
+    except ClientGone:  # leaving the `async with` closed the upstream request: the engine stops too
         progress.fail("cancelled", "client_disconnected", None, monotonic_ns())
     except aiohttp.ClientConnectorError as exc:
         progress.fail("error", "connect", one_line(exc), monotonic_ns())

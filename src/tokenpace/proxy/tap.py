@@ -65,8 +65,8 @@ class _TappedReader(StreamReader):
         _TAPS[id(self)].wake()
 
 
-class ClientLeft(Exception):
-    """The client's transport closed while the stream was relayed."""
+class ClientGone(Exception):
+    """The client closed its connection while the answer was being relayed."""
 
 
 class Tap:
@@ -117,7 +117,7 @@ async def tapped(request: web.Request, resp: web.StreamResponse, content: Any, c
     """Relay ``content`` (the upstream response's reader) to ``resp`` (prepared) until the upstream's
     answer ends, then end ``resp``; returns the ``Tap`` (its ``eof_ns``, ``first_write_ns``), or None
     without doing anything when this stream cannot be tapped (the caller relays it the plain way).
-    Raises what ``readany`` would (the upstream's failure), ``ClientLeft`` if the client left."""
+    Raises what ``readany`` would (the upstream's failure), ``ClientGone`` if the client left."""
     writer = request.writer
     transport = request.transport
     protocol = connection.protocol if connection is not None else None
@@ -142,14 +142,14 @@ async def tapped(request: web.Request, resp: web.StreamResponse, content: Any, c
             if exc is not None:
                 raise exc
             if tap.gone:
-                raise ClientLeft
+                raise ClientGone
             if content.is_eof():
                 break
             if tap.paused:
                 try:
                     await writer.drain()  # waits while the client's transport is over its high-water mark
                 except ConnectionError as err:
-                    raise ClientLeft from err
+                    raise ClientGone from err
                 tap.paused = False
                 protocol.resume_reading()
                 continue
