@@ -1,9 +1,8 @@
 """One request through the proxy: forwarded upstream, the answer relayed to the client read by read
-(never buffered: each read is written before it is parsed; reads are parsed in batches; a stream's
-reads are written from the upstream connection's data callback, ``tap.py``, or by a task awaiting
-each, ``_relay_stream``), and measured
-on the way into the same ``RequestRecord`` the bench client fills, with the bench client's own
-parsing and stamping. A request's end work (its last reads parsed, the record finished and handed to
+(never buffered: each read is written before it is parsed; reads are parsed in batches; written
+from the upstream connection's data callback, ``tap.py``, or by a task awaiting each read,
+``_relay_stream``), and measured on the way into the same ``RequestRecord`` the bench client fills,
+with the bench client's own parsing and stamping. A request's end work (its last reads parsed, the record finished and handed to
 ``record_done``) runs once the client has the whole answer, behind the relay (``finisher.py``).
 
 Stamps are the proxy's: ``sent_ns`` when the request reached the proxy, each chunk when it arrived
