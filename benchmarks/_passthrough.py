@@ -2,11 +2,14 @@
 parsed, nothing recorded. ``proxy_overhead.py`` runs it beside ``tokenpace proxy`` so that the
 measuring proxy's own cost is visible.
 
-    python benchmarks/_passthrough.py UPSTREAM_BASE_URL PORT [--gc quiet|auto]
+    python benchmarks/_passthrough.py UPSTREAM_BASE_URL PORT [--gc quiet|auto] [--relay tap|loop]
 
 ``--gc quiet`` gives it the garbage-collection policy of ``tokenpace proxy --gc quiet``
 (``runner/run_gc.quiet_gc`` with full collections when nothing is in flight);
 ``auto`` (the default here) leaves Python's automatic collector on, nothing frozen.
+``--relay tap`` relays a stream as ``tokenpace proxy --relay tap`` does (``proxy/tap.py``: each read
+written from the upstream connection's data callback, no task woken per read), nothing measured;
+``loop`` (the default here): ``await readany()``, ``await write()``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ DROP = {"host", "content-length", "transfer-encoding", "connection", "accept-enc
 def main() -> None:
     upstream, port = sys.argv[1].rstrip("/"), int(sys.argv[2])
     quiet = "--gc" in sys.argv and sys.argv[sys.argv.index("--gc") + 1] == "quiet"
+    tap = "--relay" in sys.argv and sys.argv[sys.argv.index("--relay") + 1] == "tap"
+    if tap:
+        from tokenpace.proxy.tap import tapped
     in_flight = [0]
 
     async def start(app: web.Application) -> None:
@@ -52,6 +58,8 @@ def main() -> None:
                 resp = web.StreamResponse(status=up.status, headers={
                     k: v for k, v in up.headers.items() if k.lower() not in DROP | {"content-encoding"}})
                 await resp.prepare(request)
+                if tap and await tapped(request, resp, up.content, up.connection) is not None:
+                    return resp
                 while data := await up.content.readany():
                     await resp.write(data)
                 await resp.write_eof()

@@ -8,8 +8,9 @@ when a token was late.
   the thread's CPU time then, so that a gap of more than 1 ms between ticks is a turn of the loop
   that long (the loop's lag), and the CPU time in the gap says whether the relay was working
   (CPU time ~ wall time) or not running at all (the OS gave its CPU to another process);
-- every read a relay takes from a stream (aiohttp's ``StreamReader.readany`` returning data): its
-  time, so that reads can be grouped into the bursts the server's steps make.
+- every read a relay takes from a stream (aiohttp's ``StreamReader.readany`` returning data, or,
+  with ``--relay tap``, each read the tap writes: ``tokenpace.proxy.tap.Tap.feed``): its time, so
+  that reads can be grouped into the bursts the server's steps make.
 
 All times are ``time.monotonic_ns()``, the clock the server's send log and the client's stamps use,
 so that a late token can be placed against the collections and long turns around it. The probes
@@ -62,6 +63,16 @@ def install() -> dict[str, list]:
         return data
 
     StreamReader.readany = probed_readany
+
+    from tokenpace.proxy.tap import Tap  # the tapped relay's reads never go through readany
+
+    feed = Tap.feed
+
+    def probed_feed(self, data):
+        reads.append(monotonic_ns())
+        return feed(self, data)
+
+    Tap.feed = probed_feed
 
     setup = web_runner.BaseRunner.setup
     ticks, tick_cpu = out["ticks"], out["tick_cpu"]

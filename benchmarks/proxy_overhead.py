@@ -28,7 +28,7 @@ the bursts of reads in each relay, and which of them each path's slowest tokens 
 
     python benchmarks/proxy_overhead.py
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3
-    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 1 --hold --relay loop
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --probe
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --accepts-per-turn 0
 
@@ -37,6 +37,13 @@ the bursts of reads in each relay, and which of them each path's slowest tokens 
 ``--gc-compare`` adds the proxy and the pass-through with the other policy, in the same rounds:
 
     python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --gc-compare
+
+``--relay tap`` (the default, the proxy's) or ``loop`` is how the proxy paths relay a stream
+(``tokenpace proxy --relay``: from the upstream connection's data callback, or a task awaiting each
+read), and the pass-through relays the same way (``_passthrough.py --relay``); ``--relay-compare``
+adds the proxy and the pass-through with the other one, in the same rounds:
+
+    python benchmarks/proxy_overhead.py --streams 200 --tokens 64 --rounds 3 --relay-compare
 
 ``--accepts-per-turn N`` adds a path, ``tokenpace proxy --accepts-per-turn N`` (the proxy's
 default is 8; 0: the event loop's own accept, every waiting connection at once): each client here
@@ -73,6 +80,8 @@ HERE = Path(__file__).resolve().parent
 UNPACED = "tokenpace proxy, all at once"  # --starts-per-turn 0: a burst's requests all sent in one turn
 PLAIN = "aiohttp pass-through"
 OTHER_GC = {"quiet": "tokenpace proxy, --gc auto", "auto": "tokenpace proxy, --gc quiet"}  # --gc-compare
+OTHER_RELAY = {"tap": "tokenpace proxy, --relay loop", "loop": "tokenpace proxy, --relay tap"}  # --relay-compare
+PLAIN_OTHER_RELAY = {"tap": "aiohttp pass-through, relay loop", "loop": "aiohttp pass-through, relay tap"}
 PLAIN_OTHER_GC = {"quiet": "aiohttp pass-through, Python's gc", "auto": "aiohttp pass-through, quiet gc"}
 
 
@@ -184,13 +193,22 @@ def main() -> None:
                              "pass-through gets the same policy")
     parser.add_argument("--gc-compare", action="store_true",
                         help="also run the proxy and the pass-through with the other --gc, in the same rounds")
+    parser.add_argument("--relay", choices=("tap", "loop"), default="tap",
+                        help="tokenpace proxy --relay MODE for the proxy paths (default tap, the proxy's default); the "
+                             "pass-through relays the same way")
+    parser.add_argument("--relay-compare", action="store_true",
+                        help="also run the proxy and the pass-through with the other --relay, in the same rounds")
     args = parser.parse_args()
+    if args.hold and (args.relay == "tap" or args.relay_compare):
+        parser.error("--hold times each read's wait for readany(); a tapped relay writes each read as it arrives: "
+                     "use --hold with --relay loop")
     accepts = f"tokenpace proxy, --accepts-per-turn {args.accepts_per_turn}"  # the fifth path, if asked
     print(f"reproduce: python benchmarks/proxy_overhead.py --streams {args.streams} --tokens {args.tokens} "
           f"--rounds {args.rounds} --decode-ms {args.decode_ms:g}" + (" --no-pin" if args.no_pin else "")
           + (" --hold" if args.hold else "") + (" --probe" if args.probe else "")
           + (f" --accepts-per-turn {args.accepts_per_turn}" if args.accepts_per_turn is not None else "")
-          + (f" --gc {args.gc}" if args.gc != "auto" else "") + (" --gc-compare" if args.gc_compare else ""))
+          + (f" --gc {args.gc}" if args.gc != "auto" else "") + (" --gc-compare" if args.gc_compare else "")
+          + (f" --relay {args.relay}" if args.relay != "tap" else "") + (" --relay-compare" if args.relay_compare else ""))
     load_start = os.getloadavg()
     cpus = layout(not args.no_pin)
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}; CPUs usable "
@@ -212,6 +230,13 @@ def main() -> None:
         other = "auto" if args.gc == "quiet" else "quiet"
         relay_specs += [(OTHER_GC[args.gc], "othergc", proxy + ["--gc", other], None),
                         (PLAIN_OTHER_GC[args.gc], "plainothergc", plain + ["--gc", other], "plain")]
+    if args.relay_compare:
+        other = "loop" if args.relay == "tap" else "tap"
+        relay_specs += [(OTHER_RELAY[args.relay], "otherrelay", proxy + ["--gc", args.gc, "--relay", other], None),
+                        (PLAIN_OTHER_RELAY[args.relay], "plainotherrelay", plain + ["--gc", args.gc, "--relay", other],
+                         "plain")]
+    relay_specs = [(name, tag, argv if "--relay" in argv else argv + ["--relay", args.relay], kind)  # the same relay
+                   for name, tag, argv, kind in relay_specs]
     holds = {name: Path(f"/tmp/proxy_overhead_hold_{os.getpid()}_{tag}.json") for name, tag, _, _ in relay_specs}
     paths = {"direct": server.url}
     pids: dict[str, int] = {}

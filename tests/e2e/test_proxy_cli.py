@@ -55,7 +55,8 @@ def test_bad_flags_exit_2():
                  ["--upstream", "http://x/v1", "--starts-per-turn", "-1"],
                  ["--upstream", "http://x/v1", "--accepts-per-turn", "-1"],
                  ["--upstream", "http://x/v1", "--gc", "sometimes"],
-                 ["--upstream", "http://x/v1", "--gc-full-every", "0"]):
+                 ["--upstream", "http://x/v1", "--gc-full-every", "0"],
+                 ["--upstream", "http://x/v1", "--relay", "buffered"]):
         result = run_cli("proxy", *args)
         assert result.returncode == ExitCode.USAGE, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -53,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gc-full-every", type=float, default=300.0, metavar="SECONDS",
                    help="with --gc quiet: once a young collection has run (more than 200,000 objects piled up), a "
                         "full one at the latest this long after the last, even if requests never stop (default 300)")
+    p.add_argument("--relay", choices=("tap", "loop"), default="tap",
+                   help="how a stream is relayed: tap (default): each read written to the client from the upstream "
+                        "connection's data callback, no task woken per read; loop: a task awaits each read and "
+                        "writes it (aiohttp's readany and write)")
     p.add_argument("--prompt-hashes", action="store_true", help="keep a salted hash chain of each prompt's "
                    "blocks in its record (never the text), for `tokenpace workload reuse`")
     p.add_argument("--hash-salt-file", metavar="FILE", help="the salt for --prompt-hashes (default: the "
@@ -89,7 +93,7 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - ProxyConfig, i
                        records_backups=args.records_backups, window_s=args.window,
                        hash_salt=salt, hash_block=args.hash_block, tokenizer=tokenizer,
                        starts_per_turn=args.starts_per_turn, accepts_per_turn=args.accepts_per_turn,
-                       gc=args.gc, gc_full_every_s=args.gc_full_every)
+                       gc=args.gc, gc_full_every_s=args.gc_full_every, relay=args.relay)
 
 
 def _prompt_hashing(args: argparse.Namespace) -> tuple[bytes | None, object]:

@@ -124,7 +124,8 @@ async def _route(request: web.Request) -> web.StreamResponse:
         try:
             return await relay_generation(request, state.session, url, api, state.record_done, state.hasher,
                                           state.finisher.defer,
-                                          state.sends.send_turn if state.sends is not None else None)
+                                          state.sends.send_turn if state.sends is not None else None,
+                                          tap=state.config.relay == "tap")
         finally:
             state.in_flight -= 1
             state.in_flight_gauge.dec()

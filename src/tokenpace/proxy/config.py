@@ -28,6 +28,9 @@ class ProxyConfig:
     gc: str = "auto"
     gc_full_every_s: float = 300.0
     gc_check_s: float = 1.0  # how often "quiet" looks for a quiet moment
+    # "tap": a stream's reads written to the client from the upstream connection's data callback
+    # (proxy/tap.py), no task woken per read; "loop": a task awaits each read and writes it.
+    relay: str = "tap"
     # --prompt-hashes: a salted hash chain of each prompt's blocks in its record (never the text).
     hash_salt: bytes | None = None  # None: no chain
     hash_block: int = 16  # units per block

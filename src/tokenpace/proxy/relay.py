@@ -1,7 +1,8 @@
 """One request through the proxy: forwarded upstream, the answer relayed to the client read by read
-(never buffered: each read is written before it is parsed; reads are parsed in batches), and measured
-on the way into the same ``RequestRecord`` the bench client fills, with the bench client's own
-parsing and stamping. A request's end work (its last reads parsed, the record finished and handed to
+(never buffered: each read is written before it is parsed; reads are parsed in batches; written
+from the upstream connection's data callback, ``tap.py``, or by a task awaiting each read,
+``_relay_stream``), and measured on the way into the same ``RequestRecord`` the bench client fills,
+with the bench client's own parsing and stamping. A request's end work (its last reads parsed, the record finished and handed to
 ``record_done``) runs once the client has the whole answer, behind the relay (``finisher.py``).
 
 Stamps are the proxy's: ``sent_ns`` when the request reached the proxy, each chunk when it arrived
@@ -38,6 +39,8 @@ from tokenpace.client.responses import apply_events, keep_server_timing, parser_
 from tokenpace.client.sse import SSEParser
 from tokenpace.record import RequestRecord
 
+from .tap import ClientGone, tapped
+
 HOP_BY_HOP = frozenset(h.lower() for h in (
     "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer", "Trailers",
     "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "Accept-Encoding"))
@@ -59,10 +62,6 @@ def response_headers(headers: Any) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in _RESPONSE_DROP}
 
 
-class ClientGone(Exception):
-    """The client closed its connection while the answer was being relayed."""
-
-
 class Timing:
     """The proxy's own share of one request's latency, ns: the time it held the request before
     sending it upstream, plus the time it held the response headers and the first read."""
@@ -78,7 +77,8 @@ class Timing:
 async def relay_generation(request: web.Request, session: aiohttp.ClientSession, url: str, api: str,
                            record_done: Any, hasher: Any = None,
                            defer: Callable[[Callable[[], object]], None] | None = None,
-                           start_turn: Callable[[], Awaitable[None]] | None = None) -> web.StreamResponse:
+                           start_turn: Callable[[], Awaitable[None]] | None = None,
+                           tap: bool = True) -> web.StreamResponse:
     """Forward one generation request and relay its answer; ``record_done(record, timing)`` once.
 
     ``hasher`` (advise.hashchain.PromptHasher): the record gets the prompt's hash chain, computed
@@ -87,7 +87,9 @@ async def relay_generation(request: web.Request, session: aiohttp.ClientSession,
     last parse, finishing the record, ``record_done``); without it, that work runs before returning.
     ``start_turn`` (``LoopSlices.send_turn``): in a burst of arrivals, the upstream request waits for a
     send slot of the loop's turn, so that the streams already flowing are relayed in between (the wait
-    counts in the proxy's added latency; a client that leaves meanwhile is recorded)."""
+    counts in the proxy's added latency; a client that leaves meanwhile is recorded).
+    ``tap``: a stream is relayed from the upstream connection's data callback (``tap.py``); False,
+    or a stream that cannot be tapped: a task awaits each read and writes it."""
     timing = Timing(monotonic_ns())
     body = await request.read()
     headers = forward_headers(request.headers)
@@ -118,7 +120,8 @@ async def relay_generation(request: web.Request, session: aiohttp.ClientSession,
                     await resp.prepare(request)
                     timing.added_ns = (timing.upstream_sent_ns - timing.received_ns) + (monotonic_ns() - headers_at)
                     tail = Unparsed()
-                    await _relay_stream(resp, upstream, record, progress, timing, tail)
+                    if not tap or not await _relay_tapped(request, resp, upstream, record, progress, timing, tail):
+                        await _relay_stream(resp, upstream, record, progress, timing, tail)
                 else:
                     resp = await _relay_whole(request, upstream, out_headers, record, progress, headers_at, timing)
         except BaseException:  # a failure after the whole answer: what arrived is measured first
@@ -233,6 +236,46 @@ async def _relay_stream(resp: web.StreamResponse, upstream: aiohttp.ClientRespon
                 await asyncio.sleep(0)  # behind the other streams' reads that are ready now
                 tail.measuring = _measure(pending, parser, record, progress)
     await resp.write_eof()
+
+
+async def _relay_tapped(request: web.Request, resp: web.StreamResponse, upstream: aiohttp.ClientResponse,
+                        record: RequestRecord, progress: Progress, timing: Timing, tail: Unparsed) -> bool:
+    """``_relay_stream`` from the upstream's data callback (``tap.py``): each read written, then
+    stamped; a batch parsed in a callback of its own once the loop has relayed what else arrived.
+    False: this stream cannot be tapped, nothing was done."""
+    stamper = _Stamper(tail, record, progress)
+    done = await tapped(request, resp, upstream.content, upstream.connection, stamper)
+    if done is None:
+        return False
+    tail.eof_ns = done.eof_ns
+    timing.added_ns += done.first_write_ns
+    return True
+
+
+class _Stamper:
+    """A tapped stream's reads, stamped on arrival and kept for the batched parse."""
+
+    __slots__ = ("tail", "record", "progress", "batch", "scheduled", "loop")
+
+    def __init__(self, tail: Unparsed, record: RequestRecord, progress: Progress) -> None:
+        self.tail, self.record, self.progress = tail, record, progress
+        self.batch = next(_STAGGER) % PARSE_BATCH + 1  # staggered across streams, as in _relay_stream
+        self.scheduled = False
+        self.loop = asyncio.get_running_loop()
+
+    def __call__(self, now: int, data: bytes) -> None:
+        tail = self.tail
+        if tail.measuring:
+            pending = tail.pending
+            pending.append((now, data))
+            if len(pending) >= self.batch and not self.scheduled:
+                self.batch = PARSE_BATCH
+                self.scheduled = True
+                self.loop.call_soon(self.parse)  # behind the other streams' reads that are ready now
+
+    def parse(self) -> None:
+        self.scheduled = False
+        self.tail.flush(self.record, self.progress)
 
 
 def _measure(pending: list[tuple[int, bytes]], parser: SSEParser, record: RequestRecord, progress: Progress) -> bool:
