@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+# CI (.ci/run) sets HYPOTHESIS_PROFILE=ci: the property tests draw the same examples on every run,
+# so that a landing is never decided by a new random draw; elsewhere each run draws afresh.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session", autouse=True)
