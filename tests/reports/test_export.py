@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import csv
+import dataclasses
 import re
 from pathlib import Path
 
@@ -59,6 +60,22 @@ def test_csv_columns_and_derived_values(tmp_path):
     assert row["chunk_count"] == "20" and row["output_tokens_used"] == "20"
     failed = rows[-1]
     assert failed["status"] == "error" and failed["ttft_ms"] == "" and "\n" in failed["error_message"]
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_simulated_records_export_as_their_lists(tmp_path, suffix):
+    # A simulated record's chunk times are runs of the engine's steps (tokenpace.chunk_runs).
+    if suffix == "parquet":
+        pytest.importorskip("pyarrow")
+    from tokenpace.simulator import SimConfig, SimRequest, simulate
+
+    records = simulate(SimConfig(concurrency=4), [SimRequest(256, 12) for _ in range(8)]).records
+    as_lists = [dataclasses.replace(r, chunk_ns=list(r.chunk_ns)) for r in records]
+    ours, theirs = tmp_path / f"runs.{suffix}", tmp_path / f"lists.{suffix}"
+    getattr(export, f"write_{suffix}")(records, ours)
+    getattr(export, f"write_{suffix}")(as_lists, theirs)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert export.read_export(ours) == as_lists
 
 
 def test_partial_jsonl_exports(tmp_path):

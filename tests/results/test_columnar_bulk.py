@@ -4,16 +4,20 @@ give the same part files, byte for byte, as the same records added one by one; a
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import numpy as np
 import pytest
 
+from tokenpace.chunk_runs import ChunkRuns
 from tokenpace.metrics import summarize
 from tokenpace.record import RequestRecord
+from tokenpace.recordtable import RecordTable
 from tokenpace.results.columnar import ColumnarWriter, _write_npy, write_records_table, write_table
 from tokenpace.results.columnar_bulk import bulk_parts, part_bounds
 from tokenpace.results.columnar_read import read_table
+from tokenpace.simulator import SimConfig, SimRequest, simulate
 
 MS = 1_000_000
 
@@ -107,3 +111,27 @@ def test_a_member_is_written_as_numpy_writes_it(array):
     np.lib.format.write_array(numpys, array, allow_pickle=False)
     np.lib.format.write_array(numpys, array, allow_pickle=False)
     assert ours.getvalue() == numpys.getvalue()
+
+
+@pytest.mark.parametrize("batch_records, batch_chunks", [(4096, 131_072), (50, 3000)])
+def test_records_holding_runs_of_step_ends_are_written_as_their_lists(tmp_path, batch_records, batch_chunks):
+    # A simulated run's chunk times are runs of its step ends (tokenpace.chunk_runs); the client's
+    # limits turn a cut record's into a list, so a part may hold both kinds.
+    res = simulate(SimConfig(policy="chunked-prefill", concurrency=64, num_gpu_blocks=3000),
+                   [SimRequest(512 + 64 * (i % 5), 40 + 7 * (i % 11)) for i in range(400)])
+    records = res.records
+    assert all(type(r.chunk_ns) is ChunkRuns for r in records)
+    for r in records[:60:7]:  # the first parts mixed, the others runs only
+        r.chunk_ns = r.chunk_ns[:len(r.chunk_ns) - 3]
+        r.chunk_tokens = r.chunk_tokens[:len(r.chunk_ns)]
+    as_lists = [dataclasses.replace(r, chunk_ns=list(r.chunk_ns)) for r in records]
+    with ColumnarWriter(tmp_path / "one.columns", batch_records=batch_records, batch_chunks=batch_chunks) as w:
+        for r in as_lists:
+            w.add(r)
+    with ColumnarWriter(tmp_path / "runs.columns", batch_records=batch_records, batch_chunks=batch_chunks) as w2:
+        for table in bulk_parts(records, batch_records, batch_chunks):
+            w2.add_table(table)
+    assert _parts(tmp_path / "runs.columns") == _parts(tmp_path / "one.columns")
+    ours, lists = RecordTable.from_records(records[1:7]), RecordTable.from_records(as_lists[1:7])  # runs only
+    np.testing.assert_array_equal(ours.chunk_ns, lists.chunk_ns)
+    assert ours.chunk_ns.size == sum(len(r.chunk_ns) for r in as_lists[1:7]) > 0

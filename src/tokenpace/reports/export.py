@@ -50,11 +50,17 @@ COLUMNS: dict[str, str] = {**RECORD_TYPES, **{name: kind for name, (kind, _) in 
 def rows(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
     out = []
     for record in records:
-        row = {name: _json_text(getattr(record, name)) if kind == "json" else getattr(record, name)
+        row = {name: _json_text(getattr(record, name)) if kind == "json" else
+               _as_list(getattr(record, name)) if kind == "list" else getattr(record, name)
                for name, kind in RECORD_TYPES.items()}
         row.update({name: fn(record) for name, (_, fn) in DERIVED.items()})
         out.append(row)
     return out
+
+
+def _as_list(value: Any) -> Any:
+    """A list field as a list (a simulated record's chunk times are a ``ChunkRuns``, read-only)."""
+    return value if value is None or type(value) is list else list(value)
 
 
 def write_csv(records: Sequence[RequestRecord], path: str | Path) -> Path:

@@ -16,6 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from tokenpace.chunk_runs import ChunkRuns, all_runs, gather
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text
 
@@ -82,10 +83,14 @@ def _text(values: list) -> Text:
 
 
 def _chunk_ns(lists: list) -> np.ndarray:
+    if all_runs(lists):  # a simulated run's records: slices of its step ends, gathered by NumPy
+        return gather(lists)
     column = array("q")
     for values in lists:
         if type(values) is list:
             column.fromlist(values)  # about twice as fast as extend for a list's integers
+        elif type(values) is ChunkRuns:
+            column.fromlist(values.tolist())
         else:
             column.extend(values)
     return np.frombuffer(column, dtype=np.int64) if len(column) else np.zeros(0, np.int64)

@@ -43,6 +43,7 @@ from typing import Any
 
 import orjson
 
+from tokenpace.chunk_runs import json_default
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
@@ -357,4 +358,5 @@ def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None
 
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
     # Line by line into the temporary file: a 100,000-request run's JSONL is never whole in memory.
-    write_whole(path, (orjson.dumps(row) + b"\n" for row in rows))
+    # A record's chunk times may be runs of the engine's steps (``ChunkRuns``): written as their list.
+    write_whole(path, (orjson.dumps(row, default=json_default) + b"\n" for row in rows))

@@ -6,7 +6,8 @@ block, it produces its last token, it is preempted or cancelled) a decoding sequ
 one more computed token, one more generated token and one more chunk, whose time is the step's end.
 A cohort member keeps the step at which its fields were last brought up to date (``co_from``); its
 state at any later step follows from the shared clock, the end time of every engine step
-(``ends``), and its chunk times are a slice of that list. Its events: the step at which it needs
+(``ends``), and its chunk times are a slice of that list (``tokenpace.chunk_runs``: a run of steps,
+not copied). Its events: the step at which it needs
 its next KV block (kept by that step's residue modulo the block size, so the members due in a step
 are one list: cohort_blocks.py), and the step that produces its last token (a heap). A step then
 costs work in the number of such events, not in the number of running sequences.
@@ -26,6 +27,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from heapq import heappop, heappush
 
+from tokenpace.chunk_runs import StepEnds
 from tokenpace.simulator.cohort_blocks import CohortBlocks, longest_fit
 from tokenpace.simulator.sequence import Sequence
 from tokenpace.simulator.step import ShiftedContexts
@@ -40,7 +42,7 @@ class DecodeCohort:
         self.keys: list[int] = []  # their admission numbers, for bisect
         self.offsets: list[int] = []  # a member's computed tokens before step s are s + offset
         self.offset_sum = 0  # their sum
-        self.ends: list[int] = []  # end time of engine step i (every step, in or out of a cohort)
+        self.ends = StepEnds()  # end time of engine step i (every step, in or out of a cohort)
         self.blocks = CohortBlocks(block_size)  # when each member needs its next KV block
         self._finish: list[tuple[int, int, Sequence]] = []  # (step producing the last token, admit_no, seq)
 
@@ -79,7 +81,7 @@ class DecodeCohort:
             seq.num_computed += d
             seq.generated += d
             seq.decode_steps += d
-            seq.chunk_ns += self.ends[seq.co_from:step]
+            seq.chunk_ns.add(seq.co_from, step)  # a ChunkRuns over ``ends``
             seq.co_from = step
 
     def leave(self, seq: Sequence, step: int) -> None:

@@ -26,6 +26,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from tokenpace.chunk_runs import ChunkRuns
 from tokenpace.simulator.cohort import DecodeCohort, longest_fit
 from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
@@ -69,6 +70,9 @@ class Engine:
         # sequence's tokens after each step, nor with speculative decoding or a prefix cache.
         if cohort and spec is None and not self.kv.prefix_caching and scheduler.supports_cohort:
             scheduler.cohort = DecodeCohort(self.kv.block_size)
+        # With a cohort, the end of every step is kept (its ``ends``), and a sequence's chunk times are
+        # runs of those steps (``ChunkRuns``), never copied out per token; otherwise lists of times.
+        self.step_ends = scheduler.cohort.ends if scheduler.cohort is not None else None
         self.busy = False
         self._schedule_pending = False
         self.arrival_ns = round(arrival_s * 1e9)
@@ -81,6 +85,8 @@ class Engine:
         verification step needs room for its γ draft tokens too)."""
         if seq.prompt_len + seq.output_len + self.decode_tokens - 1 > self.max_seq_tokens:
             return False
+        if self.step_ends is not None:
+            seq.chunk_ns = ChunkRuns(self.step_ends)
         self.scheduler.add(seq)
         if self.arrival_ns:
             self._host_work(seq.arrival_ns)
@@ -170,6 +176,8 @@ class Engine:
             seq.num_computed += made
             seq.generated += made
             seq.decode_steps += done
+            if type(seq.chunk_ns) is ChunkRuns:  # these steps' ends are not kept yet: a list from here on
+                seq.chunk_ns = seq.chunk_ns.tolist()
             seq.chunk_ns.extend(ends)
         seq.state = CANCELLED
 
@@ -180,7 +188,8 @@ class Engine:
         done: list[Sequence] = []
         co = self.scheduler.cohort
         if co is not None:
-            co.ends += ends
+            co.ends += ends  # steps self.steps to self.steps + k - 1: every chunk below is a run of them
+        first, last = self.steps, self.steps + k - 1
         published = self.kv.publish if self.kv.prefix_caching else None  # (a no-op without a prefix cache)
         for seq, n in step.batch.prefill:
             if seq.state == CANCELLED:
@@ -192,7 +201,10 @@ class Engine:
                 seq.generated += 1
                 if seq.first_token_ns is None:
                     seq.first_token_ns = end
-                seq.chunk_ns.append(end)
+                if co is None:
+                    seq.chunk_ns.append(end)
+                else:
+                    seq.chunk_ns.add(last, last + 1)
                 if seq.chunk_tokens is not None:
                     seq.chunk_tokens.append(1)
                 if seq.generated >= seq.output_len:
@@ -207,7 +219,10 @@ class Engine:
                     continue
                 seq.num_computed += 1
                 seq.decode_steps += 1
-                seq.chunk_ns.append(end)
+                if co is None:
+                    seq.chunk_ns.append(end)
+                else:
+                    seq.chunk_ns.add(first, first + 1)
                 seq.generated += 1
                 if publish and seq.request.session is not None:
                     self.kv.publish(seq)
@@ -223,7 +238,10 @@ class Engine:
             seq.num_computed += made
             seq.generated += made
             seq.decode_steps += k
-            seq.chunk_ns.extend(ends)
+            if co is None:
+                seq.chunk_ns.extend(ends)
+            else:
+                seq.chunk_ns.add(first, last + 1)
             if seq.request.session is not None:  # a conversation's reply is the next turn's prefix
                 self.kv.publish(seq)
             if seq.generated >= seq.output_len:

@@ -9,6 +9,7 @@ prompt of prompt + generated tokens.
 
 from __future__ import annotations
 
+from tokenpace.chunk_runs import ChunkRuns
 from tokenpace.simulator.request import SimRequest
 
 WAITING, RUNNING, DONE, CANCELLED = 0, 1, 2, 3
@@ -37,7 +38,7 @@ class Sequence:
         self.num_registered = 0  # leading prompt blocks published to the prefix cache
         self.cached_prompt_tokens: int | None = None  # prefix-cache hit at first admission
         self.first_token_ns: int | None = None
-        self.chunk_ns: list[int] = []
+        self.chunk_ns: list[int] | ChunkRuns = []  # its chunks' times (ChunkRuns: runs of the engine's steps)
         self.chunk_tokens: list[int] | None = None  # tokens per chunk, kept only when not all 1
         self.decode_steps = 0  # decode steps taken (the cursor into a speculative-decoding plan)
         self.plan: list[int] | None = None  # spec decoding: tokens produced after i+1 decode steps
