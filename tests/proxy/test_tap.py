@@ -44,6 +44,14 @@ async def upstream(handler):
         await runner.cleanup()
 
 
+async def _event_stream(request: web.Request) -> web.StreamResponse:
+    """The upstream's answer to ``request``: an event stream, prepared (headers sent)."""
+    await request.read()
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    return resp
+
+
 def _body(max_tokens: int = TOKENS) -> dict:
     return {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens, "stream": True}
 
@@ -71,9 +79,7 @@ def test_the_client_gets_the_upstreams_bytes_exactly(relay, taps, tmp_path):
     events = _events(size=100_000)
 
     async def stream(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
+        resp = await _event_stream(request)
         for i, event in enumerate(events):
             await resp.write(event)
             if i % 5 == 0:
@@ -110,9 +116,7 @@ def test_a_client_that_stops_reading_stops_the_upstream_reads(taps, tmp_path):
     sent = [0]
 
     async def flood(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
+        resp = await _event_stream(request)
         for event in events:
             await resp.write(event)  # aiohttp's write waits while the proxy's socket is full
             sent[0] += len(event)
@@ -165,9 +169,7 @@ def test_a_stalled_stream_ends_at_the_upstream_timeout(relay, taps, tmp_path):
     events = _events(size=10)
 
     async def stall(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
+        resp = await _event_stream(request)
         for event in events[:3]:
             await resp.write(event)
         await asyncio.sleep(30)  # never ends within the test: the proxy's timeout must
@@ -200,9 +202,7 @@ def test_an_http10_client_is_relayed_unchunked_by_the_loop(taps, tmp_path):
     events = _events(size=10)
 
     async def stream(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
+        resp = await _event_stream(request)
         for event in events:
             await resp.write(event)
         await resp.write_eof()
