@@ -24,7 +24,7 @@ from itertools import chain
 
 import numpy as np
 
-from tokenpace.chunk_runs import all_runs, gather
+from tokenpace.chunk_runs import chunk_times
 from tokenpace.record import RequestRecord
 
 NULL = np.iinfo(np.int64).min
@@ -238,10 +238,8 @@ class RecordTable:
         total = int(counts.sum())
         tokens = (r.chunk_tokens if len(r.chunk_tokens) == len(r.chunk_ns) else [1] * len(r.chunk_ns)
                   for r in records)
-        lists = [r.chunk_ns for r in records]
         return cls(ints=ints, bools=bools, floats=floats, texts=texts, chunk_count=counts,
-                   chunk_ns=gather(lists) if all_runs(lists)  # a simulated run's (tokenpace.chunk_runs)
-                   else np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=total),
+                   chunk_ns=chunk_times([r.chunk_ns for r in records]),
                    chunk_tokens=np.fromiter(chain.from_iterable(tokens), dtype=np.int32, count=total))
 
     @classmethod

@@ -16,7 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from tokenpace.chunk_runs import ChunkRuns, all_runs, gather
+from tokenpace.chunk_runs import chunk_times
 from tokenpace.record import RequestRecord
 from tokenpace.recordtable import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, NULL, TEXT_FIELDS, RecordTable, Text
 
@@ -52,7 +52,7 @@ def bulk_parts(records: Sequence[RequestRecord], batch_records: int, batch_chunk
             floats={k: _floats(list(map(attrgetter(k), part))) for k in FLOAT_FIELDS},
             texts={k: _text(list(map(attrgetter(k), part))) for k in TEXT_FIELDS},
             chunk_count=np.array(counts[start:end], dtype=np.int64),
-            chunk_ns=_chunk_ns(chunk_lists[start:end]),
+            chunk_ns=chunk_times(chunk_lists[start:end]),
             chunk_tokens=_chunk_tokens(part, counts[start:end], ones_memo))
 
 
@@ -80,20 +80,6 @@ def _text(values: list) -> Text:
     lookup: dict[str, int] = {}
     codes = [-1 if v is None else lookup.setdefault(str(v), len(lookup)) for v in values]
     return Text(np.array(codes, dtype=np.int32), list(lookup))
-
-
-def _chunk_ns(lists: list) -> np.ndarray:
-    if all_runs(lists):  # a simulated run's records: slices of its step ends, gathered by NumPy
-        return gather(lists)
-    column = array("q")
-    for values in lists:
-        if type(values) is list:
-            column.fromlist(values)  # about twice as fast as extend for a list's integers
-        elif type(values) is ChunkRuns:
-            column.fromlist(values.tolist())
-        else:
-            column.extend(values)
-    return np.frombuffer(column, dtype=np.int64) if len(column) else np.zeros(0, np.int64)
 
 
 def _chunk_tokens(part: Sequence[RequestRecord], counts: list[int], ones_memo: dict[int, bool]) -> np.ndarray:
