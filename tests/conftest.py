@@ -15,15 +15,19 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_tokenpace_cache(tmp_path_factory):
-    """Tokenizers built from GGUF files are cached (tokenpace.workload.tokenizer); the tests keep
-    theirs in a folder of their own, not in the user's cache. CLI subprocesses inherit it."""
-    old = os.environ.get("TOKENPACE_TOKENIZER_CACHE")
-    os.environ["TOKENPACE_TOKENIZER_CACHE"] = str(tmp_path_factory.mktemp("tokenpace-cache"))
+    """Tokenizers built from GGUF files (tokenpace.workload.tokenizer) and the kernel tables'
+    columns (tokenpace.simulator.kernels.table_cache) are cached; the tests keep theirs in folders
+    of their own, not in the user's cache. CLI subprocesses inherit them."""
+    names = ("TOKENPACE_TOKENIZER_CACHE", "TOKENPACE_KERNEL_CACHE")
+    old = {name: os.environ.get(name) for name in names}
+    for name in names:
+        os.environ[name] = str(tmp_path_factory.mktemp(name.lower()))
     yield
-    if old is None:
-        os.environ.pop("TOKENPACE_TOKENIZER_CACHE", None)
-    else:
-        os.environ["TOKENPACE_TOKENIZER_CACHE"] = old
+    for name, value in old.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="module")

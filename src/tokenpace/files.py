@@ -39,6 +39,16 @@ def write_whole(path: str | Path, data: bytes | Iterable[bytes], *, what: str = 
     return path
 
 
+def cache_dir(name: str, override_env: str) -> Path:
+    """A cache of tokenpace's own (rebuilt when missing, never needed for correctness):
+    ``$<override_env>`` if set, else ``name/`` in ``$TOKENPACE_CACHE`` (the folder
+    scripts/llama_engine.py builds the engine in) or ``~/.cache/tokenpace``."""
+    if os.environ.get(override_env):
+        return Path(os.environ[override_env]).expanduser()
+    env = os.environ.get("TOKENPACE_CACHE")
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "tokenpace") / name
+
+
 def open_run_file(path: str | Path) -> BinaryIO:
     """A result or records file opened for reading; a one-line UsageError when it cannot be."""
     try:

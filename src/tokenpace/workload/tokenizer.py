@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenpace.errors import NotSaved, UsageError
-from tokenpace.files import write_whole
+from tokenpace.files import cache_dir, write_whole
 from tokenpace.gguf import GGUFVocab, is_gguf, read_gguf_vocab
 from tokenpace.workload.hf_cache import cached_tokenizer_json, looks_like_repo_id
 
@@ -87,10 +86,7 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
 
 def tokenizer_cache_dir() -> Path:
     """Where built tokenizers are kept (see the module docstring)."""
-    if os.environ.get("TOKENPACE_TOKENIZER_CACHE"):
-        return Path(os.environ["TOKENPACE_TOKENIZER_CACHE"])
-    env = os.environ.get("TOKENPACE_CACHE")  # the one scripts/llama_engine.py uses
-    return (Path(env) if env else Path.home() / ".cache" / "tokenpace") / "tokenizers"
+    return cache_dir("tokenizers", "TOKENPACE_TOKENIZER_CACHE")
 
 
 def _gguf_cached(path: Path) -> Tokenizer:

@@ -17,7 +17,8 @@ latencies in milliseconds measured on the silicon, one row per kernel call:
 A lookup returns the table's value exactly at a grid point and interpolates linearly between grid
 points (bilinearly over two keys; GEMMs also over ``n`` and ``k``, which makes a latency that grows
 as ``n·k`` exact); past the last grid point it extends the last segment's slope. The tables are read
-with pyarrow (a dependency of aiconfigurator-core) and held as numpy arrays.
+with pyarrow (a dependency of aiconfigurator-core) once per machine, then from a NumPy copy
+(``table_cache``), and held as numpy arrays.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from tokenpace.errors import UsageError
+from tokenpace.simulator.kernels.table_cache import table_columns
 
 INSTALL = "pip install 'tokenpace[kernels]'"
 # Our GPU catalog ids → aiconfigurator's system names (A100 40 GB runs the same kernels as 80 GB).
@@ -108,18 +110,17 @@ def _newest(system_dir: Path, backend: str) -> str | None:
 
 
 def _read(path: Path, columns: list[str], optional: dict[str, object] | None = None) -> dict[str, np.ndarray]:
-    """The columns of a table; an ``optional`` column the table lacks reads as its default."""
-    import pyarrow.parquet as pq
-
-    present = set(pq.read_schema(path).names)
+    """The columns of a table (through ``table_cache``); an ``optional`` column the table lacks
+    reads as its default."""
+    table = table_columns(path)
     optional = optional or {}
-    table = pq.read_table(path, columns=[c for c in columns if c in present])
-    out = {c: table.column(c).to_numpy(zero_copy_only=False) for c in columns if c in present}
+    out = {c: table[c] for c in columns if c in table}
+    rows = len(next(iter(table.values()))) if table else 0
     for c in columns:
-        if c not in present:
+        if c not in table:
             if c not in optional:
                 raise UsageError(f"kernel table {path.name} has no column {c!r}")
-            out[c] = np.full(table.num_rows, optional[c])
+            out[c] = np.full(rows, optional[c])
     return out
 
 
