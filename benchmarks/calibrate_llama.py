@@ -272,7 +272,7 @@ def main() -> int:
     for rep in range(args.repeats):
         out = root / f"repeat-{rep + 1}"
         out.mkdir(parents=True, exist_ok=True)
-        print(f"\nrepeat {rep + 1} of {args.repeats} ({out.relative_to(ROOT)})")
+        print(f"\nrepeat {rep + 1} of {args.repeats} ({out.relative_to(ROOT) if out.is_relative_to(ROOT) else out})")
         started = time.monotonic()
         with (contextlib.nullcontext(args.url or "(reused)") if args.url or args.reuse else llama_server(engine)) as url:
             measured = measure(url, out, args.reuse)
