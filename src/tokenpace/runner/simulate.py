@@ -41,9 +41,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from tokenpace.chunk_runs import json_default
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
@@ -55,6 +52,7 @@ from tokenpace.results import RunResult, result_paths, timeline_path as timeline
 from tokenpace.results.columnar import columns_path, write_records_table, write_table
 from tokenpace.results.columnar_read import read_table
 from tokenpace.results.records import JournalRecords
+from tokenpace.results.records_jsonl import record_lines
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.warmup import is_warmup, issuing_s
 from tokenpace.runner.sim_progress import SimProgress
@@ -358,5 +356,6 @@ def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None
 
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
     # Line by line into the temporary file: a 100,000-request run's JSONL is never whole in memory.
-    # A record's chunk times may be runs of the engine's steps (``ChunkRuns``): written as their list.
-    write_whole(path, (orjson.dumps(row, default=json_default) + b"\n" for row in rows))
+    # A record's chunk times may be runs of the engine's steps (``ChunkRuns``): written as their list,
+    # cut from the step ends' text made once (``record_lines``).
+    write_whole(path, record_lines(rows))
