@@ -1,4 +1,4 @@
-"""Records JSONL lines with a simulated run's chunk lists cut from text made once
+"""Records JSONL lines with a simulated run's chunk times cut from text made once
 (tokenpace.results.records_jsonl): every line is the bytes orjson gives the record itself."""
 
 from __future__ import annotations
