@@ -61,7 +61,7 @@ from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
 from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
 from tokenpace.workload import WorkloadSpec, conversations_for, plan_requests
 from tokenpace.workload.build import workload_from_config
-from tokenpace.workload.plan import engine_block_hashes
+from tokenpace.workload.plan import engine_block_hashes, planned_lengths
 from tokenpace.workload.ramp import ramped_offset_s
 
 NS = 1_000_000_000
@@ -246,7 +246,26 @@ def moved(result: RunResult, load: BenchConfig) -> RunResult:
 def _sim_requests(workload: WorkloadSpec, block_size: int, ramp_s: float = 0.0) -> Iterator[SimRequest]:
     """The plan's requests as the engine sees them: lengths, arrival (open loop, ramped as bench
     ramps it), shared prefix. In a closed loop the requests of one shape are one object (a
-    ``SimRequest`` is frozen; 20,000 of them took 0.03 CPU-s to build)."""
+    ``SimRequest`` is frozen; 20,000 of them took 0.03 CPU-s to build). A synthetic workload's
+    lengths and arrivals are drawn without planning its requests (``planned_lengths``)."""
+    lengths = planned_lengths(workload)
+    if lengths is None:
+        return _planned_sim_requests(workload, block_size, ramp_s)
+    if workload.open_loop:
+        return (SimRequest(prompt_tokens=n_in, output_tokens=n_out, arrival_s=ramped_offset_s(offset, ramp_s))
+                for n_in, n_out, offset in lengths)
+    shapes: dict[tuple[int, int], SimRequest] = {}
+
+    def shaped(n_in: int, n_out: int) -> SimRequest:
+        request = shapes.get((n_in, n_out))
+        if request is None:
+            request = shapes[n_in, n_out] = SimRequest(prompt_tokens=n_in, output_tokens=n_out)
+        return request
+
+    return (shaped(n_in, n_out) for n_in, n_out, _ in lengths)
+
+
+def _planned_sim_requests(workload: WorkloadSpec, block_size: int, ramp_s: float) -> Iterator[SimRequest]:
     shapes: dict[tuple, SimRequest] = {}
     for p in plan_requests(workload, text=False):
         hashes = engine_block_hashes(p, block_size)
