@@ -175,8 +175,9 @@ def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = Tr
     grace_s = c.end_grace_s(by_count=c.duration_s is None)  # the same rule as bench
     cancel_at_ns = None if send_end_ns is None or grace_s is None else send_end_ns + round(grace_s * NS)
     limits = ClientLimits.of(c)
-    for r in records:
-        apply_client_limits(r, limits, cancel_at_ns)
+    if not limits.unset or cancel_at_ns is not None:  # else no record is cut: no call per record
+        for r in records:
+            apply_client_limits(r, limits, cancel_at_ns)
     closed = engine.concurrency is not None
     window = steady_window(records, closed_loop=closed, concurrency=engine.concurrency if closed else None,
                            start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
