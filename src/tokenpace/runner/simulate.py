@@ -41,9 +41,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from tokenpace.chunk_runs import json_default
 from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.files import write_whole
@@ -55,6 +52,7 @@ from tokenpace.results import RunResult, result_paths, timeline_path as timeline
 from tokenpace.results.columnar import columns_path, write_records_table, write_table
 from tokenpace.results.columnar_read import read_table
 from tokenpace.results.records import JournalRecords
+from tokenpace.results.records_jsonl import record_lines
 from tokenpace.runner.counting import request_count
 from tokenpace.runner.warmup import is_warmup, issuing_s
 from tokenpace.runner.sim_progress import SimProgress
@@ -63,7 +61,7 @@ from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
 from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
 from tokenpace.workload import WorkloadSpec, conversations_for, plan_requests
 from tokenpace.workload.build import workload_from_config
-from tokenpace.workload.plan import engine_block_hashes
+from tokenpace.workload.plan import engine_block_hashes, planned_lengths
 from tokenpace.workload.ramp import ramped_offset_s
 
 NS = 1_000_000_000
@@ -177,8 +175,9 @@ def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = Tr
     grace_s = c.end_grace_s(by_count=c.duration_s is None)  # the same rule as bench
     cancel_at_ns = None if send_end_ns is None or grace_s is None else send_end_ns + round(grace_s * NS)
     limits = ClientLimits.of(c)
-    for r in records:
-        apply_client_limits(r, limits, cancel_at_ns)
+    if not limits.unset or cancel_at_ns is not None:  # else no record is cut: no call per record
+        for r in records:
+            apply_client_limits(r, limits, cancel_at_ns)
     closed = engine.concurrency is not None
     window = steady_window(records, closed_loop=closed, concurrency=engine.concurrency if closed else None,
                            start_ns=0, warmup_s=c.warmup_s, ramp_s=c.ramp_s, duration_s=c.duration_s,
@@ -248,7 +247,26 @@ def moved(result: RunResult, load: BenchConfig) -> RunResult:
 def _sim_requests(workload: WorkloadSpec, block_size: int, ramp_s: float = 0.0) -> Iterator[SimRequest]:
     """The plan's requests as the engine sees them: lengths, arrival (open loop, ramped as bench
     ramps it), shared prefix. In a closed loop the requests of one shape are one object (a
-    ``SimRequest`` is frozen; 20,000 of them took 0.03 CPU-s to build)."""
+    ``SimRequest`` is frozen; 20,000 of them took 0.03 CPU-s to build). A synthetic workload's
+    lengths and arrivals are drawn without planning its requests (``planned_lengths``)."""
+    lengths = planned_lengths(workload)
+    if lengths is None:
+        return _planned_sim_requests(workload, block_size, ramp_s)
+    if workload.open_loop:
+        return (SimRequest(prompt_tokens=n_in, output_tokens=n_out, arrival_s=ramped_offset_s(offset, ramp_s))
+                for n_in, n_out, offset in lengths)
+    shapes: dict[tuple[int, int], SimRequest] = {}
+
+    def shaped(n_in: int, n_out: int) -> SimRequest:
+        request = shapes.get((n_in, n_out))
+        if request is None:
+            request = shapes[n_in, n_out] = SimRequest(prompt_tokens=n_in, output_tokens=n_out)
+        return request
+
+    return (shaped(n_in, n_out) for n_in, n_out, _ in lengths)
+
+
+def _planned_sim_requests(workload: WorkloadSpec, block_size: int, ramp_s: float) -> Iterator[SimRequest]:
     shapes: dict[tuple, SimRequest] = {}
     for p in plan_requests(workload, text=False):
         hashes = engine_block_hashes(p, block_size)
@@ -358,5 +376,6 @@ def write_sim_files(result: RunResult, table: RecordTable | None = None) -> None
 
 def _write_jsonl(path: Path, rows: list[Any]) -> None:
     # Line by line into the temporary file: a 100,000-request run's JSONL is never whole in memory.
-    # A record's chunk times may be runs of the engine's steps (``ChunkRuns``): written as their list.
-    write_whole(path, (orjson.dumps(row, default=json_default) + b"\n" for row in rows))
+    # A record's chunk times may be runs of the engine's steps (``ChunkRuns``): written as their list,
+    # cut from the step ends' text made once (``record_lines``).
+    write_whole(path, record_lines(rows))

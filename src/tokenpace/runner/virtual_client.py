@@ -37,6 +37,11 @@ class ClientLimits:
     def of(cls, config: BenchConfig) -> ClientLimits:
         return cls(config.timeout_s, config.ttft_timeout_s, config.idle_timeout_s)
 
+    @property
+    def unset(self) -> bool:
+        """No limit given: ``apply_client_limits`` cuts a record only at a ``cancel_at_ns``."""
+        return self.timeout_s is None and self.ttft_timeout_s is None and self.idle_timeout_s is None
+
 
 def apply_client_limits(r: RequestRecord, limits: ClientLimits, cancel_at_ns: int | None = None) -> None:
     if r.done_ns is None or r.sent_ns is None or r.status != "ok":
