@@ -6,7 +6,9 @@ efficiency catalog (data/efficiency.json, with the source of each figure; ``mfu`
 replace them all where given, as a calibration does):
 
 - attention projections (QKV, O) and the MLP: GEMMs at the weights' compute precision; their weights
-  streamed once per step at the weight-streaming efficiency; 2 FLOPs per weight per token. For MoE
+  streamed once per step at the weight-streaming efficiency (at the GEMM's row count where the
+  catalog gives it by rows: measured GEMMs stream more slowly as rows grow toward the compute
+  bound); 2 FLOPs per weight per token. For MoE
   the experts the batch touches: with top-k routing over E experts a batch of T tokens touches
   E·(1 − (1 − k/E)^T) distinct experts on average (uniform routing), and each token pays for k
   experts' FLOPs;
@@ -47,21 +49,27 @@ def compute_precision(gpu: GPU, compute: str) -> str:
 
 class RooflinePredictor:
     """Step time of ``model`` in ``weights`` precision with a ``kv`` cache on ``tp`` × ``gpu``;
-    ``efficiency``: a user's efficiency catalog file, added to the built-in one."""
+    ``efficiency``: a user's efficiency catalog file, added to the built-in one; ``engine``: the
+    engine preset whose catalog entries apply (its measured kernels' figures), None: any engine's."""
 
     def __init__(self, model: ModelSpec, gpu: GPU, weights: Precision, kv: Precision,
-                 tp: int = 1, params: RooflineParams | None = None, efficiency: str | None = None) -> None:
+                 tp: int = 1, params: RooflineParams | None = None, efficiency: str | None = None,
+                 engine: str | None = None) -> None:
         if tp < 1:
             raise ValueError("tp must be >= 1")
         self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
         self.params = params or RooflineParams()
-        self.efficiency_file = efficiency
+        self.efficiency_file, self.engine = efficiency, engine
         self.gemm_precision = compute_precision(gpu, weights.compute)
         self.attention_precision = compute_precision(gpu, "fp8" if kv.compute == "fp8" else "bf16")
-        gemm = get_efficiency(gpu.id, self.gemm_precision, efficiency)
-        attn = get_efficiency(gpu.id, self.attention_precision, efficiency)
-        head = get_efficiency(gpu.id, "bf16", efficiency)
+        gemm = get_efficiency(gpu.id, self.gemm_precision, efficiency, engine)
+        attn = get_efficiency(gpu.id, self.attention_precision, efficiency, engine)
+        head = get_efficiency(gpu.id, "bf16", efficiency, engine)
         self.efficiency = {"gemm": gemm, "attention": attn, "lm_head": head}
+        # Weight streaming by a GEMM's rows where the catalog gives it so: (rows, MLP rows, LM-head
+        # rows) -> the memory efficiencies, kept as steps repeat the same few row counts.
+        self._by_rows = bool(gemm.weight_bandwidth_by_rows or head.weight_bandwidth_by_rows)
+        self._memory_eff_at_rows: dict[tuple, tuple[float, ...]] = {}
         self._compute_eff = (gemm.gemm_flops, gemm.gemm_flops, attn.attention_prefill_flops, head.gemm_flops, 1.0)
         self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, attn.attention_decode_bandwidth,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
@@ -101,6 +109,20 @@ class RooflinePredictor:
         kernel-table predictor adds (see ``_elementwise_bytes``)."""
         mem = self._elementwise_fused_mem_tok[rotary_in_attention] if kernel_fusions else self._elementwise_mem_tok
         return mem / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
+
+    def _memory_eff_for(self, rows: float, mlp_rows: float, logit_rows: int) -> tuple[float, ...]:
+        """The groups' memory efficiencies for GEMMs of these row counts (the catalog's figures
+        where it gives weight streaming as one value)."""
+        if not self._by_rows:
+            return self._memory_eff
+        key = (rows, mlp_rows, logit_rows)
+        eff = self._memory_eff_at_rows.get(key)
+        if eff is None:
+            gemm, head, fixed = self.efficiency["gemm"], self.efficiency["lm_head"], self._memory_eff
+            eff = (gemm.weight_bandwidth_at(rows), gemm.weight_bandwidth_at(mlp_rows), fixed[2],
+                   head.weight_bandwidth_at(logit_rows), fixed[4])
+            self._memory_eff_at_rows[key] = eff
+        return eff
 
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
@@ -147,19 +169,20 @@ class RooflinePredictor:
             # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
             p = self._groups(p_tokens, prompts, p_pairs, p_kv, 0, passes=1, logit_passes=prompts)
             if not dt:
-                return (*p[:2], *rest, self._compute_eff, self._memory_eff, self._ar_latency, tokens, p[2], 0)
+                return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0)
             d = self._groups(dt, dt, d_pairs, d_kv, dt)
-            return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, self._memory_eff * 2,
+            return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, d[3] + p[3],
                     self._ar_latency, tokens, d[2] + p[2], dt)
-        c, m, decode_cmp = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
-        return (c, m, *rest, self._compute_eff, self._memory_eff, self._ar_latency, tokens, decode_cmp, tokens)
+        c, m, decode_cmp, memory_eff = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
+        return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens)
 
     def _groups(self, tokens: int, logits: int, pairs: int, kv_tokens: int, dt: int,
                 passes: int | None = None, logit_passes: int | None = None) -> tuple:
         """Per operator group, the compute and memory seconds at peak of one kernel invocation over
-        ``tokens`` rows (``dt`` of them decode tokens) of which ``logits`` need logits, and the decode
-        tokens' share of the compute. ``passes``/``logit_passes``: reads of the weights / the LM
-        head; None: as the row remainder says."""
+        ``tokens`` rows (``dt`` of them decode tokens) of which ``logits`` need logits, the decode
+        tokens' share of the compute, and the groups' memory efficiencies at these rows.
+        ``passes``/``logit_passes``: reads of the weights / the LM head; None: as the row remainder
+        says."""
         rg = self.params.row_group
         remainder = self.params.row_remainder
         if rg == 1 or remainder in GEMV_REMAINDERS:  # "gemv": every row priced as itself
@@ -178,9 +201,11 @@ class RooflinePredictor:
             mlp_tok = k * self._expert_cmp_tok + self._router_cmp_tok
             mlp_cmp = rows * mlp_tok
             mlp_mem = touched * self._expert_mem * passes
+            mlp_rows = rows * k / touched  # each touched expert's GEMM rows, on average
         else:
             mlp_tok = self._expert_cmp_tok
             mlp_cmp, mlp_mem = rows * mlp_tok, self._expert_mem * passes
+            mlp_rows = rows
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
         # the padding rows go to the prefill's share.
         decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
@@ -189,7 +214,7 @@ class RooflinePredictor:
                  0.0),
                 (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
-                decode_cmp)
+                decode_cmp, self._memory_eff_for(rows, mlp_rows, logit_rows))
 
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
@@ -197,10 +222,13 @@ class RooflinePredictor:
                "gemm_flops": gemm.gemm_flops, "weight_bandwidth": gemm.weight_bandwidth,
                "attention_prefill_flops": attn.attention_prefill_flops,
                "attention_decode_bandwidth": attn.attention_decode_bandwidth, "lm_head_flops": head.gemm_flops,
+               "weight_bandwidth_by_rows": [list(p) for p in gemm.weight_bandwidth_by_rows],
                "elementwise_bandwidth": gemm.elementwise_bandwidth,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
-               "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else "")}
+               "engine": self.engine or "*",
+               "catalog": "data/efficiency.json + data/efficiency_measured.json"
+                          + (f" + {self.efficiency_file}" if self.efficiency_file else "")}
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
                 "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
                 "efficiency": eff}
