@@ -80,7 +80,8 @@ def _print(gpu_ids: list[str], device: str, entries: list[dict]) -> None:
             spread = f["source"].split("; ")[-1].split(" (python")[0]
             print(f"{e['engine']:7} {e['compute']:7} {name:27} {f['value']:>10.4g}  {spread}")
             if "by_rows" in f:
-                print(f"{'':43}by rows: " + " ".join(f"{m}:{v:.2f}" for m, v in f["by_rows"]))
+                print(f"{'':43}by rows (rows:efficiency/latency us): "
+                      + " ".join(f"{m}:{v:.2f}/{lat * 1e6:.1f}" for m, v, lat in f["by_rows"]))
 
 
 if __name__ == "__main__":

@@ -39,8 +39,8 @@ def test_the_derived_catalog_loads_with_every_figure_in_range_and_sourced():
             else:
                 assert 0 <= f["value"] < 1e-3, (e["gpu"], e["engine"], name)  # seconds
             assert "aiconfigurator-core" in f["source"] and "derive_efficiency.py --write" in f["source"]
-            for _, v in f.get("by_rows", ()):
-                assert 0 < v <= 1
+            for _, v, latency_s in f.get("by_rows", ()):
+                assert 0 < v <= 1 and 0 <= latency_s < 1e-4
         for gpu in e["gpu"]:  # and the catalog reads it
             get_efficiency(gpu, e["compute"] if e["compute"] != "*" else "bf16",
                            engine=None if e["engine"] == "*" else e["engine"])
@@ -58,10 +58,15 @@ def derive():
     return derive
 
 
-# Every per-GPU GEMM shape of this model is a grid point of the tables: QKV (6,144 × 4,096), O
-# (4,096 × 4,096), gate/up (16,384 × 4,096), down (4,096 × 8,192).
+# Every per-GPU GEMM shape of these models is a grid point of the tables: QKV (6,144 × 4,096), O
+# (4,096 × 4,096), gate/up (16,384 × 4,096), down (4,096 × 8,192); and QKV (10,240 × 8,192), O
+# (8,192 × 8,192), gate/up (16,384 × 8,192), down (8,192 × 8,192).
 ON_GRID = ModelSpec(id="on-grid", name="on-grid", num_layers=1, hidden_size=4096, num_heads=32, num_kv_heads=8,
                     head_dim=128, intermediate_size=8192, vocab_size=32000)
+ON_GRID_WIDE = ModelSpec(id="on-grid-wide", name="on-grid-wide", num_layers=1, hidden_size=8192, num_heads=64,
+                         num_kv_heads=8, head_dim=128, intermediate_size=8192, vocab_size=32000)
+SHAPES = {ON_GRID: ((6144, 4096), (4096, 4096), (16384, 4096), (4096, 8192)),
+          ON_GRID_WIDE: ((10240, 8192), (8192, 8192), (16384, 8192), (8192, 8192))}
 
 
 def _raw(tables, relpath: str):
@@ -83,15 +88,20 @@ def test_gemm_flops_is_the_raw_rows_flops_over_their_time_at_peak(derive, monkey
     assert flops.value == pytest.approx(1_168_231_104_512 / (ms * 1e-3 * 989e12), rel=1e-9)
 
 
-def test_weight_streaming_at_one_row_is_the_raw_rows_bytes_over_their_time(derive):
-    t = kt.load_tables("a100-80gb", "vllm")
-    _, stream = derive.gemm_efficiency([t], get_gpu("a100-80gb"), "bf16", [(ON_GRID, 1)])
-    rows = _raw(t, f"gemm/vllm/{t.version}/gemm_perf.parquet")
-    rows = rows[(rows.gemm_dtype == "bfloat16") & (rows.kernel_source == t.gemm_kernel("bfloat16")) & (rows.m == 1)]
-    ms = sum(rows[(rows.n == n) & (rows.k == k)].latency.iloc[0]
-             for n, k in ((6144, 4096), (4096, 4096), (16384, 4096), (4096, 8192)))
-    # 4,096 · 34,816 weights × 2 B = 285,212,672 B, at the A100's 2.039 TB/s.
-    assert dict(stream.by_rows)[1] == pytest.approx(min(1.0, 285_212_672 / (ms * 1e-3 * 2.039e12)), abs=1e-4)
+def test_weight_streaming_at_one_row_is_the_line_through_the_raw_rows(derive):
+    t = kt.load_tables("h100-sxm", "trtllm")
+    _, stream = derive.gemm_efficiency([t], get_gpu("h100-sxm"), "fp8", [(ON_GRID, 1), (ON_GRID_WIDE, 1)])
+    rows = _raw(t, f"gemm/trtllm/{t.version}/gemm_perf.parquet")
+    rows = rows[(rows.gemm_dtype == "fp8") & (rows.kernel_source == t.gemm_kernel("fp8")) & (rows.m == 1)]
+    narrow, wide = (sum(rows[(rows.n == n) & (rows.k == k)].latency.iloc[0] * 1e-3 for n, k in SHAPES[m])
+                    for m in (ON_GRID, ON_GRID_WIDE))
+    # FP8 weights of one layer: 4,096 · 34,816 = 142,606,336 B and 8,192 · 43,008 = 352,321,536 B. Two
+    # layers, two unknowns: time = 4 calls × latency + bytes / (efficiency × 3.35 TB/s), solved by hand.
+    eff = (352_321_536 - 142_606_336) / 3.35e12 / (wide - narrow)
+    latency = (narrow - 142_606_336 / 3.35e12 / eff) / 4
+    _, got_eff, got_latency = stream.by_rows[0]
+    assert stream.by_rows[0][0] == 1 and latency > 0
+    assert (got_eff, got_latency) == (pytest.approx(eff, abs=5e-5), pytest.approx(latency, rel=1e-3))
 
 
 def test_decode_attention_is_the_raw_rows_kv_bytes_over_their_time(derive, monkeypatch):

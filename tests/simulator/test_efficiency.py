@@ -116,7 +116,7 @@ def test_gpus_with_kernel_tables_take_their_figures_from_them_per_engine(gpu):
             assert ("samples pooled" in attn) if pooled else (f"({engine} " in attn), (gpu, compute, engine)
             assert f"({engine} " in src["gemm_flops"] if engine else "samples pooled" in src["gemm_flops"]
             assert "aiconfigurator-core" not in src["elementwise_bandwidth"]  # no table measures it
-            assert eff.weight_bandwidth_by_rows and all(0 < e <= 1 for _, e in eff.weight_bandwidth_by_rows)
+            assert eff.weight_bandwidth_by_rows and all(0 < e <= 1 and 0 <= lat < 1e-4 for _, e, lat in eff.weight_bandwidth_by_rows)
     # The engines' kernels differ, and so do their figures.
     assert len({get_efficiency(gpu, "bf16", engine=e).gemm_flops for e in ("vllm", "sglang", "trtllm")}) == 3
 

@@ -1,9 +1,10 @@
 """The default step-time model: a roofline per operator group, plus TP all-reduce and host overhead.
 
 Each operator group takes max(FLOPs / (peak × its compute efficiency), bytes / (bandwidth × its
-bandwidth efficiency)), per layer, with efficiencies by GPU, precision and operator class from the
-efficiency catalog (data/efficiency.json, with the source of each figure; ``mfu`` and ``mbu``
-replace them all where given, as a calibration does):
+bandwidth efficiency)), per layer, with efficiencies by GPU, precision, engine preset and operator
+class from the efficiency catalog (data/efficiency.json; for GPUs with measured kernel tables,
+data/efficiency_measured.json, derived from them by ``scripts/derive_efficiency.py``; each figure
+with its source; ``mfu`` and ``mbu`` replace them all where given, as a calibration does):
 
 - attention projections (QKV, O) and the MLP: GEMMs at the weights' compute precision; their weights
   streamed once per step at the weight-streaming efficiency (at the GEMM's row count where the
@@ -67,9 +68,11 @@ class RooflinePredictor:
         head = get_efficiency(gpu.id, "bf16", efficiency, engine)
         self.efficiency = {"gemm": gemm, "attention": attn, "lm_head": head}
         # Weight streaming by a GEMM's rows where the catalog gives it so: (rows, MLP rows, LM-head
-        # rows) -> the memory efficiencies, kept as steps repeat the same few row counts.
+        # rows) -> the memory efficiencies and one GEMM call's fixed seconds per group, kept as steps
+        # repeat the same few row counts.
         self._by_rows = bool(gemm.weight_bandwidth_by_rows or head.weight_bandwidth_by_rows)
-        self._memory_eff_at_rows: dict[tuple, tuple[float, ...]] = {}
+        self._memory_at_rows: dict[tuple, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._no_latency = (0.0,) * len(GROUPS)
         self._compute_eff = (gemm.gemm_flops, gemm.gemm_flops, attn.attention_prefill_flops, head.gemm_flops, 1.0)
         self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, attn.attention_decode_bandwidth,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
@@ -110,19 +113,21 @@ class RooflinePredictor:
         mem = self._elementwise_fused_mem_tok[rotary_in_attention] if kernel_fusions else self._elementwise_mem_tok
         return mem / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
 
-    def _memory_eff_for(self, rows: float, mlp_rows: float, logit_rows: int) -> tuple[float, ...]:
-        """The groups' memory efficiencies for GEMMs of these row counts (the catalog's figures
-        where it gives weight streaming as one value)."""
+    def _memory_for(self, rows: float, mlp_rows: float, logit_rows: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The groups' memory efficiencies for GEMMs of these row counts, and the fixed seconds of
+        one call of each group's GEMMs (the catalog's one figure, and no fixed seconds, where it
+        gives weight streaming as one value)."""
         if not self._by_rows:
-            return self._memory_eff
+            return self._memory_eff, self._no_latency
         key = (rows, mlp_rows, logit_rows)
-        eff = self._memory_eff_at_rows.get(key)
-        if eff is None:
+        got = self._memory_at_rows.get(key)
+        if got is None:
             gemm, head, fixed = self.efficiency["gemm"], self.efficiency["lm_head"], self._memory_eff
             eff = (gemm.weight_bandwidth_at(rows), gemm.weight_bandwidth_at(mlp_rows), fixed[2],
                    head.weight_bandwidth_at(logit_rows), fixed[4])
-            self._memory_eff_at_rows[key] = eff
-        return eff
+            lat = (gemm.gemm_latency_at(rows), gemm.gemm_latency_at(mlp_rows), 0.0, head.gemm_latency_at(logit_rows), 0.0)
+            got = self._memory_at_rows[key] = (eff, lat)
+        return got
 
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
@@ -163,24 +168,26 @@ class RooflinePredictor:
             p_kv += c + n
         tokens, prompts = dt + p_tokens, len(batch.prefill)
         if tokens == 0:
-            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0
+            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0, ()
         rest = (self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + prompts)
         if self.params.row_remainder == "gemv-ubatch" and prompts:
             # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
             p = self._groups(p_tokens, prompts, p_pairs, p_kv, 0, passes=1, logit_passes=prompts)
             if not dt:
-                return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0)
+                return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0, p[4])
             d = self._groups(dt, dt, d_pairs, d_kv, dt)
             return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, d[3] + p[3],
-                    self._ar_latency, tokens, d[2] + p[2], dt)
-        c, m, decode_cmp, memory_eff = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
-        return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens)
+                    self._ar_latency, tokens, d[2] + p[2], dt, d[4] + p[4])
+        c, m, decode_cmp, memory_eff, latency = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
+        return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens, latency)
 
     def _groups(self, tokens: int, logits: int, pairs: int, kv_tokens: int, dt: int,
                 passes: int | None = None, logit_passes: int | None = None) -> tuple:
         """Per operator group, the compute and memory seconds at peak of one kernel invocation over
         ``tokens`` rows (``dt`` of them decode tokens) of which ``logits`` need logits, the decode
-        tokens' share of the compute, and the groups' memory efficiencies at these rows.
+        tokens' share of the compute, and the groups' memory efficiencies and GEMM calls' fixed
+        seconds at these rows (two GEMMs per layer and weight pass in the projections and the
+        MLP, one per LM-head pass).
         ``passes``/``logit_passes``: reads of the weights / the LM head; None: as the row remainder
         says."""
         rg = self.params.row_group
@@ -206,6 +213,8 @@ class RooflinePredictor:
             mlp_tok = self._expert_cmp_tok
             mlp_cmp, mlp_mem = rows * mlp_tok, self._expert_mem * passes
             mlp_rows = rows
+        eff, lat = self._memory_for(rows, mlp_rows, logit_rows)
+        calls = 2 * model.num_layers * passes
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
         # the padding rows go to the prefill's share.
         decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
@@ -214,7 +223,7 @@ class RooflinePredictor:
                  0.0),
                 (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
-                decode_cmp, self._memory_eff_for(rows, mlp_rows, logit_rows))
+                decode_cmp, eff, (lat[0] * calls, lat[1] * calls, 0.0, lat[3] * logit_passes, 0.0))
 
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
@@ -222,7 +231,7 @@ class RooflinePredictor:
                "gemm_flops": gemm.gemm_flops, "weight_bandwidth": gemm.weight_bandwidth,
                "attention_prefill_flops": attn.attention_prefill_flops,
                "attention_decode_bandwidth": attn.attention_decode_bandwidth, "lm_head_flops": head.gemm_flops,
-               "weight_bandwidth_by_rows": [list(p) for p in gemm.weight_bandwidth_by_rows],
+               "weight_bandwidth_by_rows": [list(p) for p in gemm.weight_bandwidth_by_rows],  # rows, eff, latency_s
                "elementwise_bandwidth": gemm.elementwise_bandwidth,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],

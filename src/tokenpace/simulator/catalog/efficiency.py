@@ -8,9 +8,11 @@ entries that apply without a preset), and gives some of the figures below, each 
 ``{"value": x, "source": "..."}``. For each figure the most specific entry that gives it wins: GPU,
 then precision, then engine (GPU and precision and engine, then GPU and precision, ..., then "*",
 the fallback every figure has); at equal specificity the later entry (a user's file comes last).
-``weight_bandwidth`` may also give ``by_rows``, ``[[rows, efficiency], ...]`` with rows ascending:
-the efficiency of streaming a GEMM's weights at that many rows (tokens), interpolated linearly
-between them and held past either end, as measured GEMMs leave the memory-bound regime gradually.
+``weight_bandwidth`` may also give ``by_rows``, ``[[rows, efficiency, latency_s], ...]`` with rows
+ascending: a GEMM of that many rows (tokens) streams its weights at that efficiency after a fixed
+``latency_s`` per GEMM call (optional, 0 if left out), both interpolated linearly between the
+points and held past either end, as measured GEMMs leave the memory-bound regime gradually and
+each call has a fixed cost (launch; for FP8 the activation's quantization).
 """
 
 from __future__ import annotations
@@ -43,27 +45,32 @@ class Efficiency:
     allreduce_base_latency_s: float
     allreduce_hop_latency_s: float
     sources: tuple[tuple[str, str], ...] = ()  # (figure, source)
-    weight_bandwidth_by_rows: tuple[tuple[int, float], ...] = ()  # (rows, efficiency); () for one value
+    # (rows, efficiency, latency per GEMM s); () where weight streaming is one value
+    weight_bandwidth_by_rows: tuple[tuple[int, float, float], ...] = ()
 
     def weight_bandwidth_at(self, rows: float) -> float:
         """The weight-streaming efficiency of a GEMM of ``rows`` rows: ``by_rows`` interpolated
         (held past its ends), else the one value."""
+        return self._at(rows, 1) if self.weight_bandwidth_by_rows else self.weight_bandwidth
+
+    def gemm_latency_at(self, rows: float) -> float:
+        """The fixed seconds of one GEMM call of ``rows`` rows (``by_rows`` interpolated; else 0)."""
+        return self._at(rows, 2) if self.weight_bandwidth_by_rows else 0.0
+
+    def _at(self, rows: float, column: int) -> float:
         curve = self.weight_bandwidth_by_rows
-        if not curve:
-            return self.weight_bandwidth
-        xs = [m for m, _ in curve]
-        i = bisect.bisect_left(xs, rows)
+        i = bisect.bisect_left([p[0] for p in curve], rows)
         if i == 0:
-            return curve[0][1]
-        if i == len(xs):
-            return curve[-1][1]
-        (m0, e0), (m1, e1) = curve[i - 1], curve[i]
-        return e0 + (e1 - e0) * (rows - m0) / (m1 - m0)
+            return curve[0][column]
+        if i == len(curve):
+            return curve[-1][column]
+        (m0, y0), (m1, y1) = (curve[i - 1][0], curve[i - 1][column]), (curve[i][0], curve[i][column])
+        return y0 + (y1 - y0) * (rows - m0) / (m1 - m0)
 
     def to_dict(self) -> dict[str, Any]:
         src = dict(self.sources)
         out = {f: {"value": getattr(self, f), "source": src.get(f, "")} for f in FIGURES}
-        if self.weight_bandwidth_by_rows:
+        if self.weight_bandwidth_by_rows:  # [rows, efficiency, latency_s]
             out["weight_bandwidth"]["by_rows"] = [list(p) for p in self.weight_bandwidth_by_rows]
         return out
 
@@ -109,30 +116,33 @@ def get_efficiency(gpu_id: str, compute: str, extra: str | Path | None = None,
                       weight_bandwidth_by_rows=best["weight_bandwidth"][4])
 
 
-def _figure(raw: Any, name: str) -> tuple[float, str, tuple[tuple[int, float], ...]]:
+def _figure(raw: Any, name: str) -> tuple[float, str, tuple[tuple[int, float, float], ...]]:
     value, source = (raw.get("value"), str(raw.get("source", ""))) if isinstance(raw, dict) else (raw, "")
     value = _number(value, name)
-    by_rows: tuple[tuple[int, float], ...] = ()
+    by_rows: tuple[tuple[int, float, float], ...] = ()
     if isinstance(raw, dict) and raw.get("by_rows"):
         if name != "weight_bandwidth":
             raise UsageError(f"efficiency figure {name} takes no by_rows (only weight_bandwidth does)")
         try:
-            pairs = [(int(m), v) for m, v in raw["by_rows"]]
-        except (TypeError, ValueError):
-            raise UsageError(f"{name} by_rows must be [[rows, efficiency], ...]") from None
-        by_rows = tuple((m, _number(v, name)) for m, v in pairs)
-        rows = [m for m, _ in by_rows]
+            points = [(int(p[0]), p[1], p[2] if len(p) > 2 else 0.0) for p in raw["by_rows"] if 2 <= len(p) <= 3]
+            if len(points) != len(raw["by_rows"]):
+                raise ValueError
+        except (TypeError, ValueError, IndexError):
+            raise UsageError(f"{name} by_rows must be [[rows, efficiency, latency_s], ...]") from None
+        by_rows = tuple((m, _number(v, name), _number(lat, f"{name} latency_s", fraction=False)) for m, v, lat in points)
+        rows = [p[0] for p in by_rows]
         if rows != sorted(set(rows)) or rows[0] < 1:
             raise UsageError(f"{name} by_rows must have rows ascending, each at least 1")
     return value, source, by_rows
 
 
-def _number(value: Any, name: str) -> float:
+def _number(value: Any, name: str, fraction: bool | None = None) -> float:
+    """A fraction of a peak in (0, 1], or seconds in [0, 1)."""
     try:
         value = float(value)
     except (TypeError, ValueError):
         raise UsageError(f"efficiency figure {name} must be a number, not {value!r}") from None
-    ok = 0 < value <= 1 if name in _FRACTIONS else 0 <= value < 1
+    ok = 0 < value <= 1 if (name in _FRACTIONS if fraction is None else fraction) else 0 <= value < 1
     if not ok:
         raise UsageError(f"efficiency figure {name} out of range: {value}")
     return value

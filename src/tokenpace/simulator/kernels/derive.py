@@ -8,11 +8,14 @@ kernel per dtype, exact at grid points) over representative shapes:
   (``serving_configs``): one GPU's share of each layer;
 - ``gemm_flops``: a layer's GEMM FLOPs (2·m·n·k summed over QKV, O, up/gate, down) over their
   summed latency × the dense peak of the dtype, at prefill row counts (``PREFILL_ROWS``);
-- ``weight_bandwidth``: the same layer's weight bytes (n·k × bytes per weight) over the summed
-  latency × HBM bandwidth, at decode row counts (``DECODE_ROWS``); and the same at each row count
-  of ``CURVE_ROWS`` (``by_rows``): the roofline interpolates it by a step's rows, as the measured
-  ridge between memory- and compute-bound is soft (a GEMM of 256 rows streams its weights at
-  0.6-0.85 of the rate a GEMM of 8 does);
+- ``weight_bandwidth``: at each row count of ``CURVE_ROWS`` (``by_rows``), the least-squares
+  line through the layers' summed GEMM latencies, time = GEMMs × latency + weight bytes /
+  (efficiency × HBM bandwidth): a fixed cost per GEMM call (launch, and for FP8 the activation's
+  quantization: 12-13 µs per GEMM in TensorRT-LLM's FP8 tables on Hopper) and a streaming rate.
+  One efficiency alone misses small layers by 15-25% with FP8 (it is the ratio of two shapes'
+  different fixed costs); the line is within 1-3% of the tables. The roofline interpolates both
+  by a step's rows, as the measured ridge between memory- and compute-bound is soft; ``value`` is
+  the efficiency's median over the decode rows (1-256);
 - ``attention_prefill_flops``: one prompt of ``PREFILL_TOKENS`` tokens (no cached prefix), causal
   FLOPs 4·heads·head_dim·n(n+1)/2 (as the roofline counts them) over the context-attention latency
   × the peak of the attention precision (FP8 with an FP8 KV cache, as the roofline prices it);
@@ -43,8 +46,9 @@ from tokenpace.simulator.kernels.tables import KernelTables
 
 MS = 1e-3
 PREFILL_ROWS = (2048, 4096, 8192)
-DECODE_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 192, 256)
 CURVE_ROWS = (1, 8, 16, 32, 64, 96, 128, 160, 192, 256, 384, 512, 768, 1024, 2048)
+DECODE_ROWS = tuple(m for m in CURVE_ROWS if m <= 256)
+GEMMS_PER_LAYER = 4  # QKV, O, gate/up, down
 PREFILL_TOKENS = (2048, 4096, 8192, 16384)
 DECODE_BATCHES = (8, 16, 32, 64, 128, 256)
 DECODE_KV_TOKENS = (1023, 2047, 4095, 8191, 16383)  # the tables' KV-length grid points
@@ -64,7 +68,7 @@ class Figure:
     value: float
     samples: np.ndarray
     detail: str
-    by_rows: tuple[tuple[int, float], ...] = ()
+    by_rows: tuple[tuple[int, float, float], ...] = ()  # (rows, efficiency, latency per GEMM s)
     statistic: str = ""  # what the value is, where not the median of the samples
 
     def spread(self) -> str:
@@ -72,7 +76,7 @@ class Figure:
         return self.statistic or f"median of {len(s)}, min {s.min():.3g}, max {s.max():.3g}"
 
 
-def figure(samples, detail: str, by_rows: tuple[tuple[int, float], ...] = ()) -> Figure:
+def figure(samples, detail: str, by_rows: tuple[tuple[int, float, float], ...] = ()) -> Figure:
     """The median of ``samples``, each counted at most 1 (see ``capped``)."""
     s = capped(samples)
     return Figure(float(np.median(s)), s, detail, by_rows)
@@ -108,25 +112,47 @@ def gemm_efficiency(tables: list[KernelTables], gpu: GPU, compute: str, configs)
     table in ``tables`` pooled."""
     dtype, bpw, _ = DTYPES[compute]
     peak, bw = gpu.peak_flops(compute), gpu.hbm_bytes_s
-    rows = np.array(sorted(set(PREFILL_ROWS) | set(DECODE_ROWS) | set(CURVE_ROWS)), dtype=float)
-    flops, streams = [], {}
+    rows = np.array(sorted(set(PREFILL_ROWS) | set(CURVE_ROWS)), dtype=float)
+    flops, layer_s, layer_bytes = [], [], []  # per layer: latencies at each row count; weight bytes
     for t in tables:
         for _, shapes in _layer(configs):
             lat_s = sum(t.gemm_curve(dtype, n, k, rows) for n, k in shapes.values()) * MS
             weights = sum(n * k for n, k in shapes.values())
-            eff_f, eff_b = 2 * rows * weights / (lat_s * peak), weights * bpw / (lat_s * bw)
-            flops += [e for m, e in zip(rows, eff_f) if m in PREFILL_ROWS]
-            for m, e in zip(rows, eff_b):
-                streams.setdefault(int(m), []).append(e)
-    shapes_said = f"{len(configs)} layer GEMM sets (QKV, O, up/gate, down per GPU)"
+            flops += [e for m, e in zip(rows, 2 * rows * weights / (lat_s * peak)) if m in PREFILL_ROWS]
+            layer_s.append(lat_s)
+            layer_bytes.append(weights * bpw)
+    at = {int(m): i for i, m in enumerate(rows)}
+    lat_by_rows = np.array(layer_s)  # layers x row counts
+    curve, residuals = [], []
+    for m in CURVE_ROWS:
+        eff, latency, rel = streaming_line(np.array(layer_bytes), lat_by_rows[:, at[m]], bw)
+        curve.append((m, round(eff, 4), float(f"{latency:.4g}")))
+        residuals += list(rel)
+    shapes_said = f"{len(layer_s)} layer GEMM sets ({len(configs)} model/TP shapes x {len(tables)} tables)"
     kernel = "; ".join(sorted({t.gemm_kernel(dtype) for t in tables}))
     g = figure(flops, f"{dtype} GEMMs ({kernel}) at m = {', '.join(map(str, PREFILL_ROWS))} rows, {shapes_said}: "
                       f"2mnk / (latency x {peak / 1e12:g} TFLOP/s)")
-    curve = tuple((m, round(float(np.median(capped(streams[m]))), 4)) for m in CURVE_ROWS)
-    w = figure([e for m in DECODE_ROWS for e in streams[m]],
-               f"{dtype} GEMMs ({kernel}) at m = {DECODE_ROWS[0]}-{DECODE_ROWS[-1]} rows, {shapes_said}: "
-               f"n k x {bpw} B / (latency x {bw / 1e12:g} TB/s); by_rows: the median at each m", curve)
+    res = np.abs(residuals)
+    w = Figure(float(np.median([e for m, e, _ in curve if m in DECODE_ROWS])), res,
+               f"{dtype} GEMMs ({kernel}), {shapes_said}, at each m of by_rows: least squares of a layer's "
+               f"time = {GEMMS_PER_LAYER} x latency + n k x {bpw} B / (efficiency x {bw / 1e12:g} TB/s); "
+               f"value: the median efficiency over m = {DECODE_ROWS[0]}-{DECODE_ROWS[-1]}",
+               tuple(curve), statistic=f"the line's |error| on the tables' layers: median {np.median(res):.1%}, "
+                                       f"max {res.max():.1%}")
     return g, w
+
+
+def streaming_line(weight_bytes: np.ndarray, seconds: np.ndarray, bandwidth: float) -> tuple[float, float, np.ndarray]:
+    """(efficiency, latency per GEMM, relative errors) of the least-squares line seconds =
+    GEMMS_PER_LAYER × latency + weight_bytes / (efficiency × bandwidth); the latency held at 0
+    where the best line has it negative. The efficiency is capped at 1 (see ``capped``)."""
+    x = weight_bytes / bandwidth
+    a = np.stack([np.full_like(x, GEMMS_PER_LAYER), x], axis=1)
+    (latency, slope), *_ = np.linalg.lstsq(a, seconds, rcond=None)
+    if latency < 0:
+        latency, slope = 0.0, float(x @ seconds / (x @ x))
+    eff = min(1.0, 1 / slope)
+    return float(eff), float(latency), (GEMMS_PER_LAYER * latency + x / eff) / seconds - 1
 
 
 def attention_efficiency(tables: list[KernelTables], gpu: GPU, compute: str,
@@ -211,7 +237,7 @@ def _as_entry(figures: dict[str, Figure], where: str) -> dict:
     for name, f in figures.items():
         e = {"value": round(f.value, 4) if f.value >= 1e-3 else float(f"{f.value:.4g}"), "source": _source(f, where)}
         if f.by_rows:
-            e["by_rows"] = [[m, v] for m, v in f.by_rows]
+            e["by_rows"] = [list(point) for point in f.by_rows]
         out[name] = e
     return out
 
