@@ -82,6 +82,8 @@ def _print(gpu_ids: list[str], device: str, entries: list[dict]) -> None:
             if "by_rows" in f:
                 print(f"{'':43}by rows (rows:efficiency/latency us): "
                       + " ".join(f"{m}:{v:.2f}/{lat * 1e6:.1f}" for m, v, lat in f["by_rows"]))
+            if "by_group" in f:
+                print(f"{'':43}by query heads per KV head: " + " ".join(f"{g}:{v:.2f}" for g, v in f["by_group"]))
 
 
 if __name__ == "__main__":

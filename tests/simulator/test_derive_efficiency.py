@@ -41,6 +41,8 @@ def test_the_derived_catalog_loads_with_every_figure_in_range_and_sourced():
             assert "aiconfigurator-core" in f["source"] and "derive_efficiency.py --write" in f["source"]
             for _, v, latency_s in f.get("by_rows", ()):
                 assert 0 < v <= 1 and 0 <= latency_s < 1e-4
+            for group, v in f.get("by_group", ()):
+                assert group >= 1 and 0 < v <= 1
         for gpu in e["gpu"]:  # and the catalog reads it
             get_efficiency(gpu, e["compute"] if e["compute"] != "*" else "bf16",
                            engine=None if e["engine"] == "*" else e["engine"])

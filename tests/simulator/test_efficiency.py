@@ -165,6 +165,20 @@ def test_weight_streaming_by_rows_is_interpolated_between_its_points(tmp_path):
     assert t == pytest.approx(122.88e-6 + 54.6133e-6 + 640.64e-6 + 8.704e-6, rel=1e-5)
 
 
+def test_decode_attention_by_group_takes_the_models_query_heads_per_kv_head(tmp_path):
+    path = tmp_path / "eff.json"
+    entry = {"gpu": ["tiny-gpu"], "compute": "*",
+             **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()}}
+    entry["attention_decode_bandwidth"]["by_group"] = [[1, 0.1], [4, 0.4]]  # its value stays 0.4
+    path.write_text(json.dumps({"efficiency": [entry]}))
+    assert get_efficiency("tiny-gpu", "bf16", path).attention_decode_bandwidth_at(2) == pytest.approx(0.2)
+    # TINY has 2 query heads per KV head: 0.2. One sequence with 1,000 tokens cached, memory-bound
+    # at 1 GB/s: KV (1,000 read + 1 written) · 128 B / 0.2e9 = 640.64 µs, and as in the test above
+    # the weights 92.16 µs, the LM head 40.96 µs, elementwise 4.352 µs.
+    t = tiny(FAST, str(path)).step_s(StepBatch(decode_context=(1000,)))
+    assert t == pytest.approx(92.16e-6 + 40.96e-6 + 640.64e-6 + 4.352e-6, rel=1e-6)
+
+
 @pytest.mark.parametrize("by_rows, why", [([[3, 0.5], [1, 0.6]], "ascending"), ([[1, 1.5]], "out of range"),
                                           ("x", "by_rows must be")])
 def test_a_bad_curve_is_a_usage_error(tmp_path, by_rows, why):

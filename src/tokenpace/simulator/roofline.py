@@ -74,7 +74,10 @@ class RooflinePredictor:
         self._memory_at_rows: dict[tuple, tuple[tuple[float, ...], tuple[float, ...]]] = {}
         self._no_latency = (0.0,) * len(GROUPS)
         self._compute_eff = (gemm.gemm_flops, gemm.gemm_flops, attn.attention_prefill_flops, head.gemm_flops, 1.0)
-        self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, attn.attention_decode_bandwidth,
+        # Decode attention at the efficiency of this model's query heads per KV head (per GPU).
+        self._attention_decode_eff = attn.attention_decode_bandwidth_at(
+            (model.num_heads / tp) / kv_heads_per_gpu(model, tp))
+        self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, self._attention_decode_eff,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
         bpw = weights.bytes_per_value
         layers = model.num_layers
@@ -230,7 +233,7 @@ class RooflinePredictor:
         eff = {"gemm_precision": self.gemm_precision, "attention_precision": self.attention_precision,
                "gemm_flops": gemm.gemm_flops, "weight_bandwidth": gemm.weight_bandwidth,
                "attention_prefill_flops": attn.attention_prefill_flops,
-               "attention_decode_bandwidth": attn.attention_decode_bandwidth, "lm_head_flops": head.gemm_flops,
+               "attention_decode_bandwidth": self._attention_decode_eff, "lm_head_flops": head.gemm_flops,
                "weight_bandwidth_by_rows": [list(p) for p in gemm.weight_bandwidth_by_rows],  # rows, eff, latency_s
                "elementwise_bandwidth": gemm.elementwise_bandwidth,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,

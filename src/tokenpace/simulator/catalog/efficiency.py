@@ -13,12 +13,16 @@ ascending: a GEMM of that many rows (tokens) streams its weights at that efficie
 ``latency_s`` per GEMM call (optional, 0 if left out), both interpolated linearly between the
 points and held past either end, as measured GEMMs leave the memory-bound regime gradually and
 each call has a fixed cost (launch; for FP8 the activation's quantization).
+``attention_decode_bandwidth`` may give ``by_group``, ``[[query heads per KV head, efficiency],
+...]``, interpolated the same way: decode kernels read each KV head once for its group of query
+heads, and a kernel for one query head per KV head reads the cache less efficiently.
 """
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,15 @@ class Efficiency:
     sources: tuple[tuple[str, str], ...] = ()  # (figure, source)
     # (rows, efficiency, latency per GEMM s); () where weight streaming is one value
     weight_bandwidth_by_rows: tuple[tuple[int, float, float], ...] = ()
+    # (query heads per KV head, efficiency); () where decode attention is one value
+    attention_decode_by_group: tuple[tuple[int, float], ...] = ()
+
+    def attention_decode_bandwidth_at(self, group: float) -> float:
+        """The decode attention's KV-streaming efficiency with ``group`` query heads per KV head:
+        ``by_group`` interpolated (held past its ends), else the one value."""
+        if not self.attention_decode_by_group:
+            return self.attention_decode_bandwidth
+        return _interpolate(self.attention_decode_by_group, group, 1)
 
     def weight_bandwidth_at(self, rows: float) -> float:
         """The weight-streaming efficiency of a GEMM of ``rows`` rows: ``by_rows`` interpolated
@@ -58,20 +71,15 @@ class Efficiency:
         return self._at(rows, 2) if self.weight_bandwidth_by_rows else 0.0
 
     def _at(self, rows: float, column: int) -> float:
-        curve = self.weight_bandwidth_by_rows
-        i = bisect.bisect_left([p[0] for p in curve], rows)
-        if i == 0:
-            return curve[0][column]
-        if i == len(curve):
-            return curve[-1][column]
-        (m0, y0), (m1, y1) = (curve[i - 1][0], curve[i - 1][column]), (curve[i][0], curve[i][column])
-        return y0 + (y1 - y0) * (rows - m0) / (m1 - m0)
+        return _interpolate(self.weight_bandwidth_by_rows, rows, column)
 
     def to_dict(self) -> dict[str, Any]:
         src = dict(self.sources)
         out = {f: {"value": getattr(self, f), "source": src.get(f, "")} for f in FIGURES}
         if self.weight_bandwidth_by_rows:  # [rows, efficiency, latency_s]
             out["weight_bandwidth"]["by_rows"] = [list(p) for p in self.weight_bandwidth_by_rows]
+        if self.attention_decode_by_group:
+            out["attention_decode_bandwidth"]["by_group"] = [list(p) for p in self.attention_decode_by_group]
         return out
 
 
@@ -89,7 +97,18 @@ def get_efficiency(gpu_id: str, compute: str, extra: str | Path | None = None,
     ``engine`` preset (None: entries for any engine only)."""
     gpu_id, compute = normalize(gpu_id), normalize(compute)
     engine = normalize(engine) if engine else None
-    best: dict[str, tuple] = {}  # figure -> (specificity, order, value, source, by_rows)
+    if extra is None:  # the built-in catalog alone: resolved once per process (a plan builds many predictors)
+        return _builtin_efficiency(gpu_id, compute, engine)
+    return _resolve(gpu_id, compute, extra, engine)
+
+
+@lru_cache(maxsize=256)
+def _builtin_efficiency(gpu_id: str, compute: str, engine: str | None) -> Efficiency:
+    return _resolve(gpu_id, compute, None, engine)
+
+
+def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | None) -> Efficiency:
+    best: dict[str, tuple] = {}  # figure -> (specificity, order, value, source, curve)
     for order, e in enumerate(efficiency_entries(extra)):
         gpus = e.get("gpu", "*")
         gpus = [gpus] if isinstance(gpus, str) else list(gpus)
@@ -106,19 +125,43 @@ def get_efficiency(gpu_id: str, compute: str, extra: str | Path | None = None,
         for f in FIGURES:
             if f not in e:
                 continue
-            value, source, by_rows = _figure(e[f], f)
+            value, source, curve = _figure(e[f], f)
             if f not in best or (rank, order) >= best[f][:2]:
-                best[f] = (rank, order, value, source, by_rows)
+                best[f] = (rank, order, value, source, curve)
     missing = [f for f in FIGURES if f not in best]
     if missing:
         raise UsageError(f"efficiency catalog gives no {', '.join(missing)} for {gpu_id} {compute} (add a '*' entry)")
     return Efficiency(**{f: best[f][2] for f in FIGURES}, sources=tuple((f, best[f][3]) for f in FIGURES),
-                      weight_bandwidth_by_rows=best["weight_bandwidth"][4])
+                      weight_bandwidth_by_rows=best["weight_bandwidth"][4],
+                      attention_decode_by_group=best["attention_decode_bandwidth"][4])
 
 
-def _figure(raw: Any, name: str) -> tuple[float, str, tuple[tuple[int, float, float], ...]]:
+def _interpolate(curve: tuple, x: float, column: int) -> float:
+    """Piecewise-linear through (point[0], point[column]), held past either end."""
+    i = bisect.bisect_left([p[0] for p in curve], x)
+    if i == 0:
+        return curve[0][column]
+    if i == len(curve):
+        return curve[-1][column]
+    (x0, y0), (x1, y1) = (curve[i - 1][0], curve[i - 1][column]), (curve[i][0], curve[i][column])
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def _figure(raw: Any, name: str) -> tuple[float, str, tuple]:
+    """(value, source, curve): the curve is ``by_rows`` or ``by_group`` where the figure takes one."""
     value, source = (raw.get("value"), str(raw.get("source", ""))) if isinstance(raw, dict) else (raw, "")
     value = _number(value, name)
+    if isinstance(raw, dict) and raw.get("by_group"):
+        if name != "attention_decode_bandwidth":
+            raise UsageError(f"efficiency figure {name} takes no by_group (only attention_decode_bandwidth does)")
+        try:
+            pairs = [(int(g), v) for g, v in raw["by_group"]]
+        except (TypeError, ValueError):
+            raise UsageError(f"{name} by_group must be [[query heads per KV head, efficiency], ...]") from None
+        group = tuple((g, _number(v, name)) for g, v in pairs)
+        if [g for g, _ in group] != sorted({g for g, _ in group}) or group[0][0] < 1:
+            raise UsageError(f"{name} by_group must have groups ascending, each at least 1")
+        return value, source, group
     by_rows: tuple[tuple[int, float, float], ...] = ()
     if isinstance(raw, dict) and raw.get("by_rows"):
         if name != "weight_bandwidth":

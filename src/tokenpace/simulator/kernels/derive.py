@@ -21,7 +21,10 @@ kernel per dtype, exact at grid points) over representative shapes:
   × the peak of the attention precision (FP8 with an FP8 KV cache, as the roofline prices it);
 - ``attention_decode_bandwidth``: a decode step of ``DECODE_BATCHES`` sequences with
   ``DECODE_KV_TOKENS`` tokens of KV each: KV bytes (2·kv_heads·head_dim × bytes per value × tokens
-  × sequences) over the generation-attention latency × HBM bandwidth;
+  × sequences) over the generation-attention latency × HBM bandwidth; ``by_group``: the median at
+  each count of query heads per KV head among the shapes, as the kernels read a KV head once for
+  its whole group (H100 and H200 FP8: 0.55-0.76 with one query head per KV head, as Llama-2 7B and
+  13B have, 0.82-0.88 with 4-8);
 - all-reduce (the engine's own, else NCCL's, over 2, 4 and 8 GPUs where measured):
   ``allreduce_bus_bandwidth`` = NCCL's bus bandwidth, 2(t−1)/t × bytes / latency, at messages of
   at least ``ALLREDUCE_LARGE_ELEMENTS`` 16-bit values, over one direction of the link;
@@ -68,7 +71,7 @@ class Figure:
     value: float
     samples: np.ndarray
     detail: str
-    by_rows: tuple[tuple[int, float, float], ...] = ()  # (rows, efficiency, latency per GEMM s)
+    by_rows: tuple[tuple, ...] = ()  # (rows, efficiency, latency per GEMM s), or (group, efficiency)
     statistic: str = ""  # what the value is, where not the median of the samples
 
     def spread(self) -> str:
@@ -76,7 +79,7 @@ class Figure:
         return self.statistic or f"median of {len(s)}, min {s.min():.3g}, max {s.max():.3g}"
 
 
-def figure(samples, detail: str, by_rows: tuple[tuple[int, float, float], ...] = ()) -> Figure:
+def figure(samples, detail: str, by_rows: tuple[tuple, ...] = ()) -> Figure:
     """The median of ``samples``, each counted at most 1 (see ``capped``)."""
     s = capped(samples)
     return Figure(float(np.median(s)), s, detail, by_rows)
@@ -163,7 +166,7 @@ def attention_efficiency(tables: list[KernelTables], gpu: GPU, compute: str,
     _, kv_bytes, kv_dtype = DTYPES[compute]
     peak, bw = gpu.peak_flops(compute), gpu.hbm_bytes_s
     shapes = sorted({(*attention_heads_per_gpu(m, tp), m.head_dim) for m, tp in configs})
-    prefill, decode, kernels, versions = [], [], set(), []
+    prefill, decode, kernels, versions, by_group = [], [], set(), [], {}
     for t in tables:
         try:
             pairs = [(t.attention("context", *shape, kv_dtype), t.attention("generation", *shape, kv_dtype))
@@ -180,6 +183,7 @@ def attention_efficiency(tables: list[KernelTables], gpu: GPU, compute: str,
                     kv = b * s * 2 * kv_heads * hd * kv_bytes
                     if kv >= DECODE_MIN_KV_BYTES:
                         decode.append(kv / (gen.ms(b, s) * MS * bw))
+                        by_group.setdefault(heads // kv_heads, []).append(decode[-1])
     if not versions:
         return None
     said = f"{len(shapes)} (heads, KV heads, head dim) per GPU, {kv_dtype} KV ({'; '.join(versions)}), kernels {', '.join(sorted(kernels))}"
@@ -188,7 +192,9 @@ def attention_efficiency(tables: list[KernelTables], gpu: GPU, compute: str,
     d = figure(decode, f"generation attention, {DECODE_BATCHES[0]}-{DECODE_BATCHES[-1]} sequences x "
                        f"{DECODE_KV_TOKENS[0]}-{DECODE_KV_TOKENS[-1]} KV tokens with at least "
                        f"{DECODE_MIN_KV_BYTES >> 20} MiB of KV per layer, {said}: "
-                       f"KV bytes / (latency x {bw / 1e12:g} TB/s)")
+                       f"KV bytes / (latency x {bw / 1e12:g} TB/s); by_group: the median at each count "
+                       f"of query heads per KV head",
+               tuple((g, round(float(np.median(capped(v))), 4)) for g, v in sorted(by_group.items())))
     return p, d
 
 
@@ -236,8 +242,8 @@ def _as_entry(figures: dict[str, Figure], where: str) -> dict:
     out = {}
     for name, f in figures.items():
         e = {"value": round(f.value, 4) if f.value >= 1e-3 else float(f"{f.value:.4g}"), "source": _source(f, where)}
-        if f.by_rows:
-            e["by_rows"] = [list(point) for point in f.by_rows]
+        if f.by_rows:  # weight streaming's by rows, decode attention's by group
+            e["by_group" if name == "attention_decode_bandwidth" else "by_rows"] = [list(p) for p in f.by_rows]
         out[name] = e
     return out
 
