@@ -1,6 +1,6 @@
 """The roofline's efficiencies derived from aiconfigurator-core's measured kernel tables.
 
-For one GPU and engine (``TableSet``), each figure is a fraction of the GPU catalog's peak, computed
+For one GPU and engine's tables (or several engines', their samples pooled), each figure is a fraction of the GPU catalog's peak, computed
 from table latencies read through ``KernelTables`` (the kernel predictor's own lookups: the same
 kernel per dtype, exact at grid points) over representative shapes:
 
@@ -31,8 +31,9 @@ kernel per dtype, exact at grid points) over representative shapes:
   ``allreduce_base_latency_s`` and ``allreduce_hop_latency_s``: the least-squares line
   base + 2(t−1)·hop through the latency of a ``ALLREDUCE_SMALL_ELEMENTS``-value message at each t.
 
-Each figure is the median of its samples; the spread (min, max, count) goes in its source. The
-elementwise passes have no table on these GPUs and are not derived. Nothing here runs at simulation
+Each figure but the two lines (weight streaming, all-reduce latency) is the median of its
+samples, each sample counted at most 1 (``capped``); the spread (min, max, count), or the line's
+error on the tables, goes in its source. The elementwise passes have no table on these GPUs and are not derived. Nothing here runs at simulation
 time: ``scripts/derive_efficiency.py`` writes the figures into ``data/efficiency_measured.json``.
 """
 
@@ -65,8 +66,8 @@ DTYPES = {"bf16": ("bfloat16", 2, "bfloat16"), "fp8": ("fp8", 1, "fp8")}  # comp
 
 @dataclass(frozen=True)
 class Figure:
-    """One derived efficiency: the median of ``samples``, what they were, and (weight streaming)
-    the median at each row count."""
+    """One derived figure: its value, its samples (or the line's errors), what they were, and its
+    curve where it has one (weight streaming by rows, decode attention by group)."""
 
     value: float
     samples: np.ndarray
