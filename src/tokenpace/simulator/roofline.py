@@ -116,19 +116,20 @@ class RooflinePredictor:
         mem = self._elementwise_fused_mem_tok[rotary_in_attention] if kernel_fusions else self._elementwise_mem_tok
         return mem / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
 
-    def _memory_for(self, rows: float, mlp_rows: float, logit_rows: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    def _memory_for(self, rows: float, mlp_rows: float, logit_rows: int, passes: int,
+                    logit_passes: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """The groups' memory efficiencies for GEMMs of these row counts, and the fixed seconds of
-        one call of each group's GEMMs (the catalog's one figure, and no fixed seconds, where it
-        gives weight streaming as one value)."""
-        if not self._by_rows:
-            return self._memory_eff, self._no_latency
-        key = (rows, mlp_rows, logit_rows)
+        their GEMM calls: two per layer and weight pass in the projections and the MLP, one per
+        LM-head pass (only where the catalog gives weight streaming by rows)."""
+        key = (rows, mlp_rows, logit_rows, passes, logit_passes)
         got = self._memory_at_rows.get(key)
         if got is None:
             gemm, head, fixed = self.efficiency["gemm"], self.efficiency["lm_head"], self._memory_eff
             eff = (gemm.weight_bandwidth_at(rows), gemm.weight_bandwidth_at(mlp_rows), fixed[2],
                    head.weight_bandwidth_at(logit_rows), fixed[4])
-            lat = (gemm.gemm_latency_at(rows), gemm.gemm_latency_at(mlp_rows), 0.0, head.gemm_latency_at(logit_rows), 0.0)
+            calls = 2 * self.model.num_layers * passes
+            lat = (gemm.gemm_latency_at(rows) * calls, gemm.gemm_latency_at(mlp_rows) * calls, 0.0,
+                   head.gemm_latency_at(logit_rows) * logit_passes, 0.0)
             got = self._memory_at_rows[key] = (eff, lat)
         return got
 
@@ -216,8 +217,8 @@ class RooflinePredictor:
             mlp_tok = self._expert_cmp_tok
             mlp_cmp, mlp_mem = rows * mlp_tok, self._expert_mem * passes
             mlp_rows = rows
-        eff, lat = self._memory_for(rows, mlp_rows, logit_rows)
-        calls = 2 * model.num_layers * passes
+        eff, lat = (self._memory_for(rows, mlp_rows, logit_rows, passes, logit_passes) if self._by_rows
+                    else (self._memory_eff, self._no_latency))
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
         # the padding rows go to the prefill's share.
         decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
@@ -226,7 +227,7 @@ class RooflinePredictor:
                  0.0),
                 (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
-                decode_cmp, eff, (lat[0] * calls, lat[1] * calls, 0.0, lat[3] * logit_passes, 0.0))
+                decode_cmp, eff, lat)
 
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
