@@ -240,8 +240,8 @@ class RooflinePredictor:
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
                "engine": self.engine or "*",
-               "catalog": "data/efficiency.json + data/efficiency_measured.json"
-                          + (f" + {self.efficiency_file}" if self.efficiency_file else "")}
+               "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else ""),
+               "measured_catalog": "data/efficiency_measured.json (GPUs with measured kernel tables)"}
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
                 "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
                 "efficiency": eff}
