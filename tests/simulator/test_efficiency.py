@@ -74,8 +74,9 @@ def test_mfu_replaces_every_compute_efficiency(catalog):
 
 
 def test_all_reduce_latency_grows_with_the_ring():
-    # Built-in figures: 5 µs base + 1.5 µs per hop, a ring all-reduce over t GPUs taking 2(t − 1) hops.
-    m, g, bf16 = get_model("llama-3.1-70b"), get_gpu("h100-sxm"), get_precision("bf16")
+    # The hand-written fallback (a GPU without measured tables): 5 µs base + 1.5 µs per hop, a ring
+    # all-reduce over t GPUs taking 2(t − 1) hops.
+    m, g, bf16 = get_model("llama-3.1-70b"), get_gpu("h20"), get_precision("bf16")
     one = StepBatch(decode_context=(100,))
     lat = {tp: RooflinePredictor(m, g, bf16, bf16, tp).work(one).allreduce_latency_s for tp in (2, 4, 8)}
     assert lat == pytest.approx({2: 8e-6, 4: 14e-6, 8: 26e-6})
@@ -95,19 +96,93 @@ def test_attention_runs_at_the_precision_of_its_kernel():
     assert RooflinePredictor(m, get_gpu("a100-80gb"), w, get_precision("fp8")).attention_precision == "bf16"
 
 
-def test_the_catalog_gives_each_gpu_and_precision_its_measured_figures():
-    assert get_efficiency("a100-80gb", "bf16").gemm_flops == 0.68
-    assert 0.42 <= get_efficiency("h100-sxm", "fp8").gemm_flops <= 0.5
-    assert 0.85 <= get_efficiency("h100-sxm", "fp8").attention_decode_bandwidth <= 0.9
-    every = get_efficiency("some-cpu", "bf16")  # hardware without a figure: the '*' entry
-    assert all(src for _, src in every.sources)  # every figure says where it came from
+MEASURED = {"h100-sxm": ("bf16", "fp8"), "h200": ("bf16", "fp8"), "a100-80gb": ("bf16",), "l40s": ("bf16", "fp8")}
+DERIVED = ("gemm_flops", "weight_bandwidth", "attention_prefill_flops", "attention_decode_bandwidth",
+           "allreduce_bus_bandwidth", "allreduce_base_latency_s", "allreduce_hop_latency_s")
+
+
+@pytest.mark.parametrize("gpu", sorted(MEASURED))
+def test_gpus_with_kernel_tables_take_their_figures_from_them_per_engine(gpu):
+    for compute in MEASURED[gpu]:
+        for engine in (None, "vllm", "sglang", "trtllm"):
+            eff = get_efficiency(gpu, compute, engine=engine)
+            src = dict(eff.sources)
+            for f in DERIVED:
+                assert "aiconfigurator-core" in src[f] and "derive_efficiency.py" in src[f], (gpu, compute, engine, f)
+            # An engine's own tables where they measure the figure; SGLang's have no FP8-KV context
+            # attention on Hopper, so the engines' pooled samples stand in.
+            pooled = engine is None or (engine == "sglang" and compute == "fp8" and gpu in ("h100-sxm", "h200"))
+            attn = src["attention_prefill_flops"]
+            assert ("samples pooled" in attn) if pooled else (f"({engine} " in attn), (gpu, compute, engine)
+            assert f"({engine} " in src["gemm_flops"] if engine else "samples pooled" in src["gemm_flops"]
+            assert "aiconfigurator-core" not in src["elementwise_bandwidth"]  # no table measures it
+            assert eff.weight_bandwidth_by_rows and all(0 < e <= 1 and 0 <= lat < 1e-4 for _, e, lat in eff.weight_bandwidth_by_rows)
+    # The engines' kernels differ, and so do their figures.
+    assert len({get_efficiency(gpu, "bf16", engine=e).gemm_flops for e in ("vllm", "sglang", "trtllm")}) == 3
+
+
+def test_gpus_without_tables_keep_the_hand_written_figures():
+    for gpu in ("h20", "h100-pcie", "some-cpu"):
+        sources = dict(get_efficiency(gpu, "bf16", engine="vllm").sources)
+        assert all(sources.values()) and not any("aiconfigurator" in s for s in sources.values())
 
 
 def test_a_users_entry_wins_and_a_bad_figure_is_a_usage_error(tmp_path):
     path = tmp_path / "mine.json"
     path.write_text(json.dumps([{"gpu": "a100-80gb", "compute": "bf16", "gemm_flops": 0.8}]))
     assert get_efficiency("a100-80gb", "bf16", path).gemm_flops == 0.8
-    assert get_efficiency("a100-80gb", "bf16", path).weight_bandwidth == 0.75  # the rest: built-in
+    built_in = get_efficiency("a100-80gb", "bf16")
+    mine = get_efficiency("a100-80gb", "bf16", path)
+    assert (mine.weight_bandwidth, mine.weight_bandwidth_by_rows) == (
+        built_in.weight_bandwidth, built_in.weight_bandwidth_by_rows)  # the rest: built-in
     path.write_text(json.dumps([{"gpu": "*", "gemm_flops": 1.5}]))
     with pytest.raises(UsageError, match="out of range"):
+        get_efficiency("a100-80gb", "bf16", path)
+
+
+def test_an_engine_entry_applies_under_that_engine_only(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps([{"gpu": "a100-80gb", "compute": "bf16", "engine": "trtllm", "gemm_flops": 0.9}]))
+    assert get_efficiency("a100-80gb", "bf16", path, engine="trtllm").gemm_flops == 0.9
+    assert get_efficiency("a100-80gb", "bf16", path, engine="vllm").gemm_flops == \
+        get_efficiency("a100-80gb", "bf16", engine="vllm").gemm_flops
+    assert get_efficiency("a100-80gb", "bf16", path).gemm_flops != 0.9  # no preset: '*' entries only
+
+
+def test_weight_streaming_by_rows_is_interpolated_between_its_points(tmp_path):
+    path = tmp_path / "eff.json"
+    entry = {"gpu": ["tiny-gpu"], "compute": "*",
+             **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()}}
+    entry["weight_bandwidth"]["by_rows"] = [[1, 0.8], [3, 0.4]]
+    path.write_text(json.dumps({"efficiency": [entry]}))
+    eff = get_efficiency("tiny-gpu", "bf16", path)
+    assert [eff.weight_bandwidth_at(r) for r in (1, 2, 3, 100)] == pytest.approx([0.8, 0.6, 0.4, 0.4])
+    # Two sequences with 1,000 tokens cached each, memory-bound at 1 GB/s: GEMMs of 2 rows stream
+    # their weights at 0.6: (12,288 + 24,576) · 2 B / 0.6e9 = 122.88 µs, the LM head's 32,768 B /
+    # 0.6e9 = 54.613 µs; KV (2,000 read + 2 written) · 128 B / 0.4e9 = 640.64 µs; elementwise
+    # 2 · 2,176 B / 0.5e9 = 8.704 µs.
+    t = tiny(FAST, str(path)).step_s(StepBatch(decode_context=(1000, 1000)))
+    assert t == pytest.approx(122.88e-6 + 54.6133e-6 + 640.64e-6 + 8.704e-6, rel=1e-5)
+
+
+def test_decode_attention_by_group_takes_the_models_query_heads_per_kv_head(tmp_path):
+    path = tmp_path / "eff.json"
+    entry = {"gpu": ["tiny-gpu"], "compute": "*",
+             **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()}}
+    entry["attention_decode_bandwidth"]["by_group"] = [[1, 0.1], [4, 0.4]]  # its value stays 0.4
+    path.write_text(json.dumps({"efficiency": [entry]}))
+    assert get_efficiency("tiny-gpu", "bf16", path).attention_decode_bandwidth_at(2) == pytest.approx(0.2)
+    # TINY has 2 query heads per KV head: 0.2. One sequence with 1,000 tokens cached, memory-bound
+    # at 1 GB/s: KV (1,000 read + 1 written) · 128 B / 0.2e9 = 640.64 µs, and as in the test above
+    # the weights 92.16 µs, the LM head 40.96 µs, elementwise 4.352 µs.
+    t = tiny(FAST, str(path)).step_s(StepBatch(decode_context=(1000,)))
+    assert t == pytest.approx(92.16e-6 + 40.96e-6 + 640.64e-6 + 4.352e-6, rel=1e-6)
+
+
+@pytest.mark.parametrize("by_rows, why", [([[3, 0.5], [1, 0.6]], "ascending"), ([[1, 1.5]], "out of range"),
+                                          ("x", "by_rows must be")])
+def test_a_bad_curve_is_a_usage_error(tmp_path, by_rows, why):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps([{"gpu": "*", "weight_bandwidth": {"value": 0.5, "by_rows": by_rows}}]))
+    with pytest.raises(UsageError, match=why):
         get_efficiency("a100-80gb", "bf16", path)

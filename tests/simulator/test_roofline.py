@@ -28,8 +28,11 @@ def test_one_decode_step_of_8b_bf16_on_h100_is_bounded_by_weight_streaming():
     # A decode step streams the blocks and the LM head but only gathers one row of the input
     # embedding: (6,979,321,856 + 525,336,576) × 2 B = 15.01 GB, 4.480 ms at 100% bandwidth.
     assert predictor(params=IDEAL).step_s(one) == pytest.approx(0.004480, rel=0.001)
-    # Default: 4.480 ms / MBU 0.75 + 1.75 ms overhead = 7.72 ms.
-    assert predictor().step_s(one) == pytest.approx(0.00772, rel=0.01)
+    # Default: the catalog's measured H100 BF16 GEMMs (data/efficiency_measured.json, the engines'
+    # tables pooled) stream their weights at 0.872 of HBM at one row after 4.04 µs per GEMM call:
+    # 4.480 ms / 0.872 + (4 × 32 + 1) calls × 4.04 µs + 1.75 ms overhead = 7.41 ms (7.72 ms with the
+    # former assumed MBU of 0.75 and no per-call cost).
+    assert predictor().step_s(one) == pytest.approx(0.00741, rel=0.01)
 
 
 def test_decode_step_grows_with_the_kv_history_it_reads():
@@ -101,7 +104,9 @@ def test_multi_token_verification_costs_little_at_low_load_and_a_lot_at_saturati
     high = p.step_s(StepBatch(decode_context=(128,) * 256, decode_tokens_per_seq=5)) / p.step_s(
         StepBatch(decode_context=(128,) * 256))
     assert low < 1.05  # memory-bound: five tokens cost what one does
-    assert high > 3.0  # 1,280 tokens per step: compute-bound
+    # 1,280 tokens per step: compute-bound. Not 5x: the 256-row step's GEMMs already stream their
+    # weights well below the small-batch rate (measured H100 GEMMs: 0.63 of HBM at 256 rows).
+    assert high > 2.5
 
 
 def test_empty_step_costs_only_the_overhead():

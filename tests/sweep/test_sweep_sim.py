@@ -125,10 +125,14 @@ def test_auto_stops_early_when_the_slo_is_missed_by_a_wide_margin(tmp_path):
 
 
 def test_vary_grid_fp8_beats_bf16_on_decode_bound_traffic(tmp_path):
-    # Short prompts, long outputs: decode is memory-bound, fp8 weights halve the bytes per step.
+    # Short prompts, long outputs: decode is memory-bound, fp8 weights halve the bytes per step. The
+    # efficiencies are pinned (as ENGINE's): the test is about the sweep's grid, and the catalog's
+    # measured FP8 GEMMs pay a fixed cost per call (activation quantization) that narrows FP8's
+    # lead at 70B TP4's small per-GPU layers (max goodput 1.13x BF16's with the catalog).
     config = SweepConfig(
         base=BenchConfig(requests=300, input_tokens="128", output_tokens="512", slo="chat", progress=False),
-        axis="rate", loads=None, auto_steps=5, sim=SimConfig(model="llama-3.1-70b", tp=4),
+        axis="rate", loads=None, auto_steps=5,
+        sim=SimConfig(model="llama-3.1-70b", tp=4, roofline=RooflineParams(mfu=0.5, mbu=0.75)),
         vary=[("quant", ["bf16", "fp8"])], out=str(tmp_path / "v.json"))
     result = run_sweep(config)
     bf16, fp8 = result.analysis["quant=bf16"], result.analysis["quant=fp8"]

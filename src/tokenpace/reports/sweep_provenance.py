@@ -92,7 +92,7 @@ def predictor(c: dict[str, Any]) -> str:
         return f"roofline calibrated from {c['calibration']}"
     roof = (c.get("engine") or {}).get("roofline") or {}
     fixed = [f"{k.upper()} {roof[k]:g}" for k in ("mfu", "mbu") if roof.get(k) is not None]
-    catalog = "efficiencies from the catalog (data/efficiency.json" + (
+    catalog = "efficiencies from the catalog (data/efficiency.json, efficiency_measured.json" + (
         f" + {c['engine']['efficiency_file']})" if (c.get("engine") or {}).get("efficiency_file") else ")")
     if len(fixed) == 2:
         return f"roofline, {' and '.join(fixed)} given"

@@ -1,12 +1,15 @@
 """The default step-time model: a roofline per operator group, plus TP all-reduce and host overhead.
 
 Each operator group takes max(FLOPs / (peak × its compute efficiency), bytes / (bandwidth × its
-bandwidth efficiency)), per layer, with efficiencies by GPU, precision and operator class from the
-efficiency catalog (data/efficiency.json, with the source of each figure; ``mfu`` and ``mbu``
-replace them all where given, as a calibration does):
+bandwidth efficiency)), per layer, with efficiencies by GPU, precision, engine preset and operator
+class from the efficiency catalog (data/efficiency.json; for GPUs with measured kernel tables,
+data/efficiency_measured.json, derived from them by ``scripts/derive_efficiency.py``; each figure
+with its source; ``mfu`` and ``mbu`` replace them all where given, as a calibration does):
 
 - attention projections (QKV, O) and the MLP: GEMMs at the weights' compute precision; their weights
-  streamed once per step at the weight-streaming efficiency; 2 FLOPs per weight per token. For MoE
+  streamed once per step at the weight-streaming efficiency (at the GEMM's row count where the
+  catalog gives it by rows: measured GEMMs stream more slowly as rows grow toward the compute
+  bound); 2 FLOPs per weight per token. For MoE
   the experts the batch touches: with top-k routing over E experts a batch of T tokens touches
   E·(1 − (1 − k/E)^T) distinct experts on average (uniform routing), and each token pays for k
   experts' FLOPs;
@@ -47,23 +50,34 @@ def compute_precision(gpu: GPU, compute: str) -> str:
 
 class RooflinePredictor:
     """Step time of ``model`` in ``weights`` precision with a ``kv`` cache on ``tp`` × ``gpu``;
-    ``efficiency``: a user's efficiency catalog file, added to the built-in one."""
+    ``efficiency``: a user's efficiency catalog file, added to the built-in one; ``engine``: the
+    engine preset whose catalog entries apply (its measured kernels' figures), None: any engine's."""
 
     def __init__(self, model: ModelSpec, gpu: GPU, weights: Precision, kv: Precision,
-                 tp: int = 1, params: RooflineParams | None = None, efficiency: str | None = None) -> None:
+                 tp: int = 1, params: RooflineParams | None = None, efficiency: str | None = None,
+                 engine: str | None = None) -> None:
         if tp < 1:
             raise ValueError("tp must be >= 1")
         self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
         self.params = params or RooflineParams()
-        self.efficiency_file = efficiency
+        self.efficiency_file, self.engine = efficiency, engine
         self.gemm_precision = compute_precision(gpu, weights.compute)
         self.attention_precision = compute_precision(gpu, "fp8" if kv.compute == "fp8" else "bf16")
-        gemm = get_efficiency(gpu.id, self.gemm_precision, efficiency)
-        attn = get_efficiency(gpu.id, self.attention_precision, efficiency)
-        head = get_efficiency(gpu.id, "bf16", efficiency)
+        gemm = get_efficiency(gpu.id, self.gemm_precision, efficiency, engine)
+        attn = get_efficiency(gpu.id, self.attention_precision, efficiency, engine)
+        head = get_efficiency(gpu.id, "bf16", efficiency, engine)
         self.efficiency = {"gemm": gemm, "attention": attn, "lm_head": head}
+        # Weight streaming by a GEMM's rows where the catalog gives it so: (rows, MLP rows, LM-head
+        # rows) -> the memory efficiencies and one GEMM call's fixed seconds per group, kept as steps
+        # repeat the same few row counts.
+        self._by_rows = bool(gemm.weight_bandwidth_by_rows or head.weight_bandwidth_by_rows)
+        self._memory_at_rows: dict[tuple, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._no_latency = (0.0,) * len(GROUPS)
         self._compute_eff = (gemm.gemm_flops, gemm.gemm_flops, attn.attention_prefill_flops, head.gemm_flops, 1.0)
-        self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, attn.attention_decode_bandwidth,
+        # Decode attention at the efficiency of this model's query heads per KV head (per GPU).
+        self._attention_decode_eff = attn.attention_decode_bandwidth_at(
+            (model.num_heads / tp) / kv_heads_per_gpu(model, tp))
+        self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, self._attention_decode_eff,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
         bpw = weights.bytes_per_value
         layers = model.num_layers
@@ -101,6 +115,23 @@ class RooflinePredictor:
         kernel-table predictor adds (see ``_elementwise_bytes``)."""
         mem = self._elementwise_fused_mem_tok[rotary_in_attention] if kernel_fusions else self._elementwise_mem_tok
         return mem / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
+
+    def _memory_for(self, rows: float, mlp_rows: float, logit_rows: int, passes: int,
+                    logit_passes: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The groups' memory efficiencies for GEMMs of these row counts, and the fixed seconds of
+        their GEMM calls: two per layer and weight pass in the projections and the MLP, one per
+        LM-head pass (only where the catalog gives weight streaming by rows)."""
+        key = (rows, mlp_rows, logit_rows, passes, logit_passes)
+        got = self._memory_at_rows.get(key)
+        if got is None:
+            gemm, head, fixed = self.efficiency["gemm"], self.efficiency["lm_head"], self._memory_eff
+            eff = (gemm.weight_bandwidth_at(rows), gemm.weight_bandwidth_at(mlp_rows), fixed[2],
+                   head.weight_bandwidth_at(logit_rows), fixed[4])
+            calls = 2 * self.model.num_layers * passes
+            lat = (gemm.gemm_latency_at(rows) * calls, gemm.gemm_latency_at(mlp_rows) * calls, 0.0,
+                   head.gemm_latency_at(logit_rows) * logit_passes, 0.0)
+            got = self._memory_at_rows[key] = (eff, lat)
+        return got
 
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
@@ -141,25 +172,28 @@ class RooflinePredictor:
             p_kv += c + n
         tokens, prompts = dt + p_tokens, len(batch.prefill)
         if tokens == 0:
-            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0
+            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0, ()
         rest = (self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + prompts)
         if self.params.row_remainder == "gemv-ubatch" and prompts:
             # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
             p = self._groups(p_tokens, prompts, p_pairs, p_kv, 0, passes=1, logit_passes=prompts)
             if not dt:
-                return (*p[:2], *rest, self._compute_eff, self._memory_eff, self._ar_latency, tokens, p[2], 0)
+                return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0, p[4])
             d = self._groups(dt, dt, d_pairs, d_kv, dt)
-            return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, self._memory_eff * 2,
-                    self._ar_latency, tokens, d[2] + p[2], dt)
-        c, m, decode_cmp = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
-        return (c, m, *rest, self._compute_eff, self._memory_eff, self._ar_latency, tokens, decode_cmp, tokens)
+            return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, d[3] + p[3],
+                    self._ar_latency, tokens, d[2] + p[2], dt, d[4] + p[4])
+        c, m, decode_cmp, memory_eff, latency = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
+        return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens, latency)
 
     def _groups(self, tokens: int, logits: int, pairs: int, kv_tokens: int, dt: int,
                 passes: int | None = None, logit_passes: int | None = None) -> tuple:
         """Per operator group, the compute and memory seconds at peak of one kernel invocation over
-        ``tokens`` rows (``dt`` of them decode tokens) of which ``logits`` need logits, and the decode
-        tokens' share of the compute. ``passes``/``logit_passes``: reads of the weights / the LM
-        head; None: as the row remainder says."""
+        ``tokens`` rows (``dt`` of them decode tokens) of which ``logits`` need logits, the decode
+        tokens' share of the compute, and the groups' memory efficiencies and GEMM calls' fixed
+        seconds at these rows (two GEMMs per layer and weight pass in the projections and the
+        MLP, one per LM-head pass).
+        ``passes``/``logit_passes``: reads of the weights / the LM head; None: as the row remainder
+        says."""
         rg = self.params.row_group
         remainder = self.params.row_remainder
         if rg == 1 or remainder in GEMV_REMAINDERS:  # "gemv": every row priced as itself
@@ -178,9 +212,13 @@ class RooflinePredictor:
             mlp_tok = k * self._expert_cmp_tok + self._router_cmp_tok
             mlp_cmp = rows * mlp_tok
             mlp_mem = touched * self._expert_mem * passes
+            mlp_rows = rows * k / touched  # each touched expert's GEMM rows, on average
         else:
             mlp_tok = self._expert_cmp_tok
             mlp_cmp, mlp_mem = rows * mlp_tok, self._expert_mem * passes
+            mlp_rows = rows
+        eff, lat = (self._memory_for(rows, mlp_rows, logit_rows, passes, logit_passes) if self._by_rows
+                    else (self._memory_eff, self._no_latency))
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
         # the padding rows go to the prefill's share.
         decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
@@ -189,18 +227,21 @@ class RooflinePredictor:
                  0.0),
                 (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
-                decode_cmp)
+                decode_cmp, eff, lat)
 
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
         eff = {"gemm_precision": self.gemm_precision, "attention_precision": self.attention_precision,
                "gemm_flops": gemm.gemm_flops, "weight_bandwidth": gemm.weight_bandwidth,
                "attention_prefill_flops": attn.attention_prefill_flops,
-               "attention_decode_bandwidth": attn.attention_decode_bandwidth, "lm_head_flops": head.gemm_flops,
+               "attention_decode_bandwidth": self._attention_decode_eff, "lm_head_flops": head.gemm_flops,
+               "weight_bandwidth_by_rows": [list(p) for p in gemm.weight_bandwidth_by_rows],  # rows, eff, latency_s
                "elementwise_bandwidth": gemm.elementwise_bandwidth,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
-               "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else "")}
+               "engine": self.engine or "*",
+               "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else ""),
+               "measured_catalog": "data/efficiency_measured.json (GPUs with measured kernel tables)"}
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
                 "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
                 "efficiency": eff}

@@ -33,7 +33,7 @@ def build_predictor(config: SimConfig) -> StepPredictor:
         from tokenpace.simulator.kernels.predictor import KernelPredictor
 
         return KernelPredictor(*parts, engine=config.engine)
-    return RooflinePredictor(*parts)
+    return RooflinePredictor(*parts, engine=config.engine)
 
 
 def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | None = None,

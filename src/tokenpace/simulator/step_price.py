@@ -143,7 +143,7 @@ class RooflineParams:
         """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
         operator group at its bound, plus overheads."""
         compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
-            decode_compute_s, kernel_rows = work
+            decode_compute_s, kernel_rows, memory_latency_s = work
         t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
         mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):
@@ -153,7 +153,7 @@ class RooflineParams:
             else:
                 d = decode_compute_s[i]
                 c = (c - d) / eff + d / dmfu
-            m /= memory_eff[i] if mbu is None else mbu
+            m = m / memory_eff[i] + memory_latency_s[i] if mbu is None else m / mbu
             t += c if c > m else m
         return t
 
@@ -163,7 +163,7 @@ class RooflineParams:
         order as ``price``, element by element, so each step's seconds are the very float ``price``
         gives it (the engine's jump over decode steps relies on that)."""
         compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
-            decode_compute_s, kernel_rows = work
+            decode_compute_s, kernel_rows, memory_latency_s = work
         t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
         mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):
@@ -173,7 +173,7 @@ class RooflineParams:
             else:
                 d = decode_compute_s[i]
                 c = (c - d) / eff + d / dmfu
-            m = m / (memory_eff[i] if mbu is None else mbu)
+            m = m / memory_eff[i] + memory_latency_s[i] if mbu is None else m / mbu
             t = t + (np.where(c > m, c, m) if isinstance(c, np.ndarray) or isinstance(m, np.ndarray)
                      else (c if c > m else m))
         return t
@@ -187,8 +187,11 @@ class StepWork(NamedTuple):
     the catalog's latency of one; the sequences in the step (each decode and each prompt chunk) and
     its tokens; and of ``compute_s``, the share of the decoding sequences' tokens
     (``decode_compute_s``: the GEMMs' and the LM head's, not the attention's), which ``decode_mfu``
-    prices where set. ``RooflineParams.price`` turns it into seconds; a calibration fits the params to
-    measured steps through it."""
+    prices where set; and per group the fixed seconds of its GEMM calls (``memory_latency_s``: the
+    catalog's per-GEMM latency where it gives weight streaming by rows), added to the memory side
+    after its efficiency, and left out where ``mbu`` replaces the catalog (a calibration's
+    overheads hold such costs). ``RooflineParams.price`` turns it into seconds; a calibration fits
+    the params to measured steps through it."""
 
     compute_s: tuple[float, ...] = ()
     memory_s: tuple[float, ...] = ()
@@ -201,6 +204,7 @@ class StepWork(NamedTuple):
     tokens: int = 0
     decode_compute_s: tuple[float, ...] = ()
     kernel_rows: int = 0  # rows whose kernel paths the "gemv" remainders price: all; "gemv-ubatch": the decode rows
+    memory_latency_s: tuple[float, ...] = ()  # per group, the GEMM calls' fixed seconds (see below)
 
 
 def weight_passes(rows: int, row_group: int) -> int:

@@ -130,7 +130,7 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
         params = replace(base, row_group=rg, row_remainder=REMAINDERS[remainder],
                          decode_mfu=decode_mfu if gemv else None)
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
-                              params, predictor.efficiency_file)
+                              params, predictor.efficiency_file, predictor.engine)
         return _fit_one(p, steps, params, per_token, None if seq_free else seq_prior_s)
 
     for seq_free in seq_options:
@@ -214,7 +214,7 @@ def _fit_decode_mfu(predictor: RooflinePredictor, steps: list[ObservedStep], fit
     best = float(values[int(np.argmin(rms))])
     params = replace(fit.params, decode_mfu=best)
     p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
-                          params, predictor.efficiency_file)
+                          params, predictor.efficiency_file, predictor.engine)
     refit = _fit_one(p, steps, params, per_token, seq_fixed_s)
     fit = replace(refit, ranges={**fit.ranges, **{k: v for k, v in refit.ranges.items() if k in fit.ranges}},
                   undetermined=fit.undetermined)
@@ -236,7 +236,7 @@ class _DecodeProfile:
                  seq_fixed_s: float | None) -> None:
         self.base = params = fit.params
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
-                              params, predictor.efficiency_file)
+                              params, predictor.efficiency_file, predictor.engine)
         works = [p.work(s.batch) for s in steps]
         groups = max(len(w.compute_s) for w in works)
         compute, memory, decode = (np.zeros((len(steps), groups)) for _ in range(3))

@@ -33,16 +33,16 @@ def read_json(path: str | Path) -> Any:
         raise UsageError(f"{path} is not valid JSON: {e}") from e
 
 
-def builtin_entries(kind: str) -> list[dict[str, Any]]:
-    """The entries of the built-in ``data/<kind>.json`` (kind: gpus, models, precisions). Read once
-    per process (a search prices thousands of candidates): a new list, the entries shared and not
-    to be changed."""
-    return list(_builtin_entries(kind))
+def builtin_entries(kind: str, file: str | None = None) -> list[dict[str, Any]]:
+    """The entries of the built-in ``data/<kind>.json`` (kind: gpus, models, precisions), or of
+    ``data/<file>.json`` in the same layout. Read once per process (a search prices thousands of
+    candidates): a new list, the entries shared and not to be changed."""
+    return list(_builtin_entries(kind, file or kind))
 
 
 @lru_cache(maxsize=None)
-def _builtin_entries(kind: str) -> tuple[dict[str, Any], ...]:
-    text = resources.files("tokenpace.simulator").joinpath("data").joinpath(f"{kind}.json").read_text("utf-8")
+def _builtin_entries(kind: str, file: str) -> tuple[dict[str, Any], ...]:
+    text = resources.files("tokenpace.simulator").joinpath("data").joinpath(f"{file}.json").read_text("utf-8")
     return tuple(entries_of(json.loads(text), kind))
 
 

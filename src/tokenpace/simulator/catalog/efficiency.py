@@ -1,14 +1,28 @@
-"""How close each operator class comes to the hardware's peak: catalog data (data/efficiency.json).
+"""How close each operator class comes to the hardware's peak: catalog data (data/efficiency.json,
+written by hand with a source for each figure, and data/efficiency_measured.json, derived from
+measured kernel tables by ``scripts/derive_efficiency.py``).
 
-An entry names GPUs (ids, or "*") and a compute precision ("bf16", "fp8" or "*") and gives some of
-the figures below, each as ``{"value": x, "source": "..."}``. For each figure the most specific entry
-that gives it wins: GPU and precision, then GPU, then precision, then "*" (the fallback every figure
-has). A user's file in the same layout adds entries that win over the built-in ones.
+An entry names GPUs (ids, or "*"), a compute precision ("bf16", "fp8" or "*") and optionally an
+engine ("vllm", "sglang", "trtllm": the ``--engine`` preset; "*" or absent: any, and the only
+entries that apply without a preset), and gives some of the figures below, each as
+``{"value": x, "source": "..."}``. For each figure the most specific entry that gives it wins: GPU,
+then precision, then engine (GPU and precision and engine, then GPU and precision, ..., then "*",
+the fallback every figure has); at equal specificity the later entry (a user's file comes last).
+``weight_bandwidth`` may also give ``by_rows``, ``[[rows, efficiency, latency_s], ...]`` with rows
+ascending: a GEMM of that many rows (tokens) streams its weights at that efficiency after a fixed
+``latency_s`` per GEMM call (optional, 0 if left out), both interpolated linearly between the
+points and held past either end, as measured GEMMs leave the memory-bound regime gradually and
+each call has a fixed cost (launch; for FP8 the activation's quantization).
+``attention_decode_bandwidth`` may give ``by_group``, ``[[query heads per KV head, efficiency],
+...]``, interpolated the same way: decode kernels read each KV head once for its group of query
+heads, and a kernel for one query head per KV head reads the cache less efficiently.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +33,12 @@ FIGURES = ("gemm_flops", "weight_bandwidth", "attention_prefill_flops", "attenti
            "elementwise_bandwidth", "allreduce_bus_bandwidth", "allreduce_base_latency_s",
            "allreduce_hop_latency_s")
 _FRACTIONS = FIGURES[:6]
+BUILTIN_FILES = ("efficiency", "efficiency_measured")  # data/<name>.json, in this order
 
 
 @dataclass(frozen=True, slots=True)
 class Efficiency:
-    """The figures for one GPU and one compute precision, and where each came from."""
+    """The figures for one GPU, compute precision and engine, and where each came from."""
 
     gemm_flops: float
     weight_bandwidth: float
@@ -34,24 +49,66 @@ class Efficiency:
     allreduce_base_latency_s: float
     allreduce_hop_latency_s: float
     sources: tuple[tuple[str, str], ...] = ()  # (figure, source)
+    # (rows, efficiency, latency per GEMM s); () where weight streaming is one value
+    weight_bandwidth_by_rows: tuple[tuple[int, float, float], ...] = ()
+    # (query heads per KV head, efficiency); () where decode attention is one value
+    attention_decode_by_group: tuple[tuple[int, float], ...] = ()
+
+    def attention_decode_bandwidth_at(self, group: float) -> float:
+        """The decode attention's KV-streaming efficiency with ``group`` query heads per KV head:
+        ``by_group`` interpolated (held past its ends), else the one value."""
+        if not self.attention_decode_by_group:
+            return self.attention_decode_bandwidth
+        return _interpolate(self.attention_decode_by_group, group, 1)
+
+    def weight_bandwidth_at(self, rows: float) -> float:
+        """The weight-streaming efficiency of a GEMM of ``rows`` rows: ``by_rows`` interpolated
+        (held past its ends), else the one value."""
+        return self._at(rows, 1) if self.weight_bandwidth_by_rows else self.weight_bandwidth
+
+    def gemm_latency_at(self, rows: float) -> float:
+        """The fixed seconds of one GEMM call of ``rows`` rows (``by_rows`` interpolated; else 0)."""
+        return self._at(rows, 2) if self.weight_bandwidth_by_rows else 0.0
+
+    def _at(self, rows: float, column: int) -> float:
+        return _interpolate(self.weight_bandwidth_by_rows, rows, column)
 
     def to_dict(self) -> dict[str, Any]:
         src = dict(self.sources)
-        return {f: {"value": getattr(self, f), "source": src.get(f, "")} for f in FIGURES}
+        out = {f: {"value": getattr(self, f), "source": src.get(f, "")} for f in FIGURES}
+        if self.weight_bandwidth_by_rows:  # [rows, efficiency, latency_s]
+            out["weight_bandwidth"]["by_rows"] = [list(p) for p in self.weight_bandwidth_by_rows]
+        if self.attention_decode_by_group:
+            out["attention_decode_bandwidth"]["by_group"] = [list(p) for p in self.attention_decode_by_group]
+        return out
 
 
 def efficiency_entries(extra: str | Path | None = None) -> list[dict[str, Any]]:
     """The built-in entries, then a user's (later entries win at the same specificity)."""
-    entries = builtin_entries("efficiency")
+    entries = [e for name in BUILTIN_FILES for e in builtin_entries("efficiency", name)]
     if extra is not None:
         entries = entries + entries_of(read_json(extra), "efficiency")
     return entries
 
 
-def get_efficiency(gpu_id: str, compute: str, extra: str | Path | None = None) -> Efficiency:
-    """Each figure from the most specific entry for ``gpu_id`` computing in ``compute``."""
+def get_efficiency(gpu_id: str, compute: str, extra: str | Path | None = None,
+                   engine: str | None = None) -> Efficiency:
+    """Each figure from the most specific entry for ``gpu_id`` computing in ``compute`` under the
+    ``engine`` preset (None: entries for any engine only)."""
     gpu_id, compute = normalize(gpu_id), normalize(compute)
-    best: dict[str, tuple[int, int, float, str]] = {}  # figure -> (specificity, order, value, source)
+    engine = normalize(engine) if engine else None
+    if extra is None:  # the built-in catalog alone: resolved once per process (a plan builds many predictors)
+        return _builtin_efficiency(gpu_id, compute, engine)
+    return _resolve(gpu_id, compute, extra, engine)
+
+
+@lru_cache(maxsize=256)
+def _builtin_efficiency(gpu_id: str, compute: str, engine: str | None) -> Efficiency:
+    return _resolve(gpu_id, compute, None, engine)
+
+
+def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | None) -> Efficiency:
+    best: dict[str, tuple] = {}  # figure -> (specificity, order, value, source, curve)
     for order, e in enumerate(efficiency_entries(extra)):
         gpus = e.get("gpu", "*")
         gpus = [gpus] if isinstance(gpus, str) else list(gpus)
@@ -61,26 +118,74 @@ def get_efficiency(gpu_id: str, compute: str, extra: str | Path | None = None) -
         prec = normalize(str(e.get("compute", "*")))
         if prec not in ("*", compute):
             continue
-        rank = 2 * on_gpu + (prec == compute)
+        eng = normalize(str(e.get("engine", "*")))
+        if eng not in ("*", engine):
+            continue
+        rank = 4 * on_gpu + 2 * (prec == compute) + (eng == engine)
         for f in FIGURES:
             if f not in e:
                 continue
-            value, source = _figure(e[f], f)
+            value, source, curve = _figure(e[f], f)
             if f not in best or (rank, order) >= best[f][:2]:
-                best[f] = (rank, order, value, source)
+                best[f] = (rank, order, value, source, curve)
     missing = [f for f in FIGURES if f not in best]
     if missing:
         raise UsageError(f"efficiency catalog gives no {', '.join(missing)} for {gpu_id} {compute} (add a '*' entry)")
-    return Efficiency(**{f: best[f][2] for f in FIGURES}, sources=tuple((f, best[f][3]) for f in FIGURES))
+    return Efficiency(**{f: best[f][2] for f in FIGURES}, sources=tuple((f, best[f][3]) for f in FIGURES),
+                      weight_bandwidth_by_rows=best["weight_bandwidth"][4],
+                      attention_decode_by_group=best["attention_decode_bandwidth"][4])
 
 
-def _figure(raw: Any, name: str) -> tuple[float, str]:
+def _interpolate(curve: tuple, x: float, column: int) -> float:
+    """Piecewise-linear through (point[0], point[column]), held past either end."""
+    i = bisect.bisect_left([p[0] for p in curve], x)
+    if i == 0:
+        return curve[0][column]
+    if i == len(curve):
+        return curve[-1][column]
+    (x0, y0), (x1, y1) = (curve[i - 1][0], curve[i - 1][column]), (curve[i][0], curve[i][column])
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+def _figure(raw: Any, name: str) -> tuple[float, str, tuple]:
+    """(value, source, curve): the curve is ``by_rows`` or ``by_group`` where the figure takes one."""
     value, source = (raw.get("value"), str(raw.get("source", ""))) if isinstance(raw, dict) else (raw, "")
+    value = _number(value, name)
+    if isinstance(raw, dict) and raw.get("by_group"):
+        if name != "attention_decode_bandwidth":
+            raise UsageError(f"efficiency figure {name} takes no by_group (only attention_decode_bandwidth does)")
+        try:
+            pairs = [(int(g), v) for g, v in raw["by_group"]]
+        except (TypeError, ValueError):
+            raise UsageError(f"{name} by_group must be [[query heads per KV head, efficiency], ...]") from None
+        group = tuple((g, _number(v, name)) for g, v in pairs)
+        if [g for g, _ in group] != sorted({g for g, _ in group}) or group[0][0] < 1:
+            raise UsageError(f"{name} by_group must have groups ascending, each at least 1")
+        return value, source, group
+    by_rows: tuple[tuple[int, float, float], ...] = ()
+    if isinstance(raw, dict) and raw.get("by_rows"):
+        if name != "weight_bandwidth":
+            raise UsageError(f"efficiency figure {name} takes no by_rows (only weight_bandwidth does)")
+        try:
+            points = [(int(p[0]), p[1], p[2] if len(p) > 2 else 0.0) for p in raw["by_rows"] if 2 <= len(p) <= 3]
+            if len(points) != len(raw["by_rows"]):
+                raise ValueError
+        except (TypeError, ValueError, IndexError):
+            raise UsageError(f"{name} by_rows must be [[rows, efficiency, latency_s], ...]") from None
+        by_rows = tuple((m, _number(v, name), _number(lat, f"{name} latency_s", fraction=False)) for m, v, lat in points)
+        rows = [p[0] for p in by_rows]
+        if rows != sorted(set(rows)) or rows[0] < 1:
+            raise UsageError(f"{name} by_rows must have rows ascending, each at least 1")
+    return value, source, by_rows
+
+
+def _number(value: Any, name: str, fraction: bool | None = None) -> float:
+    """A fraction of a peak in (0, 1], or seconds in [0, 1)."""
     try:
         value = float(value)
     except (TypeError, ValueError):
         raise UsageError(f"efficiency figure {name} must be a number, not {value!r}") from None
-    ok = 0 < value <= 1 if name in _FRACTIONS else 0 <= value < 1
+    ok = 0 < value <= 1 if (name in _FRACTIONS if fraction is None else fraction) else 0 <= value < 1
     if not ok:
         raise UsageError(f"efficiency figure {name} out of range: {value}")
-    return value, source
+    return value

@@ -51,7 +51,7 @@ class KernelPredictor:
             raise UsageError(f"--predictor kernels prices dense models; {model.id} is a mixture of experts "
                              "(use --predictor roofline)")
         self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
-        self.roofline = RooflinePredictor(model, gpu, weights, kv, tp, params, efficiency)
+        self.roofline = RooflinePredictor(model, gpu, weights, kv, tp, params, efficiency, engine)
         self.params = self.roofline.params
         backend = engine if engine in ("vllm", "sglang", "trtllm") else "vllm"
         self.tables = tables or load_tables(gpu.id, backend)
@@ -63,11 +63,8 @@ class KernelPredictor:
         kv_dtype = "fp8" if kv.id == "fp8" else "bfloat16"
         self.kv_dtype = kv_dtype
         h, hd, layers = model.hidden_size, model.head_dim, model.num_layers
-        heads, kv_heads = model.num_heads // tp, max(1, round(kv_heads_per_gpu(model, tp)))
-        inter = model.intermediate_size // tp
-        up = 2 * inter if model.gated_mlp else inter
-        self.shapes = {"qkv": ((heads + 2 * kv_heads) * hd, h), "o": (h, heads * hd), "up": (up, h),
-                       "down": (h, inter)}
+        heads, kv_heads = attention_heads_per_gpu(model, tp)
+        self.shapes = layer_gemm_shapes(model, tp)
         t = self.tables
         grid = t.gemm_rows(dtype)
         per_layer = sum(t.gemm_curve(dtype, n, k, grid) for n, k in self.shapes.values())
@@ -148,6 +145,20 @@ class KernelPredictor:
                            "generation_attention": _attn(self.generation),
                            "allreduce": self.allreduce_source},
                 "not_in_tables": "elementwise passes and host overheads, priced as the roofline does"}
+
+
+def attention_heads_per_gpu(model: ModelSpec, tp: int) -> tuple[int, int]:
+    """(query heads, KV heads) one GPU holds under TP (KV heads replicated where fewer than ``tp``)."""
+    return model.num_heads // tp, max(1, round(kv_heads_per_gpu(model, tp)))
+
+
+def layer_gemm_shapes(model: ModelSpec, tp: int) -> dict[str, tuple[int, int]]:
+    """The (n, k) of one layer's GEMMs on one GPU under TP: QKV, O, the MLP's up (and gate), down."""
+    h, hd = model.hidden_size, model.head_dim
+    heads, kv_heads = attention_heads_per_gpu(model, tp)
+    inter = model.intermediate_size // tp
+    up = 2 * inter if model.gated_mlp else inter
+    return {"qkv": ((heads + 2 * kv_heads) * hd, h), "o": (h, heads * hd), "up": (up, h), "down": (h, inter)}
 
 
 def _attn(a) -> dict[str, Any]:
