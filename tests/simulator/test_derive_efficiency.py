@@ -139,3 +139,20 @@ def test_the_shipped_figures_are_what_the_installed_tables_give(derive):
     again = derive.catalog_entries(["l40s"], get_gpu("l40s"), [kt.load_tables("l40s", b) for b in kt.BACKENDS],
                                    version("aiconfigurator-core"), device)
     assert json.loads(json.dumps(again)) == shipped
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm", None])
+def test_a_part_with_the_same_silicon_and_less_bandwidth_prices_compute_bound_steps_alike(engine):
+    """The A100 40GB takes the 80GB part's tables (the same SMs and clocks, 1.555 against 2.039 TB/s):
+    a 2,048-token prefill, compute-bound, costs about the same on both (only its elementwise passes
+    stream more slowly), while a one-sequence decode step, memory-bound, costs about the bandwidth
+    ratio (1.31x) more on the 40GB part."""
+    from tokenpace.simulator import get_model, get_precision
+    from tokenpace.simulator.roofline import RooflinePredictor
+    from tokenpace.simulator.step import StepBatch
+
+    model, bf16 = get_model("llama-3.1-8b"), get_precision("bf16")
+    small, big = (RooflinePredictor(model, get_gpu(g), bf16, bf16, engine=engine) for g in ("a100-40gb", "a100-80gb"))
+    prefill, decode = StepBatch(prefill=((2048, 0),)), StepBatch(decode_context=(1000,))
+    assert 1.0 <= small.step_s(prefill) / big.step_s(prefill) < 1.06
+    assert small.step_s(decode) / big.step_s(decode) > 1.2

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.errors import UsageError
-from tokenpace.simulator.catalog import GPU, ModelSpec, list_models
+from tokenpace.simulator.catalog import GPU, ModelSpec, get_gpu, list_models
 from tokenpace.simulator.kernels.predictor import attention_heads_per_gpu, layer_gemm_shapes
 from tokenpace.simulator.kernels.tables import KernelTables
 
@@ -278,4 +278,35 @@ def catalog_entries(gpu_ids: list[str], gpu: GPU, tables: list[KernelTables], ai
             names = ("allreduce_bus_bandwidth", "allreduce_base_latency_s", "allreduce_hop_latency_s")
             entries.append({"gpu": gpu_ids, "compute": "*", "engine": engine,
                             **_as_entry(dict(zip(names, ar)), where)})
-    return entries
+    borrowed = [g for g in map(get_gpu, gpu_ids[1:]) if g.hbm_tb_s != gpu.hbm_tb_s]
+    if not borrowed:
+        return entries
+    same = [i for i in gpu_ids if i not in {g.id for g in borrowed}]
+    out = [{**e, "gpu": same} for e in entries]
+    for part in borrowed:
+        out += [borrowed_part(e, gpu, part) for e in entries]
+    return out
+
+
+def borrowed_part(entry: dict, measured: GPU, part: GPU) -> dict:
+    """``entry`` (measured on ``measured``) for ``part``: the same silicon with another memory (the
+    A100 40GB beside the 80GB the tables were measured on). Compute fractions carry over as they are.
+    Weight streaming by rows does not: past the ridge the measured GEMMs are compute-bound, and the
+    line's "efficiency" there is compute time expressed as bytes over the measured part's bandwidth,
+    which the same fraction of a smaller bandwidth would make slower although the SMs and clocks are
+    the same. So at each row count a GEMM takes the longer of the measured part's time and streaming
+    its bytes at this part's bandwidth at the one-row (memory-bound) efficiency: efficiency x
+    (measured bandwidth / this part's), at most the one-row efficiency."""
+    out = {**entry, "gpu": [part.id]}
+    w = entry.get("weight_bandwidth")
+    if not w or not w.get("by_rows"):
+        return out
+    ratio, first = measured.hbm_tb_s / part.hbm_tb_s, w["by_rows"][0][1]
+    rows = [[m, round(min(e * ratio, first), 4), lat] for m, e, lat in w["by_rows"]]
+    value = float(np.median([e for m, e, _ in rows if m in DECODE_ROWS]))
+    out["weight_bandwidth"] = {
+        **w, "value": round(value, 4), "by_rows": rows,
+        "source": w["source"] + f"; for the {part.name} ({part.hbm_tb_s:g} TB/s, the same SMs): each row count's "
+                                f"efficiency x {measured.hbm_tb_s:g}/{part.hbm_tb_s:g}, at most the one-row {first:g} "
+                                "(the measured part's time where it is compute-bound, this part's bandwidth where not)"}
+    return out
