@@ -55,3 +55,19 @@ def ray_cluster():
         yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def kernel_tables():
+    """``tokenpace.simulator.kernels.tables``, where aiconfigurator-core's measured tables are
+    installed (``pip install 'tokenpace[kernels]'``, also in the ``test`` extra); the test skips,
+    saying so, where they are missing, and fails instead with TOKENPACE_REQUIRE_KERNELS=1 (set by
+    .ci/run)."""
+    from tokenpace.simulator.kernels import tables
+
+    if not tables.tables_available():
+        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
+        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
+            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
+        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
+    return tables

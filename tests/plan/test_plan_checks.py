@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 
 import numpy as np
 import pytest
@@ -47,13 +46,6 @@ def test_more_gpus_never_cost_less_per_token_at_the_same_utilisation():
 
 
 def _aiconfigurator():
-    from tokenpace.simulator.kernels import tables_available
-
-    if not tables_available():
-        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
-        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
-            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
-        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
     from aiconfigurator_core.sdk.engine import EngineHandle
 
     for name in ("aiconfigurator_core", "aiconfigurator_core.sdk"):
@@ -62,7 +54,7 @@ def _aiconfigurator():
                                 gemm_quant_mode="fp8", kvcache_quant_mode="fp8")
 
 
-def test_aiconfigurators_static_batch_misses_the_ttft_slo_where_the_queueing_simulation_meets_it():
+def test_aiconfigurators_static_batch_misses_the_ttft_slo_where_the_queueing_simulation_meets_it(kernel_tables):
     """Llama-3.1-8B on 1 x H100 FP8 (vLLM), 1,500 in / 300 out, 20 req/s Poisson on one replica.
     aiconfigurator answers "latency at this load" with a static batch of the mean concurrency, whose
     whole context phase is its TTFT; arrivals spread out in time are prefilled a few at a time."""

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -150,14 +149,7 @@ def test_a_what_if_compares_a_candidate_with_its_twin_in_the_plans_own_figures(t
     assert f": {verdict}:" in line
 
 
-def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_left_out(tmp_path):
-    from tokenpace.simulator.kernels import tables_available
-
-    if not tables_available():
-        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
-        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
-            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
-        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
+def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_left_out(tmp_path, kernel_tables):
     out = tmp_path / "plan.json"
     proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "10", "--gpus", "h100-sxm,l4", "--quant", "bf16",
                "--tp", "1", "--predictor", "kernels", "--input-tokens", "1000", "--output-tokens", "300",

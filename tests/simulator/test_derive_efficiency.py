@@ -8,7 +8,6 @@ so, where it is missing, and fail instead with TOKENPACE_REQUIRE_KERNELS=1 (set 
 from __future__ import annotations
 
 import json
-import os
 from importlib import resources
 from importlib.metadata import version
 
@@ -49,12 +48,7 @@ def test_the_derived_catalog_loads_with_every_figure_in_range_and_sourced():
 
 
 @pytest.fixture(scope="module")
-def derive():
-    if not kt.tables_available():
-        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
-        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
-            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
-        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
+def derive(kernel_tables):
     from tokenpace.simulator.kernels import derive
 
     return derive

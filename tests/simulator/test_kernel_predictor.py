@@ -24,13 +24,8 @@ from tokenpace.simulator.step import StepBatch
 
 
 @pytest.fixture(scope="module")
-def h100_vllm():
-    if not kt.tables_available():
-        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
-        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
-            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
-        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
-    return kt.load_tables("h100-sxm", "vllm")
+def h100_vllm(kernel_tables):
+    return kernel_tables.load_tables("h100-sxm", "vllm")
 
 
 def _raw(tables, relpath: str):

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from tokenpace.simulator.kernels import table_cache
-from tokenpace.simulator.kernels import tables as kt
 
 PRICE = r"""
 import json, sys
@@ -32,12 +31,8 @@ print(json.dumps({"prices": [p.step_s(s) for s in steps], "pyarrow": "pyarrow" i
 
 
 @pytest.fixture(autouse=True)
-def _needs_tables():
-    if not kt.tables_available():
-        why = "aiconfigurator-core is not installed (pip install 'tokenpace[kernels]')"
-        if os.environ.get("TOKENPACE_REQUIRE_KERNELS") == "1":
-            pytest.fail(f"TOKENPACE_REQUIRE_KERNELS=1 but {why}")
-        pytest.skip(f"{why}; set TOKENPACE_REQUIRE_KERNELS=1 to fail instead")
+def _needs_tables(kernel_tables):
+    pass
 
 
 def _price(cache) -> dict:
