@@ -120,8 +120,7 @@ def plan_requests(spec: WorkloadSpec, *, block: int = 256, text: bool = True) ->
     if spec.conversations is not None:
         raise UsageError("--conversations plans sessions, not a flat list of requests: "
                          "use tokenpace.workload.conversations_for")
-    lengths_rng, prompts_rng, arrivals_rng, extra_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(4))
+    lengths_rng, prompts_rng, arrivals_rng, extra_rng = _streams(spec.seed)
     maker = spec.prompt_maker if text else _LengthsOnly(spec.prompt_maker)
     if spec.trace is not None:
         items = _trace_items(spec, maker, prompts_rng)
@@ -157,12 +156,18 @@ def planned_lengths(spec: WorkloadSpec, *, block: int = 256) -> Iterator[tuple[i
     conversations, tools (whose invitation adds tokens)."""
     if spec.trace or spec.dataset or spec.shared_prefix or spec.conversations or spec.tools:
         return None
-    lengths_rng, _, arrivals_rng, _ = (np.random.default_rng(s) for s in np.random.SeedSequence(spec.seed).spawn(4))
+    lengths_rng, _, arrivals_rng, _ = _streams(spec.seed)
     pairs = _synthetic_lengths(spec, lengths_rng, block)
     if not spec.rate:
         return ((n_in, n_out, None) for n_in, n_out in pairs)
     offsets = arrival_offsets(spec.rate, spec.arrival, arrivals_rng, burstiness=spec.burstiness)
     return ((n_in, n_out, offset) for (n_in, n_out), offset in zip(pairs, offsets))
+
+
+def _streams(seed: int) -> tuple[np.random.Generator, ...]:
+    """The plan's four random streams (lengths, prompts, arrivals, extra): ``plan_requests`` and
+    ``planned_lengths`` draw from the same ones, so their lengths and arrivals are the same."""
+    return tuple(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
 
 
 def _synthetic_lengths(spec, lengths_rng, block) -> Iterator[tuple[int, int]]:
