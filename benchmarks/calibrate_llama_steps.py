@@ -1,0 +1,145 @@
+"""Why benchmarks/calibrate_llama.py's measured figures move between repeats: read from its saved runs.
+
+Reads the measured runs that ``calibrate_llama.py --out-dir DIR`` keeps (``DIR/repeat-N/measured-cC
+.records.jsonl``) and prints, for every repeat and level, two things the simulator does not model
+and that change from one repeat to the next on the same engine:
+
+1. **The closed loop's phase**: how many prompts each step that computed prompts held. Clients whose
+   requests end apart send their next prompts apart (one per step: shorter TTFT, and every prompt
+   stalls the others' decodes, so longer TPOT); clients that fall into step send them together.
+2. **The decode steps of two sequences at c=2**, which come in two modes (below and above
+   ``--split-ms``). ``benchmarks/llama_ubatch_layout.py`` measures why: two sequences on adjacent
+   slots run as one ubatch, on slots apart as two, and one ubatch of two costs more. Which slots a
+   run used is not in its records: they are reconstructed the way llama-server assigns them
+   (the least recently used idle slot, ties to the highest id; bench's preflight request takes
+   one before each level; one server serves every level of a repeat, in order), and the report
+   says how often "adjacent" agrees with "the slow mode" under each rotation of the slot labels
+   (the server's slot state is known only up to such a shift: a prompt that shares a tenth of its
+   tokens with a slot's cached prompt is given that slot instead, ``--slot-prompt-similarity``).
+
+    .venv/bin/python benchmarks/calibrate_llama.py --out-dir runs/cal      # measure (16 minutes)
+    .venv/bin/python benchmarks/calibrate_llama_steps.py --out-dir runs/cal
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+from tokenpace.results import read_records
+from tokenpace.simulator.calibrate.steps import observe_steps
+
+SLOTS = 8
+LEVELS = (1, 2, 4, 8, 16)
+
+
+def records(run: Path) -> list:
+    return [r for r in read_records(run) if r.status == "ok" and r.chunk_ns]
+
+
+def slots_by_request(repeat: Path) -> dict[int, dict[str, int]]:
+    """Each level's request id -> slot, by llama-server's LRU rule, over the repeat's levels in order."""
+    last_used = [-1] * SLOTS
+    busy: dict[str, int] = {}
+    waiting: list = []
+    out: dict[int, dict[str, int]] = {}
+
+    def lru() -> int:
+        best = None
+        for i in range(SLOTS):
+            if i not in busy.values() and (best is None or last_used[i] <= last_used[best]):
+                best = i
+        return best
+
+    for c in LEVELS:
+        path = repeat / f"measured-c{c}.records.jsonl"
+        if not path.exists():
+            continue
+        recs = records(path)
+        first_send = min(r.sent_ns for r in recs)
+        last_used[lru()] = first_send - 1  # bench's preflight request
+        slot_of: dict[str, int] = {}
+        events = sorted([(r.sent_ns, 1, r) for r in recs] + [(r.chunk_ns[-1], 0, r) for r in recs],
+                        key=lambda e: (e[0], e[1]))
+        for t, arrive, r in events:
+            if arrive:
+                if len(busy) < SLOTS:
+                    busy[r.request_id] = slot_of[r.request_id] = lru()
+                else:
+                    waiting.append(r)
+            elif r.request_id in busy:
+                last_used[busy.pop(r.request_id)] = t
+                if waiting:
+                    nxt = waiting.pop(0)
+                    busy[nxt.request_id] = slot_of[nxt.request_id] = lru()
+            else:  # ended before its turn as the client saw it: sends that raced at a level's start
+                waiting.remove(r)
+        out[c] = slot_of
+    return out
+
+
+def summary_figures(run_json: Path) -> tuple[float, float, float]:
+    s = json.loads(run_json.read_text())["summary"]
+    return s["latency_ms"]["ttft"]["p50"], s["latency_ms"]["tpot"]["p50"], s["throughput"]["output_tokens_s"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", required=True, metavar="DIR", help="calibrate_llama.py's --out-dir")
+    parser.add_argument("--split-ms", type=float, default=41.0, metavar="MS",
+                        help="between the two modes of a 2-sequence decode step (default 41: between "
+                             "llama_ubatch_layout.py's 1+1 and 2 on this machine)")
+    args = parser.parse_args()
+    repeats = sorted(Path(args.out_dir).glob("repeat-*"))
+    if not repeats:
+        print(f"no repeat-*/ folders in {args.out_dir}: run benchmarks/calibrate_llama.py --out-dir first",
+              file=sys.stderr)
+        return 2
+    print("1. the closed loop's phase: prompts per step that computed prompts (count of such steps)")
+    for c in LEVELS:
+        for rep in repeats:
+            path = rep / f"measured-c{c}.records.jsonl"
+            if not path.exists():
+                continue
+            obs = observe_steps(records(path))
+            sizes = Counter(len(s.batch.prefill) for s in obs.steps if s.batch.prefill)
+            ttft, tpot, tok_s = summary_figures(rep / f"measured-c{c}.json")
+            print(f"  c={c:<2} {rep.name}: {' '.join(f'{k}x{n}' for k, n in sorted(sizes.items())) or '(none unambiguous)':<24} "
+                  f"TTFT p50 {ttft:7.1f} ms  TPOT p50 {tpot:6.1f} ms  {tok_s:5.1f} tok/s")
+    print(f"\n2. c=2 decode steps of two sequences (no arrival during the step): the two modes, split at "
+          f"{args.split_ms:g} ms, and the slots' adjacency")
+    for rep in repeats:
+        path = rep / "measured-c2.records.jsonl"
+        if not path.exists():
+            continue
+        recs = records(path)
+        slot_of = slots_by_request(rep)[2]
+        points = []
+        for s in observe_steps(recs).steps:
+            if s.batch.prefill or s.arrivals or s.batch.num_decode != 2:
+                continue
+            pair = [slot_of[r.request_id] for r in recs if r.chunk_ns[0] < s.end_ns <= r.chunk_ns[-1]]
+            if len(pair) == 2:
+                points.append((pair, s.duration_s * 1e3))
+        slow = [ms for _, ms in points if ms >= args.split_ms]
+        fast = [ms for _, ms in points if ms < args.split_ms]
+        agree = []
+        for shift in range(SLOTS):
+            agree.append(sum((abs((a + shift) % SLOTS - (b + shift) % SLOTS) == 1) == (ms >= args.split_ms)
+                             for (a, b), ms in points))
+        best = max(range(SLOTS), key=agree.__getitem__)
+        print(f"  {rep.name}: {len(points)} steps; slow mode {len(slow)} (median {statistics.median(slow):.1f} ms), "
+              f"fast mode {len(fast)} (median {statistics.median(fast):.1f} ms); adjacent slots = slow mode in "
+              f"{agree[best]}/{len(points)} with the labels shifted by {best} (unshifted {agree[0]}; the worst "
+              f"shift {min(agree)})")
+    print(f"\nreproduce: .venv/bin/python benchmarks/calibrate_llama_steps.py --out-dir {args.out_dir}"
+          + (f" --split-ms {args.split_ms:g}" if args.split_ms != 41.0 else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
