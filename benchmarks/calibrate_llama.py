@@ -1,7 +1,7 @@
 """Calibrate the simulator on a real engine and check its predictions at other loads.
 
 llama.cpp's llama-server serves Gemma 3 270M (Q4_K_M GGUF) on this machine's CPU with one thread
-(`-t 1`, 8 slots, pinned to CPU 1); `tokenpace bench` (pinned to CPU 0) measures it closed loop at
+(`-t 1`, 8 slots, pinned to CPU 1, one KV buffer for all slots: `--kv-unified`); `tokenpace bench` (pinned to CPU 0) measures it closed loop at
 each concurrency (1, 2, 4, 8, 16: past the 8 slots, requests queue). `tokenpace calibrate` fits the
 step model to one run or several pooled (the hardware: examples/hardware/cpu-2core-x86.json; the
 model and its measured bits per weight: the GGUF file itself), then `tokenpace sim --calibration`
@@ -14,6 +14,17 @@ a CPU engine's step times follow the machine's load.
     .venv/bin/python benchmarks/calibrate_llama.py                  # ~10 min: 3 repeats, fits from c=4 and c=1+4+16
     .venv/bin/python benchmarks/calibrate_llama.py --fit-from 4 --repeats 1 --json
     .venv/bin/python benchmarks/calibrate_llama.py --reuse          # the sim side again on the runs in --out-dir
+    .venv/bin/python benchmarks/calibrate_llama.py --kv-cache per-slot   # as before 2026-11-25 (RESULTS 7a-7n)
+
+Why `--kv-unified` (the default since RESULTS 7o): with a KV stream per slot (`--no-kv-unified`,
+what `-np 8` gave before) llama.cpp runs a step's decoding sequences on adjacent slots as one ubatch
+and on slots apart as several, at different costs (two sequences: 46 ms as one ubatch, 38 ms as
+two; benchmarks/llama_ubatch_layout.py), and which slots a run's requests land in depends on the
+server's history, so the measured TPOT moved by up to 12% between repeats (RESULTS 7n). The
+simulator has no slots. With one KV buffer llama.cpp splits a batch simply: every sequence of a
+step in one ubatch, whatever its slot, so a step's cost depends on what it computes alone
+(`llama_ubatch_layout.py --kv-unified`: each layout of k sequences within a few percent of the
+others).
 
 Needs the engine: `python3 scripts/llama_engine.py ensure` (builds llama-server, ~10+ minutes once).
 
@@ -40,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HARDWARE = ROOT / "examples" / "hardware" / "cpu-2core-x86.json"
 CLIENT_CPU, SERVER_CPU = 0, 1
 SLOTS = 8
+KV_CACHE = {"unified": ("--kv-unified",), "per-slot": ("--no-kv-unified",)}  # --kv-cache: llama-server's flag
 N_BATCH = 2048  # llama-server's default --batch-size: the token budget of one step
 INPUT = (64, 192)  # uniform prompt lengths (words): mean 128, varied so that prefill's slope shows
 OUTPUT = (24, 40)  # uniform output lengths: mean 32
@@ -80,8 +92,9 @@ def load_args(concurrency: int, input_shift: int = 0) -> list[str]:
 
 
 @contextlib.contextmanager
-def llama_server(engine):
-    """llama-server pinned to SERVER_CPU (a child inherits this process's affinity at start)."""
+def llama_server(engine, extra_args: tuple[str, ...] = ()):
+    """llama-server pinned to SERVER_CPU (a child inherits this process's affinity at start);
+    ``extra_args`` are added to its command line."""
     before = os.sched_getaffinity(0)
     try:
         os.sched_setaffinity(0, {SERVER_CPU})
@@ -92,7 +105,7 @@ def llama_server(engine):
         # every prompt into three steps so that it can checkpoint the cache for reuse (the template's
         # prefix, the message, its last 4 tokens: tools/server/server-context.cpp); with
         # --no-cache-prompt nothing is reused, and the simulator computes a prompt in one step.
-        extra = ("-ctxcp", "0")
+        extra = ("-ctxcp", "0", *extra_args)
         cm = engine.running_llama_server(slots=SLOTS, threads=1, extra=extra)
         url = cm.__enter__()
     finally:
@@ -141,7 +154,7 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def measure(url: str, out: Path, reuse: bool) -> dict[int, dict]:
+def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dict]:
     """Every level once, into ``out``; with each, the load average and CPU seconds around it."""
     measured: dict[int, dict] = {}
     for c in sorted(REQUESTS):
@@ -154,6 +167,7 @@ def measure(url: str, out: Path, reuse: bool) -> dict[int, dict]:
             info.write_text(json.dumps({
                 "load_average_start": round(load0, 2), "load_average_end": round(os.getloadavg()[0], 2),
                 "wall_s": round(time.monotonic() - wall0, 1), "client_cpu_s": round(children_cpu_s() - cpu0, 1),
+                "server": server,
                 "server_cpu_s": round(srv1 - srv0, 1) if srv0 is not None and srv1 is not None else None}))
         doc = json.loads(run.read_text())
         machine = json.loads(info.read_text()) if info.exists() else {}
@@ -243,6 +257,9 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true",
                         help="calibrate and predict from the measured runs already in --out-dir")
     parser.add_argument("--out-dir", default="tokenpace-runs/calibrate-llama", metavar="DIR")
+    parser.add_argument("--kv-cache", choices=sorted(KV_CACHE), default="unified",
+                        help="llama-server's KV cache: one buffer for all slots (default), or a stream per "
+                             "slot, where a step's cost depends on which slots its sequences sit in")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
@@ -263,9 +280,10 @@ def main() -> int:
         print(f"{'; '.join(missing)}: run `python3 scripts/llama_engine.py ensure`", file=sys.stderr)
         return 2
     model = str(engine.model_path())
+    server = "(the one at --url)" if args.url else f"-t 1 -np {SLOTS} {' '.join(KV_CACHE[args.kv_cache])}"
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs: "
           f"{cpu_model()}) · "
-          f"llama-server -t 1 -np {SLOTS} on CPU {SERVER_CPU}, bench on CPU {CLIENT_CPU} · model {model}")
+          f"llama-server {server} on CPU {SERVER_CPU}, bench on CPU {CLIENT_CPU} · model {model}")
 
     results: list[list[dict]] = []
     machines = []
@@ -274,8 +292,9 @@ def main() -> int:
         out.mkdir(parents=True, exist_ok=True)
         print(f"\nrepeat {rep + 1} of {args.repeats} ({out.relative_to(ROOT) if out.is_relative_to(ROOT) else out})")
         started = time.monotonic()
-        with (contextlib.nullcontext(args.url or "(reused)") if args.url or args.reuse else llama_server(engine)) as url:
-            measured = measure(url, out, args.reuse)
+        with (contextlib.nullcontext(args.url or "(reused)") if args.url or args.reuse
+              else llama_server(engine, KV_CACHE[args.kv_cache])) as url:
+            measured = measure(url, out, args.reuse, server)
         machines.append({c: m["machine"] for c, m in measured.items()})
         print(f"  measurements took {time.monotonic() - started:.0f} s")
         shift = round(template_tokens(out / "measured-c4.records.jsonl"))
@@ -293,7 +312,7 @@ def main() -> int:
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py"
           + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}"
-          + f" --levels {','.join(map(str, REQUESTS))}")
+          + f" --levels {','.join(map(str, REQUESTS))} --kv-cache {args.kv_cache}")
     if args.json:
         print(json.dumps({"summary": table, "repeats": results, "machine": machines}, indent=2, default=str))
     return 0

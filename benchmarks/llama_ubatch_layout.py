@@ -14,6 +14,7 @@ starts it (one thread, 8 slots, pinned to CPU 1, ``-ctxcp 0``).
 
     .venv/bin/python benchmarks/llama_ubatch_layout.py             # about 4 minutes
     .venv/bin/python benchmarks/llama_ubatch_layout.py --repeats 5 --tokens 64
+    .venv/bin/python benchmarks/llama_ubatch_layout.py --kv-unified     # one KV buffer: no layout effect?
 
 Needs the engine: `python3 scripts/llama_engine.py ensure`.
 """
@@ -81,6 +82,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, metavar="N", help="rounds over every layout (default 3)")
     parser.add_argument("--tokens", type=int, default=48, metavar="N", help="tokens each request decodes (default 48)")
+    parser.add_argument("--kv-unified", action="store_true",
+                        help="start the server with one KV buffer for all slots (--kv-unified): llama.cpp then "
+                             "splits a batch simply, every sequence in one ubatch")
     args = parser.parse_args()
     engine = load_engine()
     missing = engine.missing_parts()
@@ -89,7 +93,7 @@ def main() -> int:
         return 2
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     results: dict[tuple[int, ...], list[float]] = {layout: [] for layout in LAYOUTS}
-    with llama_server(engine) as url:
+    with llama_server(engine, ("--kv-unified",) if args.kv_unified else ()) as url:
         base = url.removesuffix("/v1")
         layout_step_ms(base, (3,), 4, 0)  # warm-up
         cpu0 = server_cpu_s(url)
@@ -99,15 +103,17 @@ def main() -> int:
         cpu1 = server_cpu_s(url)
     one = statistics.median(results[LAYOUTS[0]])
     print(f"\ndecode step time (ms) by the slots of its k sequences; median [min, max] over {args.repeats} rounds, "
-          f"{args.tokens} tokens each:")
-    print(f"  {'k':>2}  {'slots':<26} {'ubatches':<12} {'step ms':>8}  {'range':<16} {'/ k x one':>9}")
+          f"{args.tokens} tokens each; runs: the runs of adjacent slots (the ubatches, with a KV stream per slot)"
+          + (" (--kv-unified: one ubatch whatever the runs)" if args.kv_unified else "") + ":")
+    print(f"  {'k':>2}  {'slots':<26} {'runs':<12} {'step ms':>8}  {'range':<16} {'/ k x one':>9}")
     for layout in LAYOUTS:
         v = results[layout]
         med = statistics.median(v)
         print(f"  {len(layout):>2}  {','.join(map(str, layout)):<26} {'+'.join(map(str, runs(layout))):<12} "
               f"{med:8.1f}  [{min(v):6.1f}, {max(v):6.1f}] {med / (len(layout) * one):9.2f}")
     print(f"server CPU {cpu1 - cpu0:.1f} s; load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"reproduce: .venv/bin/python benchmarks/llama_ubatch_layout.py --repeats {args.repeats} --tokens {args.tokens}")
+    print(f"reproduce: .venv/bin/python benchmarks/llama_ubatch_layout.py --repeats {args.repeats} --tokens {args.tokens}"
+          + (" --kv-unified" if args.kv_unified else ""))
     return 0
 
 
