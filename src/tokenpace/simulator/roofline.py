@@ -79,6 +79,12 @@ class RooflinePredictor:
             (model.num_heads / tp) / kv_heads_per_gpu(model, tp))
         self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, self._attention_decode_eff,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
+        # The attention group's figures in ``price`` (no decode share, no GEMM calls): ``step_s``.
+        self._attention_eff = (self._compute_eff[2], self._attention_decode_eff, 0.0, 0.0)
+        # ``step_s``'s memo: (decodes, tokens per decode, prompt rows, prompts) -> ``_rows_price``,
+        # for these params.
+        self._rows_priced: dict[tuple[int, int, int, int], tuple[float, tuple[float, ...]]] = {}
+        self._rows_priced_for = self.params
         bpw = weights.bytes_per_value
         layers = model.num_layers
         lin = gpu.peak_flops(self.gemm_precision)
@@ -138,7 +144,47 @@ class RooflinePredictor:
         return StepWork(*self._work(batch))
 
     def step_s(self, batch: StepBatch) -> float:
-        return self.params.price(self._work(batch))
+        """``params.price(work(batch))``, the same float, with the step's operator groups other than
+        the attention priced once per row count (``_rows_price``): steps repeat the same few
+        batch shapes while their contexts grow, and only the attention reads the contexts."""
+        if self.params is not self._rows_priced_for:  # (params replaced: price every shape again)
+            self._rows_priced, self._rows_priced_for = {}, self.params
+        prefill = batch.prefill
+        if prefill and self.params.row_remainder == "gemv-ubatch":  # prompts in kernel passes of their own
+            return self.params.price(self._work(batch))
+        g = batch.decode_tokens_per_seq
+        nd = len(batch.decode_context)
+        p_tokens = p_pairs = p_kv = 0
+        for n, c in prefill:  # as in _work
+            p_tokens += n
+            p_pairs += n * c + n * (n + 1) // 2
+            p_kv += c + n
+        key = (nd, g, p_tokens, len(prefill))
+        parts = self._rows_priced.get(key)
+        if parts is None:
+            if not nd * g + p_tokens:  # an empty step: no operator groups
+                return self.params.price(self._work(batch))
+            parts = self._rows_priced[key] = self._rows_price(batch)
+        before, after_attention = parts
+        ctx = context_total(batch.decode_context)
+        pairs = g * ctx + nd * g * (g + 1) // 2 + p_pairs  # as in _work
+        kv_tokens = ctx + nd * g + p_kv
+        t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
+                                         *self._attention_eff)
+        for s in after_attention:  # price's order: each group added in turn
+            t += s
+        return t
+
+    def _rows_price(self, batch: StepBatch) -> tuple[float, tuple[float, ...]]:
+        """For ``step_s``: the seconds ``price`` adds up before the attention group (the fixed
+        seconds, the projections, the MLP) and each group's after it, for steps of ``batch``'s
+        decodes and prompt rows whatever their contexts (one ``_groups`` pass)."""
+        work = StepWork(*self._work(batch))
+        price = self.params
+        groups = [price.group_s(*group) for group in zip(work.compute_s, work.memory_s, work.compute_eff,
+                                                          work.memory_eff, work.decode_compute_s,
+                                                          work.memory_latency_s)]
+        return price.fixed_s(work) + groups[0] + groups[1], tuple(groups[3:])
 
     def decode_run_s(self, batch: StepBatch, steps: int) -> np.ndarray:
         """``step_s`` of each of ``steps`` pure decode steps from ``batch`` (in step i every context
