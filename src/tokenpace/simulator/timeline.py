@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: the engine makes one per batch, and a frozen __init__ costs 4x
 class TimelineRow:
     t_ns: int  # when the batch started
     steps: int  # identical engine steps this row covers
