@@ -34,7 +34,7 @@ from tokenpace.simulator.step import ShiftedContexts
 
 
 class DecodeCohort:
-    __slots__ = ("block_size", "members", "keys", "offsets", "offset_sum", "ends", "blocks", "_finish")
+    __slots__ = ("block_size", "members", "keys", "offsets", "offset_sum", "ends", "blocks", "_finish", "_base")
 
     def __init__(self, block_size: int) -> None:
         self.block_size = block_size
@@ -45,6 +45,7 @@ class DecodeCohort:
         self.ends = StepEnds()  # end time of engine step i (every step, in or out of a cohort)
         self.blocks = CohortBlocks(block_size)  # when each member needs its next KV block
         self._finish: list[tuple[int, int, Sequence]] = []  # (step producing the last token, admit_no, seq)
+        self._base: tuple[int, ...] | None = None  # ``offsets`` as a tuple, until the members change
 
     def __len__(self) -> int:
         return len(self.members)
@@ -56,8 +57,11 @@ class DecodeCohort:
 
     def contexts(self, step: int) -> ShiftedContexts:
         """Every member's tokens in the KV cache before ``step``, in running order (with their sum,
-        kept as members join and leave: no per-member work)."""
-        return ShiftedContexts(tuple(self.offsets), step, step * len(self.offsets) + self.offset_sum)
+        kept as members join and leave; their offsets copied once per change of members, not per step)."""
+        base = self._base
+        if base is None:
+            base = self._base = tuple(self.offsets)
+        return ShiftedContexts(base, step, step * len(base) + self.offset_sum)
 
     # -- membership ------------------------------------------------------------------------------
 
@@ -70,6 +74,7 @@ class DecodeCohort:
         self.keys.insert(i, seq.admit_no)
         self.offsets.insert(i, offset)
         self.offset_sum += offset
+        self._base = None
         self.blocks.add(seq, step)
         heappush(self._finish, (step + seq.output_len - seq.generated - 1, seq.admit_no, seq))
 
@@ -91,6 +96,7 @@ class DecodeCohort:
         i = bisect_left(self.keys, seq.admit_no)
         self.offset_sum -= self.offsets[i]
         del self.members[i], self.keys[i], self.offsets[i]
+        self._base = None
         seq.co_from = -1
 
     def dissolve(self, step: int) -> list[Sequence]:
@@ -101,6 +107,7 @@ class DecodeCohort:
             seq.co_from = -1
         self.members, self.keys, self.offsets = [], [], []
         self.offset_sum = 0
+        self._base = None
         self.blocks.clear()
         self._finish.clear()
         return out

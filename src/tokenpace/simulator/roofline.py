@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
-from tokenpace.simulator.catalog.efficiency import get_efficiency
+from tokenpace.simulator.catalog.efficiency import Efficiency, get_efficiency
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.step import StepBatch, context_total
 from tokenpace.simulator.step_price import (
@@ -67,11 +67,12 @@ class RooflinePredictor:
         attn = get_efficiency(gpu.id, self.attention_precision, efficiency, engine)
         head = get_efficiency(gpu.id, "bf16", efficiency, engine)
         self.efficiency = {"gemm": gemm, "attention": attn, "lm_head": head}
-        # Weight streaming by a GEMM's rows where the catalog gives it so: (rows, MLP rows, LM-head
-        # rows) -> the memory efficiencies and one GEMM call's fixed seconds per group, kept as steps
-        # repeat the same few row counts.
+        # Weight streaming by a GEMM's rows where the catalog gives it so: rows -> (efficiency, one
+        # GEMM call's fixed seconds), for the projections' and MLP's GEMMs and for the LM head's,
+        # interpolated once per row count (steps repeat the same few).
         self._by_rows = bool(gemm.weight_bandwidth_by_rows or head.weight_bandwidth_by_rows)
-        self._memory_at_rows: dict[tuple, tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        self._gemm_at_rows: dict[float, tuple[float, float]] = {}
+        self._head_at_rows: dict[float, tuple[float, float]] = {}
         self._no_latency = (0.0,) * len(GROUPS)
         self._compute_eff = (gemm.gemm_flops, gemm.gemm_flops, attn.attention_prefill_flops, head.gemm_flops, 1.0)
         # Decode attention at the efficiency of this model's query heads per KV head (per GPU).
@@ -79,6 +80,12 @@ class RooflinePredictor:
             (model.num_heads / tp) / kv_heads_per_gpu(model, tp))
         self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, self._attention_decode_eff,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
+        # The attention group's figures in ``price`` (no decode share, no GEMM calls): ``step_s``.
+        self._attention_eff = (self._compute_eff[2], self._attention_decode_eff, 0.0, 0.0)
+        # ``_shape_price``'s: (decodes, tokens per decode, prompt rows, prompts) -> seconds, for
+        # these params.
+        self._shapes_priced: dict[tuple[int, int, int, int], tuple[float, tuple[float, ...]]] = {}
+        self._shapes_priced_for = self.params
         bpw = weights.bytes_per_value
         layers = model.num_layers
         lin = gpu.peak_flops(self.gemm_precision)
@@ -121,40 +128,78 @@ class RooflinePredictor:
         """The groups' memory efficiencies for GEMMs of these row counts, and the fixed seconds of
         their GEMM calls: two per layer and weight pass in the projections and the MLP, one per
         LM-head pass (only where the catalog gives weight streaming by rows)."""
-        key = (rows, mlp_rows, logit_rows, passes, logit_passes)
-        got = self._memory_at_rows.get(key)
-        if got is None:
-            gemm, head, fixed = self.efficiency["gemm"], self.efficiency["lm_head"], self._memory_eff
-            eff = (gemm.weight_bandwidth_at(rows), gemm.weight_bandwidth_at(mlp_rows), fixed[2],
-                   head.weight_bandwidth_at(logit_rows), fixed[4])
-            calls = 2 * self.model.num_layers * passes
-            lat = (gemm.gemm_latency_at(rows) * calls, gemm.gemm_latency_at(mlp_rows) * calls, 0.0,
-                   head.gemm_latency_at(logit_rows) * logit_passes, 0.0)
-            got = self._memory_at_rows[key] = (eff, lat)
-        return got
+        gemm, head, fixed = self.efficiency["gemm"], self.efficiency["lm_head"], self._memory_eff
+        proj_eff, proj_lat = _streaming_at(gemm, rows, self._gemm_at_rows)
+        mlp_eff, mlp_lat = _streaming_at(gemm, mlp_rows, self._gemm_at_rows)
+        head_eff, head_lat = _streaming_at(head, logit_rows, self._head_at_rows)
+        calls = 2 * self.model.num_layers * passes
+        return ((proj_eff, mlp_eff, fixed[2], head_eff, fixed[4]),
+                (proj_lat * calls, mlp_lat * calls, 0.0, head_lat * logit_passes, 0.0))
 
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
         return StepWork(*self._work(batch))
 
     def step_s(self, batch: StepBatch) -> float:
-        return self.params.price(self._work(batch))
+        """``params.price(work(batch))``, the same float: the attention priced from the contexts,
+        the rest once per batch shape (``_shape_price``)."""
+        prefill = batch.prefill
+        if prefill and self.params.row_remainder == "gemv-ubatch":  # prompts in kernel passes of their own
+            return self.params.price(self._work(batch))
+        g = batch.decode_tokens_per_seq
+        nd = len(batch.decode_context)
+        p_tokens = p_pairs = p_kv = 0
+        for n, c in prefill:  # as in _work
+            p_tokens += n
+            p_pairs += n * c + n * (n + 1) // 2
+            p_kv += c + n
+        if not nd * g + p_tokens:  # an empty step: no operator groups
+            return self.params.price(self._work(batch))
+        before, after = self._shape_price(batch, (nd, g, p_tokens, len(prefill)))
+        ctx = context_total(batch.decode_context)
+        pairs = g * ctx + nd * g * (g + 1) // 2 + p_pairs  # as in _work
+        kv_tokens = ctx + nd * g + p_kv
+        t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
+                                         *self._attention_eff)
+        for s in after:  # price's order: each group added in turn
+            t += s
+        return t
 
     def decode_run_s(self, batch: StepBatch, steps: int) -> np.ndarray:
         """``step_s`` of each of ``steps`` pure decode steps from ``batch`` (in step i every context
         has grown by i × ``decode_tokens_per_seq``), as one array: the same floats. Only the
-        attention's (query, key) pairs and KV tokens change from step to step; the rest of the
-        work is the first step's."""
+        attention's (query, key) pairs and KV tokens change from step to step; the rest is the
+        first step's (``_shape_price``)."""
         if batch.prefill or not batch.decode_context:
             raise ValueError("decode_run_s prices runs of pure decode steps")
-        compute, memory, *rest = self._work(batch)
         g, nd = batch.decode_tokens_per_seq, len(batch.decode_context)
+        before, after = self._shape_price(batch, (nd, g, 0, 0))
         ctx = context_total(batch.decode_context) + np.arange(steps, dtype=np.int64) * (nd * g)
         pairs = g * ctx + nd * g * (g + 1) // 2  # as in _work, with an array of totals
         kv_tokens = ctx + nd * g
-        compute = (*compute[:2], pairs * self._attn_cmp_pair, *compute[3:])
-        memory = (*memory[:2], kv_tokens * self._kv_mem_tok, *memory[3:])
-        return self.params.price_run((compute, memory, *rest))  # an array, as the attention terms are
+        t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
+                                         *self._attention_eff)  # an array, as the attention terms are
+        for s in after:
+            t = t + s
+        return t
+
+    def _shape_price(self, batch: StepBatch, shape: tuple[int, int, int, int]) -> tuple[float, tuple[float, ...]]:
+        """What ``price`` adds up for a step of ``batch``'s shape (decodes, tokens per decode, prompt
+        rows, prompts) whatever its contexts: the seconds before the attention group (the fixed
+        seconds, then the projections and the MLP, in that order) and each group's after it.
+        Priced once per shape and params: steps repeat the same few shapes as their contexts grow,
+        and only the attention reads the contexts."""
+        if self.params is not self._shapes_priced_for:  # (params replaced: price every shape again)
+            self._shapes_priced, self._shapes_priced_for = {}, self.params
+        got = self._shapes_priced.get(shape)
+        if got is None:
+            work = StepWork(*self._work(batch))
+            price = self.params
+            groups = [price.group_s(*group) for group in zip(work.compute_s, work.memory_s, work.compute_eff,
+                                                              work.memory_eff, work.decode_compute_s,
+                                                              work.memory_latency_s)]
+            got = self._shapes_priced[shape] = (price.fixed_s(work) + groups[0] + groups[1], tuple(groups[3:]))
+        return got
 
     def _work(self, batch: StepBatch) -> tuple:
         """``work`` as a plain tuple: the engine prices every scheduled batch, and a tuple is the
@@ -245,6 +290,15 @@ class RooflinePredictor:
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
                 "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
                 "efficiency": eff}
+
+
+def _streaming_at(eff: Efficiency, rows: float, memo: dict[float, tuple[float, float]]) -> tuple[float, float]:
+    """(weight-streaming efficiency, one GEMM call's fixed seconds) of ``eff`` at ``rows`` rows,
+    interpolated once per row count (``memo``)."""
+    got = memo.get(rows)
+    if got is None:
+        got = memo[rows] = (eff.weight_bandwidth_at(rows), eff.gemm_latency_at(rows))
+    return got
 
 
 def _elementwise_bytes(model: ModelSpec, tp: int, heads: float, kv_heads: float, fp8_activations: bool,

@@ -142,40 +142,46 @@ class RooflineParams:
     def price(self, work: StepWork | tuple) -> float:
         """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
         operator group at its bound, plus overheads."""
-        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
-            decode_compute_s, kernel_rows, memory_latency_s = work
-        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
-        mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
-        for i, (c, m) in enumerate(zip(compute_s, memory_s)):
-            eff = compute_eff[i] if mfu is None else mfu
-            if dmfu is None:
-                c /= eff
-            else:
-                d = decode_compute_s[i]
-                c = (c - d) / eff + d / dmfu
-            m = m / memory_eff[i] + memory_latency_s[i] if mbu is None else m / mbu
-            t += c if c > m else m
+        compute_s, memory_s, _, _, _, compute_eff, memory_eff, _, _, decode_compute_s, _, memory_latency_s = work
+        t = self.fixed_s(work)
+        group_s, mfu, mbu, dmfu = self.group_s, self.mfu, self.mbu, self.decode_mfu
+        for i, (c, m) in enumerate(zip(compute_s, memory_s)):  # (a figure that mfu/mbu replace is not read)
+            t += group_s(c, m, compute_eff[i] if mfu is None else mfu, memory_eff[i] if mbu is None else mbu,
+                         0.0 if dmfu is None else decode_compute_s[i], 0.0 if mbu is not None else memory_latency_s[i])
         return t
+
+    def fixed_s(self, work: StepWork | tuple) -> float:
+        """``price``'s seconds outside the operator groups (overheads, kernel paths, communication)."""
+        return self._fixed_s(work[2], work[3], work[4], work[7], work[8], work[10])
+
+    def group_s(self, compute_s: Any, memory_s: Any, compute_eff: float, memory_eff: float,
+                decode_compute_s: float = 0.0, memory_latency_s: float = 0.0) -> Any:
+        """One operator group's seconds in ``price``: the larger of its FLOPs at its compute
+        efficiency (the decode tokens' share at ``decode_mfu`` where set) and its bytes at its
+        bandwidth efficiency plus its GEMM calls' fixed seconds (``mfu``/``mbu`` replace the
+        efficiencies where set, and ``mbu`` the fixed seconds too). Floats, or for ``price_run``
+        arrays of one value per step, element by element the same floats."""
+        eff = compute_eff if self.mfu is None else self.mfu
+        if self.decode_mfu is None:
+            c = compute_s / eff
+        else:
+            c = (compute_s - decode_compute_s) / eff + decode_compute_s / self.decode_mfu
+        m = memory_s / memory_eff + memory_latency_s if self.mbu is None else memory_s / self.mbu
+        if isinstance(c, np.ndarray) or isinstance(m, np.ndarray):  # ``price_run``'s: one value per step
+            return np.where(c > m, c, m)
+        return c if c > m else m
 
     def price_run(self, work: tuple) -> np.ndarray:
         """``price`` for many steps at once: ``work`` as ``price`` takes it, where a group's compute
         and memory seconds may be arrays (one value per step). The same operations in the same
         order as ``price``, element by element, so each step's seconds are the very float ``price``
         gives it (the engine's jump over decode steps relies on that)."""
-        compute_s, memory_s, link_s, allreduces, sequences, compute_eff, memory_eff, ar_latency, tokens, \
-            decode_compute_s, kernel_rows, memory_latency_s = work
-        t = self._fixed_s(link_s, allreduces, sequences, ar_latency, tokens, kernel_rows)
-        mfu, mbu, dmfu = self.mfu, self.mbu, self.decode_mfu
-        for i, (c, m) in enumerate(zip(compute_s, memory_s)):
-            eff = compute_eff[i] if mfu is None else mfu
-            if dmfu is None:
-                c = c / eff
-            else:
-                d = decode_compute_s[i]
-                c = (c - d) / eff + d / dmfu
-            m = m / memory_eff[i] + memory_latency_s[i] if mbu is None else m / mbu
-            t = t + (np.where(c > m, c, m) if isinstance(c, np.ndarray) or isinstance(m, np.ndarray)
-                     else (c if c > m else m))
+        compute_s, memory_s, _, _, _, compute_eff, memory_eff, _, _, decode_compute_s, _, memory_latency_s = work
+        t = self.fixed_s(work)
+        group_s, mfu, mbu, dmfu = self.group_s, self.mfu, self.mbu, self.decode_mfu
+        for i, (c, m) in enumerate(zip(compute_s, memory_s)):  # as in ``price``
+            t = t + group_s(c, m, compute_eff[i] if mfu is None else mfu, memory_eff[i] if mbu is None else mbu,
+                            0.0 if dmfu is None else decode_compute_s[i], 0.0 if mbu is not None else memory_latency_s[i])
         return t
 
 

@@ -174,7 +174,11 @@ class Scheduler:
 
     def preempt(self, seq: Sequence) -> None:
         """Preemption by recompute: drop the KV, requeue at the head, recompute prompt + output."""
-        self.running.remove(seq)
+        running = self.running
+        if running[-1] is seq:  # the usual victim, the latest admitted: no scan of a long queue
+            running.pop()
+        else:
+            running.remove(seq)
         self.kv.free(seq)
         seq.num_computed = 0
         seq.state = WAITING
