@@ -163,6 +163,8 @@ class RooflinePredictor:
                                          *self._attention_eff)
         for s in after:  # price's order: each group added in turn
             t += s
+        if not prefill and self.params.decode_delta_s:  # a calibration's correction by batch size
+            t += self.params.decode_delta(nd, g)
         return t
 
     def decode_run_s(self, batch: StepBatch, steps: int) -> np.ndarray:
@@ -181,6 +183,8 @@ class RooflinePredictor:
                                          *self._attention_eff)  # an array, as the attention terms are
         for s in after:
             t = t + s
+        if self.params.decode_delta_s:
+            t = t + self.params.decode_delta(nd, g)
         return t
 
     def _shape_price(self, batch: StepBatch, shape: tuple[int, int, int, int]) -> tuple[float, tuple[float, ...]]:

@@ -102,6 +102,10 @@ class RooflineParams:
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
     arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
+    # Per decode batch size k (index k - 1), seconds added to a decode-only step's price; None or past the
+    # end: nothing. A calibration's measured correction where the model cannot express the engine: see
+    # ``decode_delta``.
+    decode_delta_s: tuple[float | None, ...] = ()
 
     def __post_init__(self) -> None:
         if self.row_group < 1:
@@ -112,13 +116,28 @@ class RooflineParams:
             raise ValueError("decode_mfu must be > 0")
         if not 0 <= self.arrival_s < float("inf"):
             raise ValueError("arrival_s must be >= 0")
+        if not all(d is None or abs(d) < float("inf") for d in self.decode_delta_s):
+            raise ValueError("decode_delta_s must hold finite seconds or None")
 
     def to_dict(self) -> dict[str, Any]:
         return {"mfu": self.mfu, "mbu": self.mbu, "step_overhead_s": self.step_overhead_s,
                 "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s,
                 "token_overhead_s": self.token_overhead_s, "row_group": self.row_group,
                 "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
-                "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s}
+                "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
+                **({"decode_delta_s": list(self.decode_delta_s)} if self.decode_delta_s else {})}
+
+    def decode_delta(self, sequences: int, tokens_per_seq: int = 1) -> float:
+        """What a calibration measured a decode-only step of ``sequences`` sequences to cost beyond
+        the model's price, on average over the run's steps of that size (0 where it saw too few, and
+        for speculative verification steps, which it never saw). This is a measured efficiency curve
+        by batch size, for an engine whose step time the roofline's terms cannot follow: on
+        llama.cpp's CPU kernels a step of 3 decodes costs more than one of 4, and one of 5 more than
+        one of 6 (RESULTS 7n). The model still prices each step's own contexts; the correction is
+        the run's mean residual at that batch size."""
+        if tokens_per_seq != 1 or not 0 < sequences <= len(self.decode_delta_s):
+            return 0.0
+        return self.decode_delta_s[sequences - 1] or 0.0
 
     def kernel_paths_s(self, tokens: int) -> float:
         """The "gemv" remainder's costs for a step of ``tokens`` GEMM rows (0 under "pad")."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,10 @@ from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import closed_loop_turnaround
-from tokenpace.simulator.calibrate.fit import BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline
+from tokenpace.simulator.calibrate.decode_table import MIN_STEPS as MIN_DECODE_STEPS, decode_deltas
+from tokenpace.simulator.calibrate.fit import (
+    BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline, step_weights,
+)
 from tokenpace.simulator.calibrate.priors import (
     DECODE_MFU_PRIOR, describe_decode_mfu_prior, describe_sequence_prior, sequence_prior_s,
 )
@@ -98,8 +102,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     predictor = RooflinePredictor(m, hw, w, kv, tp, base)
     fit = fit_roofline(predictor, observed.steps, base, seq_prior_s=sequence_prior_s(m, hw),
                        decode_mfu=DECODE_MFU_PRIOR)
+    fit, corrections = _with_decode_deltas(fit, observed.steps)
     report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw),
                         decode_prior=describe_decode_mfu_prior(hw))
+    report["decode_corrections"] = corrections
     report["observations"]["runs"] = len(runs)
     turnaround = 0.0
     if closed_loop_concurrency:
@@ -118,6 +124,27 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=fit.params, tp=tp,
                        policy=policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
                        turnaround_s=turnaround, fit=report, source=source or {})
+
+
+def _with_decode_deltas(fit: Fit, steps: list[ObservedStep]) -> tuple[Fit, dict[str, Any]]:
+    """The fit with a correction per decode batch size (``decode_table``), its predictions and
+    RMS error those of the corrected model (what the simulator runs), and what the report says."""
+    params, rows = decode_deltas(fit.params, steps, fit.predicted_s)
+    added = np.array([0.0 if s.batch.prefill else params.decode_delta(s.batch.num_decode, s.batch.decode_tokens_per_seq)
+                      for s in steps])
+    predicted = fit.predicted_s + added
+    y, w = np.array([s.duration_s for s in steps]), step_weights(steps)
+
+    def rms(p: np.ndarray) -> float:
+        return float(np.sqrt(np.sum(w * (p / y - 1.0) ** 2) / np.sum(w)))
+
+    report = {"method": "after the fit, each decode batch size with at least "
+                        f"{MIN_DECODE_STEPS} decode-only steps (no request arriving during them) gets the mean of "
+                        "their residuals (measured − fitted seconds), added to the model's price of every "
+                        "decode-only step of that size: a measured efficiency curve by batch size",
+              "by_batch": rows, "rms_relative_error_before": round(rms(fit.predicted_s), 5),
+              "rms_relative_error_after": round(rms(predicted), 5)}
+    return replace(fit, params=params, predicted_s=predicted), report
 
 
 def _pool(observations: list[StepObservations]) -> StepObservations:
@@ -175,7 +202,7 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
         "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
                    "each batch size seen weighs alike",
         "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
-                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s"],
+                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s", "decode_delta_s"],
         "undetermined": {name: UNDETERMINED[name].format(prior=prior, decode_prior=decode_prior)
                          for name in fit.undetermined},
         "assumed": ASSUMED,

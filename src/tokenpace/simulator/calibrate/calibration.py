@@ -1,6 +1,6 @@
 """The calibration file: fitted step-time parameters, the engine they were fitted on, and how well.
 
-One versioned JSON document (``kind: "calibration"``, ``schema_version`` 2). It holds everything
+One versioned JSON document (``kind: "calibration"``, ``schema_version`` 8). It holds everything
 ``tokenpace sim --calibration`` needs, resolved, so that it runs without the files it was made from
 (the GGUF model, the hardware JSON): the model's shape, the hardware, the weight and KV precisions,
 the engine's limits when they were given, the roofline parameters, and a closed-loop client's
@@ -23,9 +23,9 @@ from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.step_price import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
-# 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch"
-# (older versions are read, without them)
-SCHEMA_VERSION = 7
+# 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
+# 8: decode_delta_s (older versions are read, without them)
+SCHEMA_VERSION = 8
 KIND = "calibration"
 
 
@@ -74,7 +74,9 @@ class Calibration:
                                     gemv_row_s=float(r.get("gemv_row_s", 0.0)),
                                     gemm_step_s=float(r.get("gemm_step_s", 0.0)),
                                     decode_mfu=_opt_float(r.get("decode_mfu")),
-                                    arrival_s=float(r.get("arrival_s", 0.0))),
+                                    arrival_s=float(r.get("arrival_s", 0.0)),
+                                    decode_delta_s=tuple(None if d is None else float(d)
+                                                         for d in r.get("decode_delta_s") or ())),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),
             max_num_seqs=_opt_int(e.get("max_num_seqs")), max_batched_tokens=_opt_int(e.get("max_batched_tokens")),
             turnaround_s=float((doc.get("client") or {}).get("turnaround_s", 0.0)),

@@ -260,7 +260,7 @@ class _DecodeProfile:
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
         self.y = np.array([s.duration_s for s in steps])
-        self.weights, self.ref = _weights(steps), fit.predicted_s
+        self.weights, self.ref = step_weights(steps), fit.predicted_s
 
     def rms(self, decode_mfu: float) -> float:
         problem = Problem(self.compute, self.memory, self.fixed, self.y, self.weights, self.counts, self.ref,
@@ -301,7 +301,7 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
-    weights = _weights(steps)
+    weights = step_weights(steps)
     ref = y
     for _ in range(PASSES):
         problem = Problem(compute, memory, fixed, y, weights, counts, ref, names, decode)
@@ -351,7 +351,7 @@ def _search(problem: Problem, base: RooflineParams, ranges: bool = True) -> Fit:
                ranges=ranges, at_bound=at_bound, undetermined=undetermined)
 
 
-def _weights(steps: list[ObservedStep]) -> np.ndarray:
+def step_weights(steps: list[ObservedStep]) -> np.ndarray:
     """Steps with prompt tokens and decode-only steps weigh half each (all of it if one is absent);
     within the decode half each batch size seen weighs alike, however many steps it has: a closed
     loop at c spends most steps at c sequences, and the smaller batches it passes through are what
