@@ -208,7 +208,7 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
 def print_fit(result: dict) -> None:
     r = result["roofline"]
     terms = " · ".join(f"{k.removesuffix('_s')} {r[k] * 1e3:.2f} ms" for k in r
-                       if k.endswith("_s") and k != "allreduce_latency_s" and r[k])
+                       if k.endswith("_s") and k not in ("allreduce_latency_s", "decode_delta_s") and r[k])
     print(f"  fit from c={result['fit_from']}: MFU {r['mfu']:.3f} · MBU {r['mbu']:.3f} · row group "
           f"{r['row_group']} ({r.get('row_remainder', 'pad')}) · {terms or 'no overheads'} · RMS step error "
           f"{result['rms_step_error'] * 100:.1f}% over {result['steps']} steps; undetermined: "
@@ -216,6 +216,10 @@ def print_fit(result: dict) -> None:
     by_batch = " ".join(f"{b['decode_seqs']}:{b['measured_ms']:.0f}/{b['predicted_ms']:.0f}"
                         for b in result["decode_step_by_batch"])
     print(f"    decode step ms by batch, measured/fitted: {by_batch}")
+    deltas = r.get("decode_delta_s") or []
+    if deltas:
+        print("    correction by decode batch, ms: " + " ".join(
+            f"{k}:{d * 1e3:+.1f}" for k, d in enumerate(deltas, 1) if d is not None))
     for row in result["rows"]:
         cells = [f"{row['measured'][k]:.1f} / {row['predicted'][k]:.1f} ({row['error_pct'][k]:+.1f}%)" for k in METRICS]
         mark = "*" if row["fitted_here"] else " "
