@@ -69,6 +69,17 @@ def load_engine():
     return module
 
 
+def ready_engine():
+    """scripts/llama_engine.py as a module when llama-server and its model are built; else None,
+    with the command that builds them printed."""
+    engine = load_engine()
+    missing = engine.missing_parts()
+    if missing:
+        print(f"{'; '.join(missing)}: run `python3 scripts/llama_engine.py ensure`", file=sys.stderr)
+        return None
+    return engine
+
+
 def tokenpace(*args: str, cpus: set[int] | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "tokenpace", *args]
 

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calibrate_llama import llama_server, load_engine, server_cpu_s  # noqa: E402
+from calibrate_llama import llama_server, ready_engine, server_cpu_s  # noqa: E402
 
 _HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
 WORDS = ("time year people way day man thing woman life child world school state family student group "
@@ -86,10 +86,8 @@ def main() -> int:
     parser.add_argument("--every-ms", type=float, default=25.0, metavar="MS",
                         help="the /tokenize client's period in the 'arrivals' situation (default 25)")
     args = parser.parse_args()
-    engine = load_engine()
-    missing = engine.missing_parts()
-    if missing:
-        print(f"{'; '.join(missing)}: run `python3 scripts/llama_engine.py ensure`", file=sys.stderr)
+    engine = ready_engine()
+    if engine is None:
         return 2
     text = prompt(160, 1)  # about the benchmark's median prompt (64-192 words)
     long_texts = [prompt(700, 10 + i) for i in range(3)]

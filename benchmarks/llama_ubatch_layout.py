@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calibrate_llama import llama_server, load_engine, server_cpu_s  # noqa: E402
+from calibrate_llama import llama_server, ready_engine, server_cpu_s  # noqa: E402
 from llama_lone_step import post, prompt  # noqa: E402
 
 # Slot sets, by how many sequences decode together: adjacent (one ubatch) beside scattered ones.
@@ -86,10 +86,8 @@ def main() -> int:
                         help="start the server with one KV buffer for all slots (--kv-unified): llama.cpp then "
                              "splits a batch simply, every sequence in one ubatch")
     args = parser.parse_args()
-    engine = load_engine()
-    missing = engine.missing_parts()
-    if missing:
-        print(f"{'; '.join(missing)}: run `python3 scripts/llama_engine.py ensure`", file=sys.stderr)
+    engine = ready_engine()
+    if engine is None:
         return 2
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     results: dict[tuple[int, ...], list[float]] = {layout: [] for layout in LAYOUTS}
