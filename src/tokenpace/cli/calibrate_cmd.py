@@ -181,6 +181,14 @@ def _render(cal, out: Path, console) -> None:
                      }[r.row_remainder]
         params.add_row("GEMM row group", f"{r.row_group} ({remainder})", f"{lo:g} – {hi:g}")
     console.print(params)
+    corrections = fit.get("decode_corrections") or {}
+    corrected = [c for c in corrections.get("by_batch", []) if c["corrected"]]
+    if corrected:
+        console.print("correction by decode batch size (the mean residual of its decode-only steps, added to the "
+                      "model's price): " + ", ".join(f"{c['decode_seqs']}: {c['mean_residual_ms']:+.1f} ms "
+                                                      f"({c['steps']} steps)" for c in corrected)
+                      + f"; RMS step error {corrections['rms_relative_error_before'] * 100:.1f}% -> "
+                        f"{corrections['rms_relative_error_after'] * 100:.1f}%")
     for key, why in undetermined.items():
         console.print(f"[yellow]{key}[/]: {why}")
     for key, what in (fit.get("assumed") or {}).items():
