@@ -142,7 +142,8 @@ class RooflinePredictor:
 
     def step_s(self, batch: StepBatch) -> float:
         """``params.price(work(batch))``, the same float: the attention priced from the contexts,
-        the rest once per batch shape (``_shape_price``)."""
+        the rest once per batch shape (``_shape_price``); a decode-only step adds the calibration's
+        correction for its batch size (``RooflineParams.decode_delta``; none by default)."""
         prefill = batch.prefill
         if prefill and self.params.row_remainder == "gemv-ubatch":  # prompts in kernel passes of their own
             return self.params.price(self._work(batch))
