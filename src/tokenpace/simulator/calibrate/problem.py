@@ -14,8 +14,8 @@ PROFILE_POINTS, PROFILE_ROUNDS = 9, 4  # points per axis of a profile's refineme
 class Problem:
     """Relative residual r = (a + x·θ − y) / ref, with a the roofline's part (MFU, MBU), θ the
     step, sequence and token overheads, x the step's (1, sequences, tokens) and ref a reference
-    time: linear in θ, so for given MFU and MBU the best non-negative θ is closed-form (every subset
-    of the terms solved, the best feasible kept)."""
+    time: linear in θ, so for given MFU and MBU the best non-negative θ is closed-form (the subset of
+    the terms that meets the optimality conditions, see ``overheads``)."""
 
     def __init__(self, compute, memory, fixed, y, weight, counts, ref, names, compute_fixed=None) -> None:
         self.compute, self.memory, self.fixed, self.y, self.weight = compute, memory, fixed, y, weight
@@ -34,11 +34,17 @@ class Problem:
             g = self.gram[np.ix_(trial, trial)]
             if float(np.linalg.det(g)) > 1e-9 * float(np.prod(np.diag(g))):
                 self.cols = trial
-        self.subsets = [[c for k, c in enumerate(self.cols) if mask >> k & 1]
-                        for mask in range(1, 1 << len(self.cols))]
-        # Each subset's normal equations, inverted once: ``overheads`` runs tens of thousands of
-        # times a fit, and a solve per call and subset was a fifth of the calibration's time.
-        self.inverses = [np.linalg.inv(self.gram[np.ix_(sub, sub)]) for sub in self.subsets]
+        # Every subset of the terms, the largest first: its columns, its normal equations inverted
+        # once (``overheads`` runs tens of thousands of times a fit), the terms left out and their
+        # Gram rows.
+        subsets = sorted(([c for k, c in enumerate(self.cols) if mask >> k & 1]
+                          for mask in range(1, 1 << len(self.cols))), key=len, reverse=True)
+        self.subsets = []
+        for sub in subsets:
+            out = [c for c in self.cols if c not in sub]
+            self.subsets.append((np.array(sub), np.linalg.inv(self.gram[np.ix_(sub, sub)]), np.array(out),
+                                 self.gram[np.ix_(sub, out)]))
+        self._hint = 0  # the subset that held last time: tried first (neighbouring grid points share it)
 
     def roofline(self, mfus: np.ndarray, mbu: float) -> np.ndarray:
         """(len(mfus), steps): the step times without overheads."""
@@ -46,22 +52,39 @@ class Problem:
         return np.maximum(c, (self.memory / mbu)[None]).sum(axis=2) + self.fixed
 
     def overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each row of ``a``: the least loss and its non-negative θ (rows, 3)."""
+        """For each row of ``a``: the least loss and its non-negative θ (rows, terms).
+
+        Non-negative least squares by the optimality (KKT) conditions: the answer is the one subset
+        of the terms whose own least-squares θ is >= 0 and to which no term left out would add (its
+        residual correlation h_j − G_j·θ is <= 0). The loss is convex, so that subset is unique, and
+        each row leaves the search once its subset is found: the one that held last time first
+        (neighbouring grid points share it), then the largest first."""
         t = (self.y - a) / self.ref  # target of x·θ
         wt = t * self.weight
-        h = wt @ self.x.T  # (rows, 3)
+        h = wt @ self.x.T  # (rows, terms)
         tt = (wt * t).sum(axis=1)
-        best_loss = tt.copy()
-        best = np.zeros((len(tt), len(self.x)))
-        for sub, inverse in zip(self.subsets, self.inverses):
-            th = h[:, sub] @ inverse  # (rows, |sub|); the Gram matrix and its inverse are symmetric
-            loss = tt - (th * h[:, sub]).sum(axis=1)  # at the unconstrained optimum of this subset
-            ok = (th >= 0).all(axis=1) & (loss < best_loss)
-            best_loss = np.where(ok, loss, best_loss)
-            full = np.zeros_like(best)
-            full[:, sub] = th
-            best = np.where(ok[:, None], full, best)
-        return np.maximum(best_loss, 0.0), best
+        loss, best = tt.copy(), np.zeros((len(tt), len(self.x)))  # θ = 0 where no subset holds
+        # A left-out term's correlation is "<= 0" within rounding of the terms' scale.
+        slack = 1e-12 * (np.abs(h).max(axis=1) + 1e-300)
+        pending = np.arange(len(tt))
+        hint = self._hint
+        for i in (hint, *range(hint), *range(hint + 1, len(self.subsets))):
+            sub, inverse, out, gram_out = self.subsets[i]
+            hp = h[pending]
+            th = hp[:, sub] @ inverse  # (rows, |sub|); the Gram matrix and its inverse are symmetric
+            ok = th.min(axis=1) >= 0
+            if len(out):
+                ok &= (hp[:, out] - th @ gram_out).max(axis=1) <= slack[pending]
+            if not ok.any():
+                continue
+            rows = pending[ok]
+            loss[rows] = tt[rows] - (th[ok] * hp[ok][:, sub]).sum(axis=1)
+            best[rows[:, None], sub] = th[ok]
+            self._hint = i
+            pending = pending[~ok]
+            if not len(pending):
+                break
+        return np.maximum(loss, 0.0), best
 
     def grid(self, mfus: np.ndarray, mbus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Loss and best overheads at every (mfu, mbu) pair (in blocks of MBU values that keep

@@ -1,0 +1,46 @@
+"""The calibration's non-negative least squares (``calibrate.problem.Problem.overheads``).
+
+It solves by the optimality conditions, trying the subset that held last time first; here every
+answer is checked against trying every subset of the terms and keeping the best feasible one.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from tokenpace.simulator.calibrate.problem import Problem
+
+
+def brute_force(problem: Problem, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t = (problem.y - a) / problem.ref
+    wt = t * problem.weight
+    h, tt = wt @ problem.x.T, (wt * t).sum(axis=1)
+    loss, theta = tt.copy(), np.zeros((len(tt), len(problem.x)))
+    for r in range(1, len(problem.cols) + 1):
+        for sub in map(list, itertools.combinations(problem.cols, r)):
+            th = np.linalg.solve(problem.gram[np.ix_(sub, sub)], h[:, sub].T).T
+            cand = tt - (th * h[:, sub]).sum(axis=1)
+            better = (th >= 0).all(axis=1) & (cand < loss)
+            loss[better] = cand[better]
+            theta[better] = 0.0
+            theta[np.ix_(np.flatnonzero(better), sub)] = th[better]
+    return np.maximum(loss, 0.0), theta
+
+
+def test_the_overheads_are_the_best_non_negative_ones_whatever_the_order_tried():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        steps, terms = 120, int(rng.integers(1, 7))
+        counts = rng.random((terms, steps)) * rng.integers(1, 20, (terms, 1))
+        y = rng.random(steps) + 0.5
+        problem = Problem(np.zeros((steps, 1)), np.zeros((steps, 1)), np.zeros(steps), y,
+                          np.full(steps, 1 / steps), counts, y.copy(), tuple(f"t{i}" for i in range(terms + 1)))
+        for _ in range(3):  # the hint left by one call must not change the next call's answer
+            a = y + rng.normal(0.0, 0.6, (40, steps))  # targets that call for some terms and not others
+            loss, theta = problem.overheads(a)
+            want_loss, want_theta = brute_force(problem, a)
+            assert np.allclose(loss, want_loss, rtol=1e-9, atol=1e-12)
+            assert np.allclose(theta, want_theta, rtol=1e-7, atol=1e-10)
+            assert (theta >= 0).all()
