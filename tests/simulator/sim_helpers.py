@@ -1,6 +1,20 @@
-"""Helpers for the simulator tests: the per-request latencies and throughput a user reads."""
+"""Helpers for the simulator tests: the per-request latencies and throughput a user reads, and the
+CPU-like hardware the calibration tests' engines run on."""
 
 from __future__ import annotations
+
+from tokenpace.simulator import RooflineParams, RooflinePredictor
+from tokenpace.simulator.catalog import GPU, get_model, get_precision
+
+# Little compute and modest bandwidth: a part where per-sequence and per-row costs show, as on a CPU.
+CPU_LIKE = GPU(id="cpu-like", name="CPU-like", bf16_tflops=4.0, fp8_tflops=None, memory_gb=64, hbm_tb_s=0.4,
+               link_gb_s=64, link="pcie")
+
+
+def cpu_predictor(params: RooflineParams, hardware: GPU = CPU_LIKE) -> RooflinePredictor:
+    """Llama-3.1-8B with INT4 weights and a BF16 KV cache on ``hardware``, priced with ``params``."""
+    return RooflinePredictor(get_model("llama-3.1-8b"), hardware, get_precision("int4"), get_precision("bf16"), 1,
+                             params)
 
 
 def ttft_ms(rec) -> float:

@@ -21,17 +21,16 @@ import pytest
 
 from tokenpace.config import BenchConfig
 from tokenpace.runner.simulate import SimRunConfig, run_sim
-from tokenpace.simulator import RooflineParams, RooflinePredictor, SimConfig, StepBatch
+from tokenpace.simulator import RooflineParams, SimConfig, StepBatch
 from tokenpace.simulator.calibrate import ObservedStep, calibrate
 from tokenpace.simulator.calibrate.fit import fit_roofline
 from tokenpace.simulator.calibrate.priors import DECODE_MFU_PRIOR, sequence_prior_s
 from tokenpace.simulator.step_price import weight_passes
-from tokenpace.simulator.catalog import GPU, get_model, get_precision
+from tokenpace.simulator.catalog import GPU, get_model
 
-from sim_helpers import assert_predicts
+from sim_helpers import CPU_LIKE, assert_predicts, cpu_predictor
 
-CPU = GPU(id="cpu-like", name="CPU-like", bf16_tflops=4.0, fp8_tflops=None, memory_gb=64, hbm_tb_s=0.4,
-          link_gb_s=64, link="pcie")
+CPU = CPU_LIKE
 TRUTH = RooflineParams(mfu=0.3, mbu=0.6, step_overhead_s=0.002, seq_overhead_s=0.0015, row_group=4)
 
 
@@ -48,8 +47,7 @@ LLAMA_CPP = dataclasses.replace(GGML, gemv_row_s=0.0, gemm_step_s=0.030, decode_
 
 
 def truth_predictor(params=TRUTH, hardware=CPU):
-    return RooflinePredictor(get_model("llama-3.1-8b"), hardware, get_precision("int4"), get_precision("bf16"), 1,
-                             params)
+    return cpu_predictor(params, hardware)
 
 
 def synthetic_steps(noise: float, seed: int = 7, truth: RooflineParams = TRUTH, decode: tuple[int, int] = (1, 8),

@@ -15,15 +15,13 @@ import pytest
 
 from tokenpace.config import BenchConfig
 from tokenpace.runner.simulate import SimRunConfig, run_sim
-from tokenpace.simulator import RooflineParams, RooflinePredictor, SimConfig, StepBatch
+from tokenpace.simulator import RooflineParams, SimConfig, StepBatch
 from tokenpace.simulator.calibrate import calibrate, load_calibration, write_calibration
-from tokenpace.simulator.catalog import GPU, get_model, get_precision
 from tokenpace.simulator.step import decode_run_s
 
-from sim_helpers import assert_predicts
+from sim_helpers import CPU_LIKE, assert_predicts, cpu_predictor
 
-CPU = GPU(id="cpu-like", name="CPU-like", bf16_tflops=4.0, fp8_tflops=None, memory_gb=64, hbm_tb_s=0.4,
-          link_gb_s=64, link="pcie")
+CPU = CPU_LIKE
 GGML = RooflineParams(mfu=0.3, mbu=0.6, step_overhead_s=0.002, seq_overhead_s=0.0015, row_group=4,
                       row_remainder="gemv-pass", gemv_row_s=0.015, gemm_step_s=0.010)
 # Seconds added to a decode-only step of k = 1..8 sequences: odd sizes dearer, even ones cheaper.
@@ -33,12 +31,9 @@ ENGINE = SimConfig(model="llama-3.1-8b", gpu=CPU, weights="int4", roofline=TRUTH
                    max_batched_tokens=2048)
 
 
-def predictor(params: RooflineParams) -> RooflinePredictor:
-    return RooflinePredictor(get_model("llama-3.1-8b"), CPU, get_precision("int4"), get_precision("bf16"), 1, params)
-
-
 def test_a_decode_only_step_pays_its_batch_sizes_delta_and_nothing_else_does():
-    plain, corrected = predictor(GGML), predictor(dataclasses.replace(GGML, decode_delta_s=(None, 0.01, -0.005)))
+    plain = cpu_predictor(GGML)
+    corrected = cpu_predictor(dataclasses.replace(GGML, decode_delta_s=(None, 0.01, -0.005)))
     for k, delta in ((1, 0.0), (2, 0.01), (3, -0.005), (4, 0.0)):  # None, set, set, past the end
         b = StepBatch(decode_context=(100,) * k)
         assert corrected.step_s(b) == pytest.approx(plain.step_s(b) + delta, abs=1e-12)
@@ -49,7 +44,7 @@ def test_a_decode_only_step_pays_its_batch_sizes_delta_and_nothing_else_does():
 
 
 def test_a_run_of_decode_steps_is_priced_as_step_by_step_to_the_float():
-    p = predictor(dataclasses.replace(GGML, decode_delta_s=(None, 0.0123)))
+    p = cpu_predictor(dataclasses.replace(GGML, decode_delta_s=(None, 0.0123)))
     start = StepBatch(decode_context=(37, 410))
     run = decode_run_s(p, start, 25)
     one_by_one = [p.step_s(StepBatch(decode_context=(37 + i, 410 + i))) for i in range(25)]
@@ -75,7 +70,7 @@ def test_a_sweep_gives_back_the_curve_and_predicts_a_load_it_did_not_see(tmp_pat
     rows = {r["decode_seqs"]: r for r in cal.fit["decode_corrections"]["by_batch"]}
     corrected = [k for k, r in rows.items() if r["corrected"]]
     assert {1, 2, 3, 4, 8} <= set(corrected)
-    truth_p, got_p = predictor(TRUTH), predictor(cal.roofline)
+    truth_p, got_p = cpu_predictor(TRUTH), cpu_predictor(cal.roofline)
     for k in corrected:
         b = StepBatch(decode_context=tuple(range(150, 150 + 10 * k, 10)))
         assert got_p.step_s(b) == pytest.approx(truth_p.step_s(b), rel=0.03), k

@@ -166,13 +166,14 @@ def _render(cal, out: Path, console) -> None:
     for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s"),
                        ("token overhead", "token_overhead_s"), ("GEMV row (past the groups)", "gemv_row_s"),
                        ("GEMM kernel, per step", "gemm_step_s"),
-                       ("request arrival (host)", "arrival_s")):
+                       ("request arrival (host)", "arrival_s"), ("KV cell of another sequence, per row", "kv_scan_s")):
         if key not in ranges:
             continue
         lo, hi = ranges[key]
-        span = (f"{lo * 1e3:.3f} – {hi * 1e3:.3f} ms" if hi is not None and key not in undetermined
-                else f"not determined: assumed {getattr(r, key) * 1e3:.3g} ms")
-        params.add_row(label, f"{getattr(r, key) * 1e3:.3f} ms", span)
+        scale, unit = (1e9, "ns") if key == "kv_scan_s" else (1e3, "ms")  # a KV cell's visit: well under 1 µs
+        span = (f"{lo * scale:.3f} – {hi * scale:.3f} {unit}" if hi is not None and key not in undetermined
+                else f"not determined: assumed {getattr(r, key) * scale:.3g} {unit}")
+        params.add_row(label, f"{getattr(r, key) * scale:.3f} {unit}", span)
     if "row_group" in ranges:
         lo, hi = ranges["row_group"]
         remainder = {"pad": "remainder padded", "gemv": "remainder row by row",

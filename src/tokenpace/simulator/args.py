@@ -108,6 +108,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="host time a request's arrival takes from the engine's core, added to the step it arrives "
                         "during (an engine whose HTTP threads share the compute core, e.g. llama-server on one "
                         "pinned core; default 0)")
+    g.add_argument("--kv-scan-ns", type=float, metavar="NS",
+                   help="time per query row and KV cell of another sequence in the step: attention over one KV "
+                        "buffer shared by every sequence, each row visiting every cell in use (llama.cpp's "
+                        "--kv-unified; default 0)")
 
 
 def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
@@ -137,7 +141,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
     if ns.row_group is not None and ns.row_group < 1:
         raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
     for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
-                        ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms)):
+                        ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms),
+                        ("--kv-scan-ns", ns.kv_scan_ns)):
         if value is not None:
             _at_least_zero(flag, value)
     roofline = dataclasses.replace(
@@ -148,7 +153,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         row_group=_given(ns.row_group, r.row_group), row_remainder=_given(ns.row_remainder, r.row_remainder),
         gemv_row_s=r.gemv_row_s if ns.gemv_row_ms is None else ns.gemv_row_ms / 1e3,
         gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
-        arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3)
+        arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
+        kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9)
     spec = _spec(ns)
     try:
         config = SimConfig(
@@ -290,6 +296,8 @@ def engine_argv(config: SimConfig) -> list[str]:
                  "--gemm-step-ms", repr(r.gemm_step_s * 1e3)]
     if r.arrival_s:
         argv += ["--arrival-ms", repr(r.arrival_s * 1e3)]
+    if r.kv_scan_s:
+        argv += ["--kv-scan-ns", repr(r.kv_scan_s * 1e9)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

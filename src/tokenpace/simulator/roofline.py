@@ -149,11 +149,12 @@ class RooflinePredictor:
             return self.params.price(self._work(batch))
         g = batch.decode_tokens_per_seq
         nd = len(batch.decode_context)
-        p_tokens = p_pairs = p_kv = 0
+        p_tokens = p_pairs = p_kv = p_own = 0
         for n, c in prefill:  # as in _work
             p_tokens += n
             p_pairs += n * c + n * (n + 1) // 2
             p_kv += c + n
+            p_own += n * (c + n)
         if not nd * g + p_tokens:  # an empty step: no operator groups
             return self.params.price(self._work(batch))
         before, after = self._shape_price(batch, (nd, g, p_tokens, len(prefill)))
@@ -164,6 +165,8 @@ class RooflinePredictor:
                                          *self._attention_eff)
         for s in after:  # price's order: each group added in turn
             t += s
+        if self.params.kv_scan_s:  # as price adds it: last
+            t += self.params.kv_scan_s * _other_cells(nd, g, ctx + nd * g, p_tokens, p_kv, p_own)
         if not prefill and self.params.decode_delta_s:  # a calibration's correction by batch size
             t += self.params.decode_delta(nd, g)
         return t
@@ -184,6 +187,8 @@ class RooflinePredictor:
                                          *self._attention_eff)  # an array, as the attention terms are
         for s in after:
             t = t + s
+        if self.params.kv_scan_s:
+            t = t + self.params.kv_scan_s * _other_cells(nd, g, kv_tokens, 0, 0, 0)
         if self.params.decode_delta_s:
             t = t + self.params.decode_delta(nd, g)
         return t
@@ -215,25 +220,28 @@ class RooflinePredictor:
         dt = nd * g  # decode tokens
         d_pairs = g * ctx + nd * g * (g + 1) // 2  # causal (query, key) pairs
         d_kv = ctx + dt  # KV read and written
-        p_tokens = p_pairs = p_kv = 0
+        p_tokens = p_pairs = p_kv = p_own = 0
         for n, c in batch.prefill:
             p_tokens += n
             p_pairs += n * c + n * (n + 1) // 2
             p_kv += c + n
+            p_own += n * (c + n)
         tokens, prompts = dt + p_tokens, len(batch.prefill)
         if tokens == 0:
-            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0, ()
+            return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0, (), 0
         rest = (self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + prompts)
+        scan = _other_cells(nd, g, d_kv, p_tokens, p_kv, p_own)  # (kv_scan_s)
         if self.params.row_remainder == "gemv-ubatch" and prompts:
             # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
             p = self._groups(p_tokens, prompts, p_pairs, p_kv, 0, passes=1, logit_passes=prompts)
             if not dt:
-                return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0, p[4])
+                return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0, p[4], scan)
             d = self._groups(dt, dt, d_pairs, d_kv, dt)
             return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, d[3] + p[3],
-                    self._ar_latency, tokens, d[2] + p[2], dt, d[4] + p[4])
+                    self._ar_latency, tokens, d[2] + p[2], dt, d[4] + p[4], scan)
         c, m, decode_cmp, memory_eff, latency = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
-        return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens, latency)
+        return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens, latency,
+                scan)
 
     def _groups(self, tokens: int, logits: int, pairs: int, kv_tokens: int, dt: int,
                 passes: int | None = None, logit_passes: int | None = None) -> tuple:
@@ -295,6 +303,16 @@ class RooflinePredictor:
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
                 "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
                 "efficiency": eff}
+
+
+def _other_cells(nd: int, g: int, d_kv, p_tokens: int, p_kv: int, p_own: int):
+    """``StepWork.scan``: over the step's query rows, the KV cells of the batch that belong to other
+    sequences than the row's (what ``kv_scan_s`` prices: one shared KV buffer, every row visiting every
+    cell in use). ``nd`` decoding sequences of ``g`` rows each, holding ``d_kv`` cells together; prompts
+    of ``p_tokens`` rows holding ``p_kv`` cells, and Σ rows × own cells over the prompts (``p_own``).
+    ``d_kv`` may be an array (``decode_run_s``: one value per step)."""
+    total = d_kv + p_kv
+    return g * (nd * total - d_kv) + p_tokens * total - p_own
 
 
 def _streaming_at(eff: Efficiency, rows: float, memo: dict[float, tuple[float, float]]) -> tuple[float, float]:

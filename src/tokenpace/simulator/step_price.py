@@ -67,6 +67,19 @@ template and tokenizes the prompt (``tokenize_input_prompts``) before it queues 
 one thread that runs the model, on the same core. A GPU engine does this on other cores
 (0). The engine (``engine.Engine``) applies it, as only the event loop knows when requests
 arrive; a calibration fits it from the steps' arrival counts (``ObservedStep.arrivals``).
+
+The scan of one KV buffer shared by every sequence (``kv_scan_s``; 0 by default): per query row of
+the step and per KV cell of the batch that belongs to another sequence than the row's
+(``StepWork.scan``). llama.cpp with one KV buffer for all slots (``--kv-unified``) runs a step's
+attention over the buffer's cells in use, and each row's kernel visits every cell, skipping the
+ones its mask hides (``ggml_compute_forward_flash_attn_ext_f16_one_chunk``: ``if (mv == -INFINITY)
+continue``): the skip is cheap, not free. So a prompt computed beside decoding sequences costs more
+the longer their contexts (llama-server, Gemma 3 270M, one core: a 160-token prompt 535 ms alone,
+567 ms beside one sequence of about 50 tokens, 631 ms beside one of about 1,000; RESULTS 7p), which
+the attention's FLOPs and bytes, counted per sequence over its own context, do not show. A row's
+own cells are the attention's (the term is 0 for a lone sequence, so a run of one sequence at a
+time cannot confuse it with the prompts' FLOPs). Engines with
+paged attention per sequence (vLLM, SGLang, TensorRT-LLM) visit only a sequence's own blocks: 0.
 """
 
 from __future__ import annotations
@@ -102,6 +115,7 @@ class RooflineParams:
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
     arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
+    kv_scan_s: float = 0.0  # per query row and KV cell of another sequence in the step (one shared KV buffer): see the docstring
     # Per decode batch size k (index k - 1), seconds added to a decode-only step's price; None or past the
     # end: nothing. A calibration's measured correction where the model cannot express the engine: see
     # ``decode_delta``.
@@ -116,6 +130,8 @@ class RooflineParams:
             raise ValueError("decode_mfu must be > 0")
         if not 0 <= self.arrival_s < float("inf"):
             raise ValueError("arrival_s must be >= 0")
+        if not 0 <= self.kv_scan_s < float("inf"):
+            raise ValueError("kv_scan_s must be >= 0")
         if not all(d is None or abs(d) < float("inf") for d in self.decode_delta_s):
             raise ValueError("decode_delta_s must hold finite seconds or None")
 
@@ -125,6 +141,7 @@ class RooflineParams:
                 "token_overhead_s": self.token_overhead_s, "row_group": self.row_group,
                 "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
                 "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
+                **({"kv_scan_s": self.kv_scan_s} if self.kv_scan_s else {}),
                 **({"decode_delta_s": list(self.decode_delta_s)} if self.decode_delta_s else {})}
 
     def decode_delta(self, sequences: int, tokens_per_seq: int = 1) -> float:
@@ -161,12 +178,14 @@ class RooflineParams:
     def price(self, work: StepWork | tuple) -> float:
         """Seconds for a step of this ``work`` (a StepWork, or a plain tuple in its order): each
         operator group at its bound, plus overheads."""
-        compute_s, memory_s, _, _, _, compute_eff, memory_eff, _, _, decode_compute_s, _, memory_latency_s = work
+        compute_s, memory_s, _, _, _, compute_eff, memory_eff, _, _, decode_compute_s, _, memory_latency_s, scan = work
         t = self.fixed_s(work)
         group_s, mfu, mbu, dmfu = self.group_s, self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):  # (a figure that mfu/mbu replace is not read)
             t += group_s(c, m, compute_eff[i] if mfu is None else mfu, memory_eff[i] if mbu is None else mbu,
                          0.0 if dmfu is None else decode_compute_s[i], 0.0 if mbu is not None else memory_latency_s[i])
+        if self.kv_scan_s:  # last, as ``RooflinePredictor.step_s`` adds it
+            t += self.kv_scan_s * scan
         return t
 
     def fixed_s(self, work: StepWork | tuple) -> float:
@@ -195,12 +214,14 @@ class RooflineParams:
         and memory seconds may be arrays (one value per step). The same operations in the same
         order as ``price``, element by element, so each step's seconds are the very float ``price``
         gives it (the engine's jump over decode steps relies on that)."""
-        compute_s, memory_s, _, _, _, compute_eff, memory_eff, _, _, decode_compute_s, _, memory_latency_s = work
+        compute_s, memory_s, _, _, _, compute_eff, memory_eff, _, _, decode_compute_s, _, memory_latency_s, scan = work
         t = self.fixed_s(work)
         group_s, mfu, mbu, dmfu = self.group_s, self.mfu, self.mbu, self.decode_mfu
         for i, (c, m) in enumerate(zip(compute_s, memory_s)):  # as in ``price``
             t = t + group_s(c, m, compute_eff[i] if mfu is None else mfu, memory_eff[i] if mbu is None else mbu,
                             0.0 if dmfu is None else decode_compute_s[i], 0.0 if mbu is not None else memory_latency_s[i])
+        if self.kv_scan_s:
+            t = t + self.kv_scan_s * scan
         return t
 
 
@@ -215,7 +236,8 @@ class StepWork(NamedTuple):
     prices where set; and per group the fixed seconds of its GEMM calls (``memory_latency_s``: the
     catalog's per-GEMM latency where it gives weight streaming by rows), added to the memory side
     after its efficiency, and left out where ``mbu`` replaces the catalog (a calibration's
-    overheads hold such costs). ``RooflineParams.price`` turns it into seconds; a calibration fits
+    overheads hold such costs); and ``scan``, over the step's query rows, the KV cells of the batch
+    that belong to other sequences than the row's (``kv_scan_s`` prices it). ``RooflineParams.price`` turns it into seconds; a calibration fits
     the params to measured steps through it."""
 
     compute_s: tuple[float, ...] = ()
@@ -230,6 +252,7 @@ class StepWork(NamedTuple):
     decode_compute_s: tuple[float, ...] = ()
     kernel_rows: int = 0  # rows whose kernel paths the "gemv" remainders price: all; "gemv-ubatch": the decode rows
     memory_latency_s: tuple[float, ...] = ()  # per group, the GEMM calls' fixed seconds (see below)
+    scan: int = 0  # Σ over query rows of the batch's KV cells of other sequences (``kv_scan_s``)
 
 
 def weight_passes(rows: int, row_group: int) -> int:

@@ -55,6 +55,8 @@ UNDETERMINED = {
                    "could not tell it from the other terms: assumed 0",
     "arrival_s": "the steps could not tell the host time of a request's arrival from the other terms (no step "
                  "of a batch seen both with and without a request arriving during it): assumed 0",
+    "kv_scan_s": "the steps could not tell a cost per query row and KV cell of the step's whole batch (one KV "
+                 "buffer shared by every sequence, each row visiting every cell) from the other terms: assumed 0",
     "row_remainder": "the steps could not tell whether a step's prompts ran in kernel invocations of their own, "
                      "after the decode tokens' (\"gemv-ubatch\": llama.cpp with a KV stream per slot splits a batch "
                      "into ubatches of equal tokens per sequence) or in one with them (\"gemv-pass\"): both fits are "
@@ -202,7 +204,7 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
         "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
                    "each batch size seen weighs alike",
         "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
-                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s", "decode_delta_s"],
+                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s", "kv_scan_s", "decode_delta_s"],
         "undetermined": {name: UNDETERMINED[name].format(prior=prior, decode_prior=decode_prior)
                          for name in fit.undetermined},
         "assumed": ASSUMED,

@@ -1,6 +1,6 @@
 """The calibration file: fitted step-time parameters, the engine they were fitted on, and how well.
 
-One versioned JSON document (``kind: "calibration"``, ``schema_version`` 8). It holds everything
+One versioned JSON document (``kind: "calibration"``, ``schema_version`` 9). It holds everything
 ``tokenpace sim --calibration`` needs, resolved, so that it runs without the files it was made from
 (the GGUF model, the hardware JSON): the model's shape, the hardware, the weight and KV precisions,
 the engine's limits when they were given, the roofline parameters, and a closed-loop client's
@@ -24,8 +24,8 @@ from tokenpace.simulator.step_price import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
 # 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
-# 8: decode_delta_s (older versions are read, without them)
-SCHEMA_VERSION = 8
+# 8: decode_delta_s; 9: kv_scan_s (older versions are read, without them)
+SCHEMA_VERSION = 9
 KIND = "calibration"
 
 
@@ -75,6 +75,7 @@ class Calibration:
                                     gemm_step_s=float(r.get("gemm_step_s", 0.0)),
                                     decode_mfu=_opt_float(r.get("decode_mfu")),
                                     arrival_s=float(r.get("arrival_s", 0.0)),
+                                    kv_scan_s=float(r.get("kv_scan_s", 0.0)),
                                     decode_delta_s=tuple(None if d is None else float(d)
                                                          for d in r.get("decode_delta_s") or ())),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),
@@ -112,7 +113,8 @@ def load_calibration(path: str | Path) -> Calibration:
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
-    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s, r.gemv_row_s, r.gemm_step_s, r.arrival_s)
+    overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s, r.gemv_row_s, r.gemm_step_s, r.arrival_s,
+                 r.kv_scan_s)
     effs = (r.mfu, r.mbu) + (() if r.decode_mfu is None else (r.decode_mfu,))
     if not all(0 < v < float("inf") for v in effs) or \
             not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60:

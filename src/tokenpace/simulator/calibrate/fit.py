@@ -39,6 +39,13 @@ sequences (a request just ended, its client's next one arriving) carry that host
 fit put it on the rows, which then cost too much at batch 1. Where the steps cannot tell it from
 the other terms it is left at 0 and reported undetermined.
 
+So is the scan of one shared KV buffer (``kv_scan_s``, per query row and KV cell of the step's
+whole batch, ``StepWork.scan``): on llama.cpp with ``--kv-unified`` a prompt computed beside
+decoding sequences costs more the longer their contexts, as every row's attention visits every
+cell in use. Without it the fit priced prompts beside decodes some 5% low and lone prompts 4% high,
+and the steps of 7-8 decodes low (RESULTS 7p). On an engine with attention per sequence it fits
+near 0.
+
 How (numpy only, no scipy): for fixed MFU and MBU the model is linear in the two overheads, so
 their best non-negative values are closed-form (weighted least squares on a 2×2 system, with the
 constrained corners tried). MFU and MBU are searched on a log-spaced grid over their bounds,
@@ -85,8 +92,10 @@ REMAINDERS = ("pad", "gemv-pass", "gemv", "gemv-ubatch")
 # reported undetermined ("row_remainder").
 SIBLINGS = {"gemv-pass": "gemv-ubatch", "gemv-ubatch": "gemv-pass"}
 # Linear terms, fitted >= 0: per step, sequence, token; under a "gemv" remainder, per row outside the
-# full row groups and per step that runs the GEMM kernel; per request that arrived during the step.
-OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s", "arrival_s")
+# full row groups and per step that runs the GEMM kernel; per request that arrived during the step; per
+# query row and KV cell of the step's batch (one KV buffer scanned by every row: ``StepWork.scan``).
+OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s", "arrival_s",
+             "kv_scan_s")
 
 
 @dataclass(frozen=True)
@@ -257,6 +266,7 @@ class _DecodeProfile:
         columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
         columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
         columns["arrival_s"] = [s.arrivals for s in steps]
+        columns["kv_scan_s"] = [w.scan for w in works]
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
         self.y = np.array([s.duration_s for s in steps])
@@ -298,6 +308,7 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
         columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
         columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
     columns["arrival_s"] = [s.arrivals for s in steps]
+    columns["kv_scan_s"] = [w.scan for w in works]
     counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
