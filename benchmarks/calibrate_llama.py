@@ -11,7 +11,8 @@ calibrated and predicted on its own, so the summary shows the run-to-run spread 
 level's line carries the load average and the CPU seconds the server and the client spent, because
 a CPU engine's step times follow the machine's load.
 
-    .venv/bin/python benchmarks/calibrate_llama.py                  # ~10 min: 3 repeats, fits from c=4 and c=1+4+16
+    .venv/bin/python benchmarks/calibrate_llama.py                  # ~17 min: 3 repeats, fits from c=4 and c=1+4+16
+    .venv/bin/python benchmarks/calibrate_llama.py --scale 2        # levels twice as long (~30 min)
     .venv/bin/python benchmarks/calibrate_llama.py --fit-from 4 --repeats 1 --json
     .venv/bin/python benchmarks/calibrate_llama.py --reuse          # the sim side again on the runs in --out-dir
     .venv/bin/python benchmarks/calibrate_llama.py --kv-cache per-slot   # as before 2026-11-25 (RESULTS 7a-7n)
@@ -55,6 +56,8 @@ KV_CACHE = {"unified": ("--kv-unified",), "per-slot": ("--no-kv-unified",)}  # -
 N_BATCH = 2048  # llama-server's default --batch-size: the token budget of one step
 INPUT = (64, 192)  # uniform prompt lengths (words): mean 128, varied so that prefill's slope shows
 OUTPUT = (24, 40)  # uniform output lengths: mean 32
+# Requests measured per level (before the warmup's); --scale multiplies them. Longer levels average a
+# closed loop's phase: its p50 TTFT moves with how many prompts the engine happens to compute together.
 REQUESTS = {1: 16, 2: 24, 4: 32, 8: 40, 16: 48}
 DEFAULT_FITS = ("4", "1+4+16")  # issue 25's targets: from c=4 alone, and from a sweep of c=1, 4, 16
 METRICS = ("ttft_p50_ms", "tpot_p50_ms", "output_tok_s")
@@ -218,7 +221,8 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
 
 def print_fit(result: dict) -> None:
     r = result["roofline"]
-    terms = " · ".join(f"{k.removesuffix('_s')} {r[k] * 1e3:.2f} ms" for k in r
+    terms = " · ".join(f"{k.removesuffix('_s')} {r[k] * 1e9:.1f} ns" if k == "kv_scan_s" else
+                       f"{k.removesuffix('_s')} {r[k] * 1e3:.2f} ms" for k in r
                        if k.endswith("_s") and k not in ("allreduce_latency_s", "decode_delta_s") and r[k])
     print(f"  fit from c={result['fit_from']}: MFU {r['mfu']:.3f} · MBU {r['mbu']:.3f} · row group "
           f"{r['row_group']} ({r.get('row_remainder', 'pad')}) · {terms or 'no overheads'} · RMS step error "
@@ -269,6 +273,9 @@ def main() -> int:
                         help="measure every level N times, each repeat calibrated on its own (default 3)")
     parser.add_argument("--levels", metavar="C,C,...", default=",".join(map(str, REQUESTS)),
                         help=f"concurrencies to measure and predict (default {','.join(map(str, REQUESTS))})")
+    parser.add_argument("--scale", type=float, default=1.0, metavar="F",
+                        help="requests per level times F (default 1: "
+                             f"{', '.join(f'c={c}: {n}' for c, n in REQUESTS.items())}), at least 4")
     parser.add_argument("--reuse", action="store_true",
                         help="calibrate and predict from the measured runs already in --out-dir")
     parser.add_argument("--out-dir", default="tokenpace-runs/calibrate-llama", metavar="DIR")
@@ -283,6 +290,9 @@ def main() -> int:
         REQUESTS = {int(c): REQUESTS[int(c)] for c in args.levels.split(",")}
     except (KeyError, ValueError):
         parser.error(f"--levels: a comma-separated subset of {','.join(map(str, REQUESTS))}")
+    if not 0 < args.scale <= 10:
+        parser.error("--scale must lie in (0, 10]")
+    REQUESTS = {c: max(4, round(n * args.scale)) for c, n in REQUESTS.items()}
     fit_from = [[int(c) for c in spec.split("+")] for spec in (args.fit_from or DEFAULT_FITS)]
     if any(c not in REQUESTS for spec in fit_from for c in spec):
         parser.error(f"--fit-from: concurrencies are {sorted(REQUESTS)}")
@@ -327,7 +337,9 @@ def main() -> int:
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py"
           + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}"
-          + f" --levels {','.join(map(str, REQUESTS))} --kv-cache {args.kv_cache}")
+          + f" --levels {','.join(map(str, REQUESTS))} --kv-cache {args.kv_cache}"
+          + (f" --scale {args.scale:g}" if args.scale != 1 else ""))
+    print(f"requests per level: {', '.join(f'c={c}: {n}' for c, n in REQUESTS.items())}")
     if args.json:
         print(json.dumps({"summary": table, "repeats": results, "machine": machines}, indent=2, default=str))
     return 0
