@@ -196,12 +196,15 @@ def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dic
     return measured
 
 
-def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int) -> dict:
+def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int,
+                          kv_cache: str) -> dict:
+    """Calibrate from the runs at ``srcs`` (``--shared-kv`` with one KV buffer: its scan is fitted)
+    and predict every level."""
     name = "+".join(map(str, srcs))
     cal = out / f"cal-c{name}.json"
     cmd = ["calibrate", *(str(measured[c]["path"]) for c in srcs), "--model-config", model, "--hardware",
            str(HARDWARE), "--policy", "chunked-prefill", "--max-num-seqs", str(SLOTS), "--max-batched-tokens",
-           str(N_BATCH), "--out", str(cal)]
+           str(N_BATCH), "--out", str(cal), *(("--shared-kv",) if kv_cache == "unified" else ())]
     tokenpace(*cmd)
     c_doc = json.loads(cal.read_text())
     rows = []
@@ -324,7 +327,7 @@ def main() -> int:
         print(f"  measurements took {time.monotonic() - started:.0f} s")
         shift = round(template_tokens(out / "measured-c4.records.jsonl"))
         print(f"  the chat template adds {shift} prompt tokens on average: the simulation's prompts are shifted by it")
-        results.append([calibrate_and_predict(measured, srcs, out, model, shift) for srcs in fit_from])
+        results.append([calibrate_and_predict(measured, srcs, out, model, shift, args.kv_cache) for srcs in fit_from])
         for result in results[-1]:
             print_fit(result)
     table = summary(results, fit_from)

@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--policy", choices=list(POLICIES), help="the engine's scheduling, recorded for sim")
     g.add_argument("--max-num-seqs", type=int, metavar="N", help="the engine's running-sequence limit (slots)")
     g.add_argument("--max-batched-tokens", type=int, metavar="N", help="the engine's tokens per step at most")
+    g.add_argument("--shared-kv", action="store_true",
+                   help="the engine ran one KV buffer for all sequences (llama.cpp's --kv-unified): fit the cost "
+                        "of every prompt row visiting the other sequences' KV cells (kv_scan_s; default: 0)")
     p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
     p.set_defaults(func=run)
 
@@ -73,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     cal = calibrate(runs, model=args.model_config, hardware=args.hardware, weights=args.quant,
                     kv_cache_dtype=args.kv_dtype, tp=args.tp, policy=args.policy, max_num_seqs=args.max_num_seqs,
                     max_batched_tokens=args.max_batched_tokens,
-                    closed_loop_concurrency=_closed_loop_concurrency(sources),
+                    closed_loop_concurrency=_closed_loop_concurrency(sources), shared_kv=args.shared_kv,
                     source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
     out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
     write_calibration(cal, out)

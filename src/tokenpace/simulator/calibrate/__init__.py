@@ -78,7 +78,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
               weights: str | Precision | None = None, kv_cache_dtype: str | Precision = "bf16", tp: int = 1,
               policy: str | None = None, max_num_seqs: int | None = None,
               max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
-              source: dict[str, Any] | None = None) -> Calibration:
+              source: dict[str, Any] | None = None, shared_kv: bool = False) -> Calibration:
     """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
     run's engine steps.
 
@@ -87,7 +87,9 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     turnaround (from an end to the next send) is then measured for the simulator's clients.
     ``weights``: the weight precision; None takes a GGUF model's own (measured from the file),
     else BF16. The engine limits are recorded for ``sim --calibration``; ``max_batched_tokens``
-    also tells which prompts were split over steps."""
+    also tells which prompts were split over steps. ``shared_kv``: the engine ran one KV buffer for
+    all sequences (llama.cpp's ``--kv-unified``), whose scan ``kv_scan_s`` then prices and the fit
+    determines; else it stays 0."""
     m, hw = get_model(model), get_gpu(hardware)
     if weights is None:
         weights = model if isinstance(model, str) and is_gguf_file(model) else "bf16"
@@ -103,7 +105,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     base = RooflineParams()
     predictor = RooflinePredictor(m, hw, w, kv, tp, base)
     fit = fit_roofline(predictor, observed.steps, base, seq_prior_s=sequence_prior_s(m, hw),
-                       decode_mfu=DECODE_MFU_PRIOR)
+                       decode_mfu=DECODE_MFU_PRIOR, shared_kv=shared_kv)
     fit, corrections = _with_decode_deltas(fit, observed.steps)
     report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw),
                         decode_prior=describe_decode_mfu_prior(hw))

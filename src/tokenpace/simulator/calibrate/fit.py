@@ -39,12 +39,13 @@ sequences (a request just ended, its client's next one arriving) carry that host
 fit put it on the rows, which then cost too much at batch 1. Where the steps cannot tell it from
 the other terms it is left at 0 and reported undetermined.
 
-So is the scan of one shared KV buffer (``kv_scan_s``, per query row and KV cell of the step's
-whole batch, ``StepWork.scan``): on llama.cpp with ``--kv-unified`` a prompt computed beside
+So is the scan of one shared KV buffer (``kv_scan_s``, per query row and KV cell of another sequence
+in the step, ``StepWork.scan``), where the caller says the engine has one (``shared_kv``): on
+llama.cpp with ``--kv-unified`` a prompt computed beside
 decoding sequences costs more the longer their contexts, as every row's attention visits every
 cell in use. Without it the fit priced prompts beside decodes some 5% low and lone prompts 4% high,
-and the steps of 7-8 decodes low (RESULTS 7p). On an engine with attention per sequence it fits
-near 0.
+and the steps of 7-8 decodes low (RESULTS 7p). An engine with attention per sequence has no such
+cost, and there the term stays 0.
 
 How (numpy only, no scipy): for fixed MFU and MBU the model is linear in the two overheads, so
 their best non-negative values are closed-form (weighted least squares on a 2×2 system, with the
@@ -110,7 +111,7 @@ class Fit:
 
 def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams,
                  row_groups: tuple[int, ...] = ROW_GROUPS, seq_prior_s: float | None = None,
-                 decode_mfu: float | None = None) -> Fit:
+                 decode_mfu: float | None = None, shared_kv: bool = False) -> Fit:
     """Best MFU, MBU, row group and its remainder, and step, sequence, token and kernel-path
     overheads for ``steps`` priced by ``predictor``'s work model; ``base`` supplies what is not
     fitted (the all-reduce latency). Each row group in ``row_groups`` is fitted in turn, with its
@@ -128,7 +129,12 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     ``decode_mfu``: the prior of the decode tokens' GEMM efficiency under ggml's remainders
     ("gemv-pass", "gemv"): every such structure is fitted with it there; a profile over it then
     keeps the prior or fits the structure again at a value the steps call for (``_fit_decode_mfu``:
-    a closed loop at one concurrency runs one row-group count per batch size, and cannot tell)."""
+    a closed loop at one concurrency runs one row-group count per batch size, and cannot tell).
+
+    ``shared_kv``: the engine ran one KV buffer for all sequences (llama.cpp's ``--kv-unified``):
+    fit ``kv_scan_s`` too. Off, it stays 0: an engine with attention per sequence has no such cost,
+    and the term, free, takes up other curves of a run (a test whose truth has a non-monotone decode
+    curve and no scan caught it)."""
     # (per token, sequence overhead fitted, remainder's rank in REMAINDERS, row group): the
     # simplest first, by the order of the tuple.
     fits: dict[tuple[bool, bool, int, int], Fit] = {}
@@ -140,7 +146,7 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
                          decode_mfu=decode_mfu if gemv else None)
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
                               params, predictor.efficiency_file, predictor.engine)
-        return _fit_one(p, steps, params, per_token, None if seq_free else seq_prior_s)
+        return _fit_one(p, steps, params, per_token, None if seq_free else seq_prior_s, shared_kv)
 
     for seq_free in seq_options:
         for rg in row_groups:
@@ -188,7 +194,7 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
         undetermined = tuple(u for u in undetermined if u != "seq_overhead_s") + ("seq_overhead_s",)
     if fit.params.decode_mfu is not None:
         fit, ranges["decode_mfu"], held = _fit_decode_mfu(predictor, steps, fit, key[0],
-                                                          None if key[1] else seq_prior_s)
+                                                          None if key[1] else seq_prior_s, shared_kv)
         if held:
             undetermined += ("decode_mfu",)
         else:  # fitted again at the decode MFU found: MFU's, MBU's and the fitted overheads' ranges are its
@@ -198,7 +204,7 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
 
 
 def _fit_decode_mfu(predictor: RooflinePredictor, steps: list[ObservedStep], fit: Fit, per_token: bool,
-                    seq_fixed_s: float | None) -> tuple[Fit, tuple[float, float], bool]:
+                    seq_fixed_s: float | None, shared_kv: bool = False) -> tuple[Fit, tuple[float, float], bool]:
     """The decode MFU where the steps tell it, else its prior (``fit``'s): the fit, the range of
     decode MFUs the steps allow, and whether it stayed at its prior.
 
@@ -208,7 +214,7 @@ def _fit_decode_mfu(predictor: RooflinePredictor, steps: list[ObservedStep], fit
     size, and its steps cannot tell. Else (decode steps past the first group: a sweep) the
     structure is fitted again at the profile's best."""
     prior = fit.params.decode_mfu
-    profile = _DecodeProfile(predictor, steps, fit, seq_fixed_s)
+    profile = _DecodeProfile(predictor, steps, fit, seq_fixed_s, shared_kv)
     values = list(np.geomspace(DECODE_PROFILE[0], BOUNDS[1], DECODE_PROFILE[1]))
     rms = [profile.rms(float(v)) for v in values]
     i = int(np.argmin(rms))
@@ -224,7 +230,7 @@ def _fit_decode_mfu(predictor: RooflinePredictor, steps: list[ObservedStep], fit
     params = replace(fit.params, decode_mfu=best)
     p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
                           params, predictor.efficiency_file, predictor.engine)
-    refit = _fit_one(p, steps, params, per_token, seq_fixed_s)
+    refit = _fit_one(p, steps, params, per_token, seq_fixed_s, shared_kv)
     fit = replace(refit, ranges={**fit.ranges, **{k: v for k, v in refit.ranges.items() if k in fit.ranges}},
                   undetermined=fit.undetermined)
     return fit, _decode_range(values, rms, float(rms.min()), best), False
@@ -242,7 +248,7 @@ class _DecodeProfile:
     searched again (one pass, residuals relative to ``fit``'s prediction)."""
 
     def __init__(self, predictor: RooflinePredictor, steps: list[ObservedStep], fit: Fit,
-                 seq_fixed_s: float | None) -> None:
+                 seq_fixed_s: float | None, shared_kv: bool = False) -> None:
         self.base = params = fit.params
         p = RooflinePredictor(predictor.model, predictor.gpu, predictor.weights, predictor.kv, predictor.tp,
                               params, predictor.efficiency_file, predictor.engine)
@@ -266,7 +272,8 @@ class _DecodeProfile:
         columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
         columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
         columns["arrival_s"] = [s.arrivals for s in steps]
-        columns["kv_scan_s"] = [w.scan for w in works]
+        if shared_kv:
+            columns["kv_scan_s"] = [w.scan for w in works]
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
         self.y = np.array([s.duration_s for s in steps])
@@ -279,7 +286,7 @@ class _DecodeProfile:
 
 
 def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: RooflineParams, per_token: bool,
-             seq_fixed_s: float | None = None) -> Fit:
+             seq_fixed_s: float | None = None, shared_kv: bool = False) -> Fit:
     works = [predictor.work(s.batch) for s in steps]
     groups = max(len(w.compute_s) for w in works)
     compute = np.zeros((len(steps), groups))
@@ -308,7 +315,8 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
         columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
         columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
     columns["arrival_s"] = [s.arrivals for s in steps]
-    columns["kv_scan_s"] = [w.scan for w in works]
+    if shared_kv:
+        columns["kv_scan_s"] = [w.scan for w in works]
     counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
