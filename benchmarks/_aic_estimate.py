@@ -10,6 +10,7 @@ batch:
 - ``closed`` at concurrency C: batch C, the same (no queueing: what a static estimate can say);
 - ``static`` batch B: output tokens per GPU = B × OSL / total / TP;
 - ``batch`` B: prefill rate B × ISL / context, decode rate B × (OSL − 1) / generation;
+- ``latency`` B: E2E = the static batch's total;
 - ``offline`` (max throughput): not estimated here (aiconfigurator finds it by sweeping batch sizes
   in its own driver, which this benchmark does not run).
 
@@ -86,12 +87,13 @@ def estimate(s) -> dict[str, float] | str:
         h = _handle(path, GPU_SYSTEMS[gpu], backend, c.tp, gemm, "fp8" if kv.id == "fp8" else "bfloat16")
     except Exception as exc:  # noqa: BLE001 - its own errors, reported as the reason
         return f"aiconfigurator failed: {type(exc).__name__}: {str(exc)[:120]}"
-    batch = {"single": 1, "closed": c.concurrency, "static": s.n, "batch": s.n}[s.kind]
+    batch = {"single": 1, "closed": c.concurrency, "static": s.n, "batch": s.n, "latency": s.n}[s.kind]
     ctx, gen, total = h.run_static(batch_size=batch, isl=s.prompt, osl=s.output)
     if s.kind == "static":
         return {"output_tok_s_per_gpu": batch * s.output / (total / 1e3) / c.tp}
     if s.kind == "batch":
         return {"prefill_tok_s": batch * s.prompt / (ctx / 1e3), "decode_tok_s": batch * (s.output - 1) / (gen / 1e3)}
     tpot = gen / (s.output - 1) if s.output > 1 else float("nan")
-    return {"ttft_ms": ctx, "itl_ms": tpot, "tpot_ms": tpot, "output_tok_s": s.output / (total / 1e3),
+    out = batch if s.kind == "closed" else 1  # a closed loop's throughput is the system's
+    return {"ttft_ms": ctx, "itl_ms": tpot, "tpot_ms": tpot, "output_tok_s": out * s.output / (total / 1e3),
             "e2e_ms": total}

@@ -15,7 +15,10 @@ How each source's load is simulated (``Setup.kind``):
 - ``static`` (gptSessionBenchmark): one batch, prompts prefilled together, then decoded to the end;
   throughput per GPU = batch × OSL / that time / TP;
 - ``single``: one request at a time; TTFT, TPOT (ITL) of its stream;
-- ``batch``: a batch served together (SGLang bench_one_batch): prefill rate, then decode rate.
+- ``batch``: a batch served together (SGLang bench_one_batch): prefill rate, then decode rate;
+- ``closed``: a closed loop at the source's concurrency; with ``window: steady`` (genai-perf's
+  stable measurement windows) read over its steady state, else over every request;
+- ``latency`` (vllm bench latency): one batch handed to the engine at once; E2E until its last token.
 
 Nothing is fitted to a point: every efficiency is the roofline's library default.
 """
@@ -38,7 +41,7 @@ BEFORE = dict(admission="chunk", max_num_seqs=256, max_batched_tokens=8192)
 class Setup:
     name: str
     source: str
-    kind: str  # offline | static | single | batch
+    kind: str  # offline | static | single | batch | closed | latency
     before: SimConfig
     after: SimConfig
     prompt: int
@@ -46,6 +49,7 @@ class Setup:
     n: int  # requests
     published: dict[str, float]
     assumptions: list[str] = field(default_factory=list)
+    steady: bool = False  # closed loop read over its steady state (see sim_fidelity._steady)
 
 
 def reference_points() -> list[Setup]:
@@ -89,8 +93,18 @@ def _old() -> dict[str, Any]:
 
 
 def published_points(path: Path) -> list[Setup]:
+    """The points of a published_points.json-style file. A file may give ``defaults`` by the id's
+    first part (``nim/...`` takes ``defaults["nim"]``), which each point's own keys extend; a
+    point's ``concurrency`` goes into its load."""
     doc = json.loads(path.read_text(encoding="utf-8"))
-    return [_setup(p) for p in doc["points"]]
+    defaults = doc.get("defaults", {})
+    out = []
+    for p in doc["points"]:
+        p = {**defaults.get(p["id"].split("/", 1)[0], {}), **p}
+        if "concurrency" in p:
+            p["load"] = {**p["load"], "concurrency": p["concurrency"]}
+        out.append(_setup(p))
+    return out
 
 
 def _setup(p: dict[str, Any]) -> Setup:
@@ -128,15 +142,27 @@ def _setup(p: dict[str, Any]) -> Setup:
         n = 1
     elif kind == "closed":
         c = int(load["concurrency"])
-        after = with_engine(SimConfig(**base, kv_cache_dtype=kv, concurrency=c), "vllm")
+        given = dict(p.get("given", {}))
+        after = with_engine(SimConfig(**base, **given, kv_cache_dtype=kv, concurrency=c),
+                            p.get("engine_preset", "vllm"), given=set(given))
         before = SimConfig(**base, kv_cache_dtype=before_kv, concurrency=c, admission="chunk")
-        n = 10 * c
-        notes.append(f"closed loop, concurrency {c}, {n} requests")
+        # A steady-state window needs waves after the first: at least 60 requests.
+        n = max(10 * c, 60) if load.get("window") == "steady" else 10 * c
+        notes.append(f"closed loop, concurrency {c}, {n} requests"
+                     + (", read over the steady state" if load.get("window") == "steady" else ""))
+    elif kind == "latency":  # vllm bench latency: one batch handed to the engine at once
+        b = int(load["batch"])
+        after = with_engine(SimConfig(**base, kv_cache_dtype=kv, concurrency=b), p.get("engine_preset", "vllm"),
+                            offline=True)
+        before = SimConfig(**base, kv_cache_dtype=before_kv, concurrency=b, admission="chunk")
+        n = b
+        notes.append(f"{b} requests at once; E2E until the last token")
     else:
         raise ValueError(f"{p['id']}: unknown load kind {kind!r}")
     if p.get("note"):
         notes.append(p["note"])
-    return Setup(p["id"], p["source"], kind, before, after, isl, osl, n, dict(p["metrics"]), notes)
+    return Setup(p["id"], p["source"], kind, before, after, isl, osl, n, dict(p["metrics"]), notes,
+                 steady=load.get("window") == "steady")
 
 
 def _fit_batch(config: SimConfig, blocks: int) -> SimConfig:

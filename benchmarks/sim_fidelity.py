@@ -66,6 +66,10 @@ def _metrics(s: Setup, config: SimConfig, res) -> dict[str, float]:
         prefill_end = max(r.first_token_ns for r in recs)
         return {"prefill_tok_s": s.n * s.prompt / (prefill_end / 1e9),
                 "decode_tok_s": s.n * (s.output - 1) / ((end - prefill_end) / 1e9)}
+    if s.kind == "latency":
+        return {"e2e_ms": (end - start) / 1e6}
+    if s.steady:
+        return _steady(recs, config.concurrency)
     r = recs[-1]
     ttft = (r.first_token_ns - r.sent_ns) / 1e6
     tpot = statistics.fmean((x.last_token_ns - x.first_token_ns) / (x.output_tokens - 1) / 1e6
@@ -73,6 +77,23 @@ def _metrics(s: Setup, config: SimConfig, res) -> dict[str, float]:
     return {"ttft_ms": ttft, "itl_ms": tpot, "tpot_ms": tpot,
             "output_tok_s": r.output_tokens / ((r.last_token_ns - r.sent_ns) / 1e9),
             "e2e_ms": (r.last_token_ns - r.sent_ns) / 1e6}
+
+
+def _steady(recs, concurrency: int) -> dict[str, float]:
+    """A closed loop's means over its steady state, as genai-perf reports a run from its stable
+    measurement windows: the requests sent after the first wave had completed (the first
+    ``concurrency`` completions) and done before the last request was sent (the drain); output
+    tokens/s over that window, of the requests that completed in it."""
+    first_wave_done = sorted(r.last_token_ns for r in recs)[concurrency - 1]
+    last_send = max(r.sent_ns for r in recs)
+    win = [r for r in recs if r.sent_ns >= first_wave_done and r.last_token_ns <= last_send]
+    if not win or last_send <= first_wave_done:
+        raise RuntimeError("no steady state: too few requests for the concurrency")
+    done = [r for r in recs if first_wave_done <= r.last_token_ns <= last_send]
+    return {"ttft_ms": statistics.fmean((r.first_token_ns - r.sent_ns) / 1e6 for r in win),
+            "itl_ms": statistics.fmean((r.last_token_ns - r.first_token_ns) / (r.output_tokens - 1) / 1e6
+                                       for r in win),
+            "output_tok_s": sum(r.output_tokens for r in done) / ((last_send - first_wave_done) / 1e9)}
 
 
 def group_of(metric: str) -> str:
@@ -161,6 +182,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", type=Path, default=ROOT / ".." / "shared" / "published_points.json",
                     help="published points (default ../shared/published_points.json from the repository root)")
+    ap.add_argument("--extra", type=Path, default=Path(__file__).resolve().parent / "extra_points.json",
+                    help="more published points, reported apart (default benchmarks/extra_points.json)")
+    ap.add_argument("--no-extra", action="store_true", help="the issue's points only")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--only", metavar="TEXT", help="run the points whose id contains TEXT")
     args = ap.parse_args()
@@ -169,15 +193,29 @@ def main() -> None:
         setups += published_points(args.points)
     else:
         print(f"note: {args.points} not found; REFERENCE section 5's points only", file=sys.stderr)
+    extra = [] if args.no_extra else published_points(args.extra)
     if args.only:
         setups = [s for s in setups if args.only in s.name]
+        extra = [s for s in extra if args.only in s.name]
     rows = run(setups)
+    extra_rows = run(extra)
+    for r in extra_rows:
+        r["extra"] = True
     summ = summary(rows)
+    extra_summ = summary(extra_rows)
     if args.json:
-        print(json.dumps({"roofline": RooflineParams().to_dict(), "summary": summ, "rows": rows}, indent=2))
+        print(json.dumps({"roofline": RooflineParams().to_dict(), "summary": summ, "extra_summary": extra_summ,
+                          "rows": rows + extra_rows}, indent=2))
         return
     print("Roofline: library defaults " + ", ".join(f"{k}={v}" for k, v in RooflineParams().to_dict().items())
           + " (mfu/mbu None: the efficiency catalog, data/efficiency.json; after: each preset's step overhead)")
+    report(rows, summ, "the issue's points (REFERENCE section 5 and published_points.json)")
+    if extra_rows:
+        report(extra_rows, extra_summ, f"the extra points ({args.extra.name}), apart from the issue's")
+
+
+def report(rows: list[dict], summ: dict, title: str) -> None:
+    print(f"\n=== {title} ===")
     last = None
     for r in rows:
         if r["point"] != last:
