@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     systems: dict[str, list[str]] = {}
     for gpu_id, system in GPU_SYSTEMS.items():
         systems.setdefault(system, []).append(gpu_id)
-    configs = derive.serving_configs()
-    print(f"aiconfigurator-core {aic}; shapes: " + ", ".join(f"{m.id} TP{tp}" for m, tp in configs))
+    for compute, bpw in (("bf16", 2), ("fp8", 1)):
+        shapes = derive.serving_configs(bytes_per_weight=bpw)
+        print(f"aiconfigurator-core {aic}; {compute} shapes: " + ", ".join(f"{m.id} TP{tp}" for m, tp in shapes))
     entries = []
     for system, gpu_ids in systems.items():
         if ns.gpu and not set(ns.gpu) & set(gpu_ids):
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         t = tables[0]
         device = pq.read_table(t.dir / "gemm" / t.backend / t.version / "gemm_perf.parquet",
                                columns=["device"]).column("device")[0].as_py()
-        found = derive.catalog_entries(gpu_ids, gpu, tables, aic, device, configs)
+        found = derive.catalog_entries(gpu_ids, gpu, tables, aic, device)
         _print(gpu_ids, device, found)
         entries += found
     if ns.write:

@@ -75,7 +75,9 @@ def _version_1_efficiencies(monkeypatch) -> None:
     saved = load_document(DATA / "v1-sim.json")["engine"]["config"]["predictor"]["efficiency"]
     figures = {f: saved[f] for f in ("gemm_flops", "weight_bandwidth", "attention_prefill_flops",
                                      "attention_decode_bandwidth", "elementwise_bandwidth", "allreduce_bus_bandwidth")}
-    entry = {"gpu": "h100-sxm", "compute": "*", **figures, "allreduce_base_latency_s": saved["allreduce_latency_s"]}
+    # Version 1 had no fixed time per elementwise kernel (RESULTS 5h).
+    entry = {"gpu": "h100-sxm", "compute": "*", **figures, "allreduce_base_latency_s": saved["allreduce_latency_s"],
+             "elementwise_latency_s": 0.0}
     builtin = efficiency.efficiency_entries
     monkeypatch.setattr(efficiency, "efficiency_entries", lambda extra=None: [*builtin(extra)[:1], entry])
     efficiency._builtin_efficiency.cache_clear()

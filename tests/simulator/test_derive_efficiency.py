@@ -84,6 +84,31 @@ def test_gemm_flops_is_the_raw_rows_flops_over_their_time_at_peak(derive, monkey
     assert flops.value == pytest.approx(1_168_231_104_512 / (ms * 1e-3 * 989e12), rel=1e-9)
 
 
+def test_gemm_flops_by_size_is_each_layers_own_efficiency_by_its_weights(derive, monkeypatch):
+    t = kt.load_tables("h100-sxm", "trtllm")
+    monkeypatch.setattr(derive, "PREFILL_ROWS", (4096,))
+    flops, _ = derive.gemm_efficiency([t], get_gpu("h100-sxm"), "fp8", [(ON_GRID_WIDE, 1), (ON_GRID, 1)])
+    rows = _raw(t, f"gemm/trtllm/{t.version}/gemm_perf.parquet")
+    rows = rows[(rows.gemm_dtype == "fp8") & (rows.kernel_source == t.gemm_kernel("fp8")) & (rows.m == 4096)]
+    # Each layer's 2 · 4,096 rows · its weights (4,096 · 34,816 and 8,192 · 43,008) over its GEMMs'
+    # summed time at the H100's 1,979 TFLOP/s FP8 peak, ascending by the weights.
+    hand = [(w, 2 * 4096 * w / (sum(rows[(rows.n == n) & (rows.k == k)].latency.iloc[0] for n, k in SHAPES[m])
+                                  * 1e-3 * 1979e12))
+            for m, w in ((ON_GRID, 142_606_336), (ON_GRID_WIDE, 352_321_536))]
+    assert [w for w, _ in flops.by_rows] == [w for w, _ in hand]
+    assert [e for _, e in flops.by_rows] == pytest.approx([e for _, e in hand], abs=5e-5)
+
+
+def test_fp8_figures_come_from_the_shapes_fp8_deployments_run():
+    from tokenpace.simulator.kernels.derive import serving_configs
+
+    fp8 = {(m.id, tp) for m, tp in serving_configs(bytes_per_weight=1)}
+    bf16 = {(m.id, tp) for m, tp in serving_configs()}
+    # 70.6 B weights: 35 GB per GPU at TP2 in FP8 (the published TP2 runs), 141 GB / 4 in BF16.
+    assert ("llama-3.1-70b", 2) in fp8 and ("llama-3.1-70b", 2) not in bf16
+    assert ("llama-3.1-70b", 4) in fp8 and ("llama-3.1-70b", 4) in bf16
+
+
 def test_weight_streaming_at_one_row_is_the_line_through_the_raw_rows(derive):
     t = kt.load_tables("h100-sxm", "trtllm")
     _, stream = derive.gemm_efficiency([t], get_gpu("h100-sxm"), "fp8", [(ON_GRID, 1), (ON_GRID_WIDE, 1)])

@@ -25,7 +25,8 @@ SLOW = GPU(id="tiny-gpu", name="tiny", bf16_tflops=0.001, fp8_tflops=None, memor
 FAST = GPU(id="tiny-gpu", name="tiny", bf16_tflops=1.0, fp8_tflops=None, memory_gb=1, hbm_tb_s=0.001, link_gb_s=2)
 NO_OVERHEAD = RooflineParams(step_overhead_s=0.0)
 FIGURES = {"gemm_flops": 0.5, "weight_bandwidth": 0.8, "attention_prefill_flops": 0.25,
-           "attention_decode_bandwidth": 0.4, "elementwise_bandwidth": 0.5}
+           "attention_decode_bandwidth": 0.4, "elementwise_bandwidth": 0.5,
+           "elementwise_latency_s": 0.0}  # (its own test below)
 
 
 @pytest.fixture
@@ -124,7 +125,7 @@ def test_gpus_with_kernel_tables_take_their_figures_from_them_per_engine(gpu):
 def test_gpus_without_tables_keep_the_hand_written_figures():
     for gpu in ("h20", "h100-pcie", "some-cpu"):
         sources = dict(get_efficiency(gpu, "bf16", engine="vllm").sources)
-        assert all(sources.values()) and not any("aiconfigurator" in s for s in sources.values())
+        assert all(sources.values()) and not any("derive_efficiency.py" in s for s in sources.values())
 
 
 def test_a_users_entry_wins_and_a_bad_figure_is_a_usage_error(tmp_path):
@@ -177,6 +178,63 @@ def test_decode_attention_by_group_takes_the_models_query_heads_per_kv_head(tmp_
     # the weights 92.16 µs, the LM head 40.96 µs, elementwise 4.352 µs.
     t = tiny(FAST, str(path)).step_s(StepBatch(decode_context=(1000,)))
     assert t == pytest.approx(92.16e-6 + 40.96e-6 + 640.64e-6 + 4.352e-6, rel=1e-6)
+
+
+def test_each_elementwise_kernel_adds_its_fixed_time_once_per_layer_and_step(tmp_path):
+    path = tmp_path / "eff.json"
+    entry = {"gpu": ["tiny-gpu"], "compute": "*",
+             **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()}}
+    entry["elementwise_latency_s"]["value"] = 1e-3
+    path.write_text(json.dumps({"efficiency": [entry]}))
+    bf16 = get_precision("bf16")
+    one, two = StepBatch(decode_context=(1000,)), StepBatch(decode_context=(1000, 1000))
+    base = tiny(FAST, _flat(tmp_path))
+    slow = tiny(FAST, str(path))
+    # TINY's one layer in BF16 runs 4 elementwise kernels a step (two residual-add + RMSNorms,
+    # rotary, SiLU-and-mul): 4 ms more, whatever the batch; under the TensorRT-LLM preset rotary is
+    # inside the attention: 3 kernels, 3 ms.
+    assert slow.step_s(one) - base.step_s(one) == pytest.approx(4e-3, rel=1e-9)
+    assert slow.step_s(two) - base.step_s(two) == pytest.approx(4e-3, rel=1e-9)
+    trt = RooflinePredictor(TINY, FAST, bf16, bf16, 1, NO_OVERHEAD, str(path), engine="trtllm")
+    trt_base = RooflinePredictor(TINY, FAST, bf16, bf16, 1, NO_OVERHEAD, _flat(tmp_path), engine="trtllm")
+    assert trt.step_s(one) - trt_base.step_s(one) == pytest.approx(3e-3, rel=1e-9)
+    # A calibration's MBU replaces the catalog, fixed times included.
+    with_mbu = RooflineParams(step_overhead_s=0.0, mbu=0.5)
+    assert tiny(FAST, str(path), with_mbu).step_s(one) == tiny(FAST, _flat(tmp_path), with_mbu).step_s(one)
+
+
+def _flat(tmp_path):
+    path = tmp_path / "flat.json"
+    path.write_text(json.dumps({"efficiency": [{"gpu": ["tiny-gpu"], "compute": "*",
+                                                **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()}}]}))
+    return str(path)
+
+
+def test_gemm_flops_by_size_takes_the_models_layer_size_in_log_scale(tmp_path):
+    # TINY's layer holds 12,288 + 24,576 = 36,864 GEMM weights: the geometric middle of 9,216 and
+    # 147,456, so the curve gives the middle of its two efficiencies there, 0.25.
+    def catalog_with(**gemm):
+        path = tmp_path / f"eff{len(list(tmp_path.iterdir()))}.json"
+        entry = {"gpu": ["tiny-gpu"], "compute": "*",
+                 **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()}}
+        entry["gemm_flops"].update(gemm)
+        path.write_text(json.dumps({"efficiency": [entry]}))
+        return str(path)
+
+    curve = catalog_with(by_size=[[9216, 0.1], [147456, 0.4]])  # its value stays 0.5
+    eff = get_efficiency("tiny-gpu", "bf16", curve)
+    assert [eff.gemm_flops_at(w) for w in (1000, 9216, 36864, 147456, 1e9)] == pytest.approx([0.1, 0.1, 0.25, 0.4, 0.4])
+    prefill = StepBatch(prefill=((100, 0),))  # compute-bound on the slow GPU
+    by_size = tiny(SLOW, curve).step_s(prefill)
+    # The projections and the MLP at 0.25, as with a plain 0.25; the LM head (one GEMM, one row for
+    # the prompt's logits) keeps the entry's value 0.5: 2 · 16,384 FLOPs / 1e9 · (1/0.25 − 1/0.5)
+    # = 65.536 µs less than with 0.25 everywhere.
+    assert tiny(SLOW, catalog_with(value=0.25)).step_s(prefill) - by_size == pytest.approx(65.536e-6, rel=1e-9)
+    assert by_size > tiny(SLOW, catalog_with(value=0.5)).step_s(prefill) * 1.5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"gpu": "*", "weight_bandwidth": {"value": 0.5, "by_size": [[1, 0.5]]}}]))
+    with pytest.raises(UsageError, match="only gemm_flops"):
+        get_efficiency("a100-80gb", "bf16", bad)
 
 
 @pytest.mark.parametrize("by_rows, why", [([[3, 0.5], [1, 0.6]], "ascending"), ([[1, 1.5]], "out of range"),

@@ -19,7 +19,9 @@ with its source; ``mfu`` and ``mbu`` replace them all where given, as a calibrat
   units, as FlashAttention-3 and TensorRT-LLM's FP8 context attention do; else BF16);
 - the LM head (kept in 16 bits) for the tokens that need logits;
 - elementwise passes, memory-bound: two fused residual-add + RMSNorms per layer, rotary on Q and K,
-  the MLP activation, and with FP8 weights the per-token quantization of every GEMM's input.
+  the MLP activation, and with FP8 weights the per-token quantization of every GEMM's input (under
+  the TensorRT-LLM preset, its kernels' fusions: rotary inside the attention, and only the QKV and
+  gate/up inputs quantized by a pass of their own); each pass also a fixed time per kernel.
 
 Then two ring all-reduces per layer under TP and the costs beyond the operator groups: the
 parameters that price a step's work, its overheads and its GEMM rows' kernels, are
@@ -74,7 +76,11 @@ class RooflinePredictor:
         self._gemm_at_rows: dict[float, tuple[float, float]] = {}
         self._head_at_rows: dict[float, tuple[float, float]] = {}
         self._no_latency = (0.0,) * len(GROUPS)
-        self._compute_eff = (gemm.gemm_flops, gemm.gemm_flops, attn.attention_prefill_flops, head.gemm_flops, 1.0)
+        # The GEMMs' FLOPs efficiency at the size of this model's layer on one GPU (the catalog's
+        # ``by_size`` where it gives one: larger matrices run closer to peak).
+        self.layer_gemm_weights = (model.attn_params_per_layer + model.expert_params) / tp
+        gemm_eff = gemm.gemm_flops_at(self.layer_gemm_weights)
+        self._compute_eff = (gemm_eff, gemm_eff, attn.attention_prefill_flops, head.gemm_flops, 1.0)
         # Decode attention at the efficiency of this model's query heads per KV head (per GPU).
         self._attention_decode_eff = attn.attention_decode_bandwidth_at(
             (model.num_heads / tp) / kv_heads_per_gpu(model, tp))
@@ -105,10 +111,19 @@ class RooflinePredictor:
         self._lm_mem = model.vocab_size * model.hidden_size / tp * weights.embedding_bytes_per_value / bw
         self._lm_cmp_tok = 2 * model.vocab_size * model.hidden_size / tp / bf16
         fp8_in = self.gemm_precision == "fp8"
-        self._elementwise_mem_tok = layers * _elementwise_bytes(model, tp, heads, kv_heads, fp8_in) / bw
+        # TensorRT-LLM's kernels do inside others what vLLM and SGLang run as passes of their own:
+        # rotary in the attention op's QKV preprocessing, and the O and down projections' FP8 inputs
+        # written by the attention and activation kernels (see ``_elementwise_bytes``).
+        self.fused_elementwise = engine == "trtllm"
+        fused = self.fused_elementwise
+        self._elementwise_mem_tok = layers * _elementwise_bytes(model, tp, heads, kv_heads, fp8_in,
+                                                                kernel_fusions=fused, rotary_in_attention=fused) / bw
         self._elementwise_fused_mem_tok = {
             rope: layers * _elementwise_bytes(model, tp, heads, kv_heads, fp8_in, kernel_fusions=True,
                                               rotary_in_attention=rope) / bw for rope in (False, True)}
+        # Each elementwise kernel's fixed GPU time, once per layer and kernel invocation of a step.
+        self._elementwise_latency = gemm.elementwise_latency_s
+        self._elementwise_fixed_s = self.elementwise_fixed_s(fused, fused)
         ring = 2 * (tp - 1) / tp
         comm = gemm
         self._ar_s_tok = (ring * model.hidden_size * 2 / (gpu.link_bytes_s_per_direction * comm.allreduce_bus_bandwidth)
@@ -122,6 +137,15 @@ class RooflinePredictor:
         kernel-table predictor adds (see ``_elementwise_bytes``)."""
         mem = self._elementwise_fused_mem_tok[rotary_in_attention] if kernel_fusions else self._elementwise_mem_tok
         return mem / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
+
+    def elementwise_fixed_s(self, kernel_fusions: bool, rotary_in_attention: bool) -> float:
+        """The fixed seconds of one kernel invocation's elementwise kernels (all layers: the catalog's
+        ``elementwise_latency_s`` per pass ``_elementwise_kernels`` counts). Pricing leaves it out
+        where ``mbu`` replaces the catalog, as it does the GEMM calls' (a calibration's overheads
+        hold such costs)."""
+        fp8_in = self.gemm_precision == "fp8"
+        return self.model.num_layers * _elementwise_kernels(fp8_in, kernel_fusions, rotary_in_attention) \
+            * self._elementwise_latency
 
     def _memory_for(self, rows: float, mlp_rows: float, logit_rows: int, passes: int,
                     logit_passes: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -277,6 +301,7 @@ class RooflinePredictor:
             mlp_rows = rows
         eff, lat = (self._memory_for(rows, mlp_rows, logit_rows, passes, logit_passes) if self._by_rows
                     else (self._memory_eff, self._no_latency))
+        lat = (*lat[:4], self._elementwise_fixed_s)  # the elementwise kernels' fixed time, once per invocation
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
         # the padding rows go to the prefill's share.
         decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
@@ -290,11 +315,12 @@ class RooflinePredictor:
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
         eff = {"gemm_precision": self.gemm_precision, "attention_precision": self.attention_precision,
-               "gemm_flops": gemm.gemm_flops, "weight_bandwidth": gemm.weight_bandwidth,
+               "gemm_flops": self._compute_eff[0], "weight_bandwidth": gemm.weight_bandwidth,
                "attention_prefill_flops": attn.attention_prefill_flops,
                "attention_decode_bandwidth": self._attention_decode_eff, "lm_head_flops": head.gemm_flops,
                "weight_bandwidth_by_rows": [list(p) for p in gemm.weight_bandwidth_by_rows],  # rows, eff, latency_s
-               "elementwise_bandwidth": gemm.elementwise_bandwidth,
+               "elementwise_bandwidth": gemm.elementwise_bandwidth, "elementwise_latency_s": gemm.elementwise_latency_s,
+               "elementwise_fused": self.fused_elementwise,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
                "engine": self.engine or "*",
@@ -322,6 +348,14 @@ def _streaming_at(eff: Efficiency, rows: float, memo: dict[float, tuple[float, f
     if got is None:
         got = memo[rows] = (eff.weight_bandwidth_at(rows), eff.gemm_latency_at(rows))
     return got
+
+
+def _elementwise_kernels(fp8_activations: bool, kernel_fusions: bool = False, rotary_in_attention: bool = False) -> int:
+    """The elementwise kernels of one layer, the passes ``_elementwise_bytes`` counts: two
+    residual-add + RMSNorms, rotary (unless in the attention), the MLP activation, and with FP8
+    GEMMs a quantization per GEMM input that has a pass of its own (4; 2 with ``kernel_fusions``)."""
+    quant = (2 if kernel_fusions else 4) if fp8_activations else 0
+    return 2 + (0 if rotary_in_attention else 1) + 1 + quant
 
 
 def _elementwise_bytes(model: ModelSpec, tp: int, heads: float, kv_heads: float, fp8_activations: bool,

@@ -16,11 +16,17 @@ each call has a fixed cost (launch; for FP8 the activation's quantization).
 ``attention_decode_bandwidth`` may give ``by_group``, ``[[query heads per KV head, efficiency],
 ...]``, interpolated the same way: decode kernels read each KV head once for its group of query
 heads, and a kernel for one query head per KV head reads the cache less efficiently.
+``gemm_flops`` may give ``by_size``, ``[[weights, efficiency], ...]`` with weights ascending: a
+layer whose GEMMs (one GPU's share of QKV, O, gate/up and down) hold that many weights reaches
+that efficiency at prefill rows, interpolated linearly in the logarithm of the size and held past
+either end, as larger matrices keep more of the tensor cores busy (FP8 GEMMs on Hopper: about 0.5
+of peak in layers of 100 M weights, 0.6-0.65 in layers of 300-400 M).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +37,7 @@ from tokenpace.simulator.catalog._files import builtin_entries, entries_of, norm
 
 FIGURES = ("gemm_flops", "weight_bandwidth", "attention_prefill_flops", "attention_decode_bandwidth",
            "elementwise_bandwidth", "allreduce_bus_bandwidth", "allreduce_base_latency_s",
-           "allreduce_hop_latency_s")
+           "allreduce_hop_latency_s", "elementwise_latency_s")
 _FRACTIONS = FIGURES[:6]
 BUILTIN_FILES = ("efficiency", "efficiency_measured")  # data/<name>.json, in this order
 
@@ -48,11 +54,22 @@ class Efficiency:
     allreduce_bus_bandwidth: float
     allreduce_base_latency_s: float
     allreduce_hop_latency_s: float
+    elementwise_latency_s: float  # the fixed GPU time of one elementwise kernel
     sources: tuple[tuple[str, str], ...] = ()  # (figure, source)
     # (rows, efficiency, latency per GEMM s); () where weight streaming is one value
     weight_bandwidth_by_rows: tuple[tuple[int, float, float], ...] = ()
     # (query heads per KV head, efficiency); () where decode attention is one value
     attention_decode_by_group: tuple[tuple[int, float], ...] = ()
+    # (weights of one layer's GEMMs on one GPU, efficiency); () where GEMM FLOPs are one value
+    gemm_flops_by_size: tuple[tuple[float, float], ...] = ()
+
+    def gemm_flops_at(self, layer_weights: float) -> float:
+        """The GEMM FLOPs efficiency of a layer whose GEMMs hold ``layer_weights`` weights on one
+        GPU: ``by_size`` interpolated in log size (held past its ends), else the one value."""
+        if not self.gemm_flops_by_size:
+            return self.gemm_flops
+        curve = tuple((math.log(w), e) for w, e in self.gemm_flops_by_size)
+        return _interpolate(curve, math.log(max(layer_weights, 1.0)), 1)
 
     def attention_decode_bandwidth_at(self, group: float) -> float:
         """The decode attention's KV-streaming efficiency with ``group`` query heads per KV head:
@@ -80,6 +97,8 @@ class Efficiency:
             out["weight_bandwidth"]["by_rows"] = [list(p) for p in self.weight_bandwidth_by_rows]
         if self.attention_decode_by_group:
             out["attention_decode_bandwidth"]["by_group"] = [list(p) for p in self.attention_decode_by_group]
+        if self.gemm_flops_by_size:
+            out["gemm_flops"]["by_size"] = [list(p) for p in self.gemm_flops_by_size]
         return out
 
 
@@ -133,7 +152,8 @@ def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | 
         raise UsageError(f"efficiency catalog gives no {', '.join(missing)} for {gpu_id} {compute} (add a '*' entry)")
     return Efficiency(**{f: best[f][2] for f in FIGURES}, sources=tuple((f, best[f][3]) for f in FIGURES),
                       weight_bandwidth_by_rows=best["weight_bandwidth"][4],
-                      attention_decode_by_group=best["attention_decode_bandwidth"][4])
+                      attention_decode_by_group=best["attention_decode_bandwidth"][4],
+                      gemm_flops_by_size=best["gemm_flops"][4])
 
 
 def _interpolate(curve: tuple, x: float, column: int) -> float:
@@ -148,7 +168,7 @@ def _interpolate(curve: tuple, x: float, column: int) -> float:
 
 
 def _figure(raw: Any, name: str) -> tuple[float, str, tuple]:
-    """(value, source, curve): the curve is ``by_rows`` or ``by_group`` where the figure takes one."""
+    """(value, source, curve): the curve is ``by_rows``, ``by_group`` or ``by_size`` where the figure takes one."""
     value, source = (raw.get("value"), str(raw.get("source", ""))) if isinstance(raw, dict) else (raw, "")
     value = _number(value, name)
     if isinstance(raw, dict) and raw.get("by_group"):
@@ -162,6 +182,16 @@ def _figure(raw: Any, name: str) -> tuple[float, str, tuple]:
         if [g for g, _ in group] != sorted({g for g, _ in group}) or group[0][0] < 1:
             raise UsageError(f"{name} by_group must have groups ascending, each at least 1")
         return value, source, group
+    if isinstance(raw, dict) and raw.get("by_size"):
+        if name != "gemm_flops":
+            raise UsageError(f"efficiency figure {name} takes no by_size (only gemm_flops does)")
+        try:
+            sizes = tuple((float(w), _number(v, name)) for w, v in raw["by_size"])
+        except (TypeError, ValueError):
+            raise UsageError(f"{name} by_size must be [[layer weights, efficiency], ...]") from None
+        if [w for w, _ in sizes] != sorted({w for w, _ in sizes}) or sizes[0][0] < 1:
+            raise UsageError(f"{name} by_size must have sizes ascending, each at least 1")
+        return value, source, sizes
     by_rows: tuple[tuple[int, float, float], ...] = ()
     if isinstance(raw, dict) and raw.get("by_rows"):
         if name != "weight_bandwidth":

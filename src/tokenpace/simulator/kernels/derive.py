@@ -5,9 +5,15 @@ from table latencies read through ``KernelTables`` (the kernel predictor's own l
 kernel per dtype, exact at grid points) over representative shapes:
 
 - the shapes are every dense model of our catalog at the tensor-parallel degrees it is served at
-  (``serving_configs``): one GPU's share of each layer;
+  in the figure's precision (``serving_configs``: FP8 weights take half the memory, so FP8
+  deployments run at half the TP, as the published Llama-3.1-70B FP8 runs at TP1 and TP2 do):
+  one GPU's share of each layer;
 - ``gemm_flops``: a layer's GEMM FLOPs (2·m·n·k summed over QKV, O, up/gate, down) over their
   summed latency × the dense peak of the dtype, at prefill row counts (``PREFILL_ROWS``);
+  ``by_size``: each layer shape's median over those rows, by the layer's weights on one GPU (the
+  median where several shapes or engines share a size), which the roofline interpolates at its
+  model's layer: measured FP8 GEMMs on Hopper reach about 0.5 of peak in layers of 100 M weights
+  and 0.6-0.65 in layers of 300-400 M, so one median for all misprices large models' prefill;
 - ``weight_bandwidth``: at each row count of ``CURVE_ROWS`` (``by_rows``), the least-squares
   line through the layers' summed GEMM latencies, time = GEMMs × latency + weight bytes /
   (efficiency × HBM bandwidth): a fixed cost per GEMM call (launch, and for FP8 the activation's
@@ -93,14 +99,14 @@ def capped(samples) -> np.ndarray:
     return np.minimum(np.asarray(samples, dtype=float), 1.0)
 
 
-def serving_configs(models: list[ModelSpec] | None = None) -> list[tuple[ModelSpec, int]]:
-    """Every dense catalog model at the smallest TP (1, 2, 4 or 8) whose 16-bit weights per GPU fit
-    in ``SERVING_WEIGHT_BYTES``, and at twice that TP (up to 8)."""
+def serving_configs(models: list[ModelSpec] | None = None, bytes_per_weight: int = 2) -> list[tuple[ModelSpec, int]]:
+    """Every dense catalog model at the smallest TP (1, 2, 4 or 8) whose weights per GPU, at
+    ``bytes_per_weight``, fit in ``SERVING_WEIGHT_BYTES``, and at twice that TP (up to 8)."""
     out = []
     for m in models if models is not None else list_models():
         if m.is_moe:
             continue
-        tps = [tp for tp in (1, 2, 4, 8) if m.params * 2 / tp <= SERVING_WEIGHT_BYTES] or [8]
+        tps = [tp for tp in (1, 2, 4, 8) if m.params * bytes_per_weight / tp <= SERVING_WEIGHT_BYTES] or [8]
         first = tps[0]
         out += [(m, tp) for tp in sorted({first, min(2 * first, 8)})]
     return out
@@ -118,11 +124,14 @@ def gemm_efficiency(tables: list[KernelTables], gpu: GPU, compute: str, configs)
     peak, bw = gpu.peak_flops(compute), gpu.hbm_bytes_s
     rows = np.array(sorted(set(PREFILL_ROWS) | set(CURVE_ROWS)), dtype=float)
     flops, layer_s, layer_bytes = [], [], []  # per layer: latencies at each row count; weight bytes
+    by_size: dict[int, list[float]] = {}  # a layer's weights -> each shape's median prefill efficiency
     for t in tables:
         for _, shapes in _layer(configs):
             lat_s = sum(t.gemm_curve(dtype, n, k, rows) for n, k in shapes.values()) * MS
             weights = sum(n * k for n, k in shapes.values())
-            flops += [e for m, e in zip(rows, 2 * rows * weights / (lat_s * peak)) if m in PREFILL_ROWS]
+            layer = [e for m, e in zip(rows, 2 * rows * weights / (lat_s * peak)) if m in PREFILL_ROWS]
+            flops += layer
+            by_size.setdefault(weights, []).append(float(np.median(capped(layer))))
             layer_s.append(lat_s)
             layer_bytes.append(weights * bpw)
     at = {int(m): i for i, m in enumerate(rows)}
@@ -134,8 +143,10 @@ def gemm_efficiency(tables: list[KernelTables], gpu: GPU, compute: str, configs)
         residuals += list(rel)
     shapes_said = f"{len(layer_s)} layer GEMM sets ({len(configs)} model/TP shapes x {len(tables)} tables)"
     kernel = "; ".join(sorted({t.gemm_kernel(dtype) for t in tables}))
+    sizes = tuple((w, round(float(np.median(e)), 4)) for w, e in sorted(by_size.items()))
     g = figure(flops, f"{dtype} GEMMs ({kernel}) at m = {', '.join(map(str, PREFILL_ROWS))} rows, {shapes_said}: "
-                      f"2mnk / (latency x {peak / 1e12:g} TFLOP/s)")
+                      f"2mnk / (latency x {peak / 1e12:g} TFLOP/s); by_size: each shape's median by its "
+                      "layer's weights on one GPU", sizes)
     res = np.abs(residuals)
     w = Figure(float(np.median([e for m, e, _ in curve if m in DECODE_ROWS])), res,
                f"{dtype} GEMMs ({kernel}), {shapes_said}, at each m of by_rows: least squares of a layer's "
@@ -243,8 +254,9 @@ def _as_entry(figures: dict[str, Figure], where: str) -> dict:
     out = {}
     for name, f in figures.items():
         e = {"value": round(f.value, 4) if f.value >= 1e-3 else float(f"{f.value:.4g}"), "source": _source(f, where)}
-        if f.by_rows:  # weight streaming's by rows, decode attention's by group
-            e["by_group" if name == "attention_decode_bandwidth" else "by_rows"] = [list(p) for p in f.by_rows]
+        if f.by_rows:  # weight streaming's by rows, decode attention's by group, GEMM FLOPs' by size
+            key = {"attention_decode_bandwidth": "by_group", "gemm_flops": "by_size"}.get(name, "by_rows")
+            e[key] = [list(p) for p in f.by_rows]
         out[name] = e
     return out
 
@@ -254,8 +266,8 @@ def catalog_entries(gpu_ids: list[str], gpu: GPU, tables: list[KernelTables], ai
     """The efficiency-catalog entries for the GPUs ``gpu_ids`` (measured on ``gpu``, the table's
     ``device``): per engine and for no engine ("*": the engines' samples pooled), per compute
     precision the GEMM and attention figures, and the all-reduce figures."""
-    configs = serving_configs() if configs is None else configs
     computes = ["bf16"] + (["fp8"] if gpu.fp8_tflops else [])
+    shapes = {c: serving_configs(bytes_per_weight=DTYPES[c][1]) if configs is None else configs for c in computes}
     entries = []
     for engine, ts in [(t.backend, [t]) for t in tables] + [("*", tables)]:
         names = "; ".join(f"{t.backend} {t.version}" for t in ts)
@@ -267,8 +279,8 @@ def catalog_entries(gpu_ids: list[str], gpu: GPU, tables: list[KernelTables], ai
             figs: dict[str, Figure] = {}
             have = [t for t in ts if dtype in t.gemm_dtypes()]
             if have:
-                figs["gemm_flops"], figs["weight_bandwidth"] = gemm_efficiency(have, gpu, compute, configs)
-            attn = attention_efficiency(ts, gpu, compute, configs)
+                figs["gemm_flops"], figs["weight_bandwidth"] = gemm_efficiency(have, gpu, compute, shapes[compute])
+            attn = attention_efficiency(ts, gpu, compute, shapes[compute])
             if attn:
                 figs["attention_prefill_flops"], figs["attention_decode_bandwidth"] = attn
             if figs:

@@ -85,6 +85,8 @@ class KernelPredictor:
         self._ar_elems_tok = h  # the table's message_size is in elements
         self._elementwise_s_tok = self.roofline.elementwise_s_per_token(
             kernel_fusions=True, rotary_in_attention=backend == "trtllm")
+        self._elementwise_fixed_s = 0.0 if self.params.mbu is not None else \
+            self.roofline.elementwise_fixed_s(kernel_fusions=True, rotary_in_attention=backend == "trtllm")
 
     def step_s(self, batch: StepBatch) -> float:
         g = batch.decode_tokens_per_seq
@@ -109,7 +111,7 @@ class KernelPredictor:
         if self._ar_s:
             t += self.allreduce_s(tokens)
         t += tokens * (self._elementwise_s_tok + p.token_overhead_s) + (nd + len(batch.prefill)) * p.seq_overhead_s
-        return t
+        return t + self._elementwise_fixed_s
 
     def decode_run_s(self, batch: StepBatch, steps: int) -> np.ndarray:
         """``step_s`` of each of ``steps`` pure decode steps from ``batch`` (in step i every context
@@ -126,7 +128,8 @@ class KernelPredictor:
         t = t + (interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, tokens))
         if self._ar_s:
             t = t + self.allreduce_s(tokens)
-        return t + (tokens * (self._elementwise_s_tok + p.token_overhead_s) + nd * p.seq_overhead_s)
+        return t + (tokens * (self._elementwise_s_tok + p.token_overhead_s) + nd * p.seq_overhead_s) \
+            + self._elementwise_fixed_s
 
     def allreduce_s(self, tokens: int) -> float:
         """Seconds a step of ``tokens`` tokens spends in all-reduces (all layers; 0 without TP)."""
