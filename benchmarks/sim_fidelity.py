@@ -8,8 +8,13 @@ point's error, the median |error| per metric group (throughput, TTFT, TPOT/ITL, 
 points. The roofline efficiencies are the library defaults (the efficiency catalog); nothing is
 fitted to any point.
 
+Then, apart, the extra published points of ``extra_points.json`` (beside this script: NIM's
+closed-loop table under load, read over its steady state, and vLLM CI latency runs under TP), with
+medians of their own, so the issue's figures stay comparable from run to run.
+
     .venv/bin/python benchmarks/sim_fidelity.py                          # ../shared/published_points.json
     .venv/bin/python benchmarks/sim_fidelity.py --points PATH --json     # another file; machine-readable
+    .venv/bin/python benchmarks/sim_fidelity.py --no-extra               # the issue's points only
 """
 
 from __future__ import annotations
