@@ -221,3 +221,31 @@ def test_the_kernel_predictor_adds_only_the_elementwise_passes_the_tables_leave_
     trt = KernelPredictor(*parts, engine="trtllm")._elementwise_s_tok
     assert vllm / full == pytest.approx((65536 + 86016 + 20480 + 24576) / (65536 + 86016 + 20480 + 79872))
     assert trt / full == pytest.approx((65536 + 86016 + 24576) / (65536 + 86016 + 20480 + 79872))
+
+
+def test_a_part_that_borrows_tables_streams_no_faster_than_its_own_memory(kernel_tables):
+    """The A100 40GB prices its steps from the 80GB's tables (the same SMs, 1.555 against 2.039
+    TB/s). A compute-bound prefill costs the same on both but for the elementwise passes; a
+    one-sequence decode step, whose GEMMs the 80GB streams at 1.50 TB/s, takes on the 40GB at least
+    the weights at its measured copy rate (1.355 TB/s), and decode attention over long contexts at
+    least the KV bytes at that rate; decode runs give the same floats as single steps."""
+    from tokenpace.simulator.kernels.predictor import KernelPredictor
+
+    model, bf16 = get_model("llama-3.1-8b"), get_precision("bf16")
+    small, big = (KernelPredictor(model, get_gpu(g), bf16, bf16, engine="vllm") for g in ("a100-40gb", "a100-80gb"))
+    assert small.describe()["tables"]["measured_on"] == "a100-80gb"
+    assert "measured_on" not in big.describe()["tables"]
+    prefill = StepBatch(prefill=((4096, 0),))
+    assert 1.0 <= small.step_s(prefill) / big.step_s(prefill) < 1.03
+    weights = ((model.attn_params_per_layer + model.expert_params) * model.num_layers
+               + model.vocab_size * model.hidden_size) * 2  # the layers' GEMMs and the LM head
+    lone = StepBatch(decode_context=(1000,))
+    assert small.step_s(lone) - small.params.step_overhead_s > weights / 1.355e12
+    assert 1.03 < small.step_s(lone) / big.step_s(lone) < 2.039 / 1.555
+    long = StepBatch(decode_context=(16000,) * 64)
+    kv = 64 * 16001 * model.num_layers * 2 * model.num_kv_heads * model.head_dim * 2
+    assert small.step_s(long) - big.step_s(long) > 0
+    assert small.step_s(long) > kv / 1.355e12 + weights / 1.355e12
+    run = small.decode_run_s(long, 5)
+    assert run[0] == small.step_s(long)
+    assert run[4] == small.step_s(StepBatch(decode_context=(16004,) * 64))

@@ -52,7 +52,7 @@ import numpy as np
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, get_gpu, list_models
 from tokenpace.simulator.kernels.predictor import attention_heads_per_gpu, layer_gemm_shapes
-from tokenpace.simulator.kernels.tables import KernelTables
+from tokenpace.simulator.kernels.tables import BORROWED, KernelTables
 
 MS = 1e-3
 PREFILL_ROWS = (2048, 4096, 8192)
@@ -306,19 +306,22 @@ def borrowed_part(entry: dict, measured: GPU, part: GPU) -> dict:
     Weight streaming by rows does not: past the ridge the measured GEMMs are compute-bound, and the
     line's "efficiency" there is compute time expressed as bytes over the measured part's bandwidth,
     which the same fraction of a smaller bandwidth would make slower although the SMs and clocks are
-    the same. So at each row count a GEMM takes the longer of the measured part's time and streaming
-    its bytes at this part's bandwidth at the one-row (memory-bound) efficiency: efficiency x
-    (measured bandwidth / this part's), at most the one-row efficiency."""
+    the same. Nor does it at one row: there the measured GEMMs stream at a rate their SMs set (the
+    A100 80GB's 0.74 of 2.039 TB/s, 1.50 TB/s, below what its HBM copies), which the same SMs keep
+    on a slower memory up to what that memory streams at all. So at each row count a GEMM streams
+    at the measured part's rate, at most this part's measured copy rate (``BORROWED``):
+    efficiency x (measured bandwidth / this part's), at most copy rate / this part's bandwidth."""
     out = {**entry, "gpu": [part.id]}
     w = entry.get("weight_bandwidth")
     if not w or not w.get("by_rows"):
         return out
-    ratio, first = measured.hbm_tb_s / part.hbm_tb_s, w["by_rows"][0][1]
-    rows = [[m, round(min(e * ratio, first), 4), lat] for m, e, lat in w["by_rows"]]
+    _, copy_tb_s, copy_source = BORROWED[part.id]
+    ratio, cap = measured.hbm_tb_s / part.hbm_tb_s, round(copy_tb_s / part.hbm_tb_s, 4)
+    rows = [[m, round(min(e * ratio, cap), 4), lat] for m, e, lat in w["by_rows"]]
     value = float(np.median([e for m, e, _ in rows if m in DECODE_ROWS]))
     out["weight_bandwidth"] = {
         **w, "value": round(value, 4), "by_rows": rows,
         "source": w["source"] + f"; for the {part.name} ({part.hbm_tb_s:g} TB/s, the same SMs): each row count's "
-                                f"efficiency x {measured.hbm_tb_s:g}/{part.hbm_tb_s:g}, at most the one-row {first:g} "
-                                "(the measured part's time where it is compute-bound, this part's bandwidth where not)"}
+                                f"efficiency x {measured.hbm_tb_s:g}/{part.hbm_tb_s:g} (the measured part's rate), "
+                                f"at most {cap:g} ({copy_source})"}
     return out

@@ -19,7 +19,10 @@ Per step, for all layers on one GPU:
   efficiency catalog): the norms, the activation, rotary (except with TensorRT-LLM's tables, whose
   attention op applies it), the FP8 quantization of the QKV and gate/up inputs (aiconfigurator's
   own op list: the O and down projections take FP8 input from the kernel before them), and the
-  host overheads.
+  host overheads;
+- on a GPU that takes another part's tables (the A100 40GB those of the 80GB: the same SMs, less
+  bandwidth; ``tables.BORROWED``), each GEMM and the decode attention at least their bytes at this
+  part's measured copy rate: the measured part's SMs stream faster than this part's HBM can.
 
 The tables are those of the engine preset (``--engine``; vLLM's without one) at the newest version
 the package ships, for the GPU. Dense models only. For a fixed decode batch the step time is
@@ -35,7 +38,7 @@ import numpy as np
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
-from tokenpace.simulator.kernels.tables import GEMM_DTYPES, KernelTables, interp, load_tables
+from tokenpace.simulator.kernels.tables import BORROWED, GEMM_DTYPES, KernelTables, interp, load_tables
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
 from tokenpace.simulator.step import StepBatch, context_total
@@ -66,15 +69,24 @@ class KernelPredictor:
         heads, kv_heads = attention_heads_per_gpu(model, tp)
         self.shapes = layer_gemm_shapes(model, tp)
         t = self.tables
+        # Tables measured on a part with more bandwidth (BORROWED): a kernel is no faster than this
+        # part's HBM streams its bytes.
+        borrowed = BORROWED.get(gpu.id)
+        self.copy_bytes_s = borrowed[1] * 1e12 if borrowed else None
         grid = t.gemm_rows(dtype)
-        per_layer = sum(t.gemm_curve(dtype, n, k, grid) for n, k in self.shapes.values())
+        per_layer = sum(self._streamed(t.gemm_curve(dtype, n, k, grid) * MS, grid, n, k, weights.bytes_per_value)
+                        for n, k in self.shapes.values())
         self._m = grid.tolist()
-        self._gemm_s = (per_layer * layers * MS).tolist()
+        self._gemm_s = (per_layer * layers).tolist()
         head_grid = t.gemm_rows("bfloat16")
         self._head_m = head_grid.tolist()
-        self._head_s = (t.gemm_curve("bfloat16", -(-model.vocab_size // tp), h, head_grid) * MS).tolist()
+        vocab = -(-model.vocab_size // tp)
+        self._head_s = self._streamed(t.gemm_curve("bfloat16", vocab, h, head_grid) * MS, head_grid, vocab, h,
+                                      weights.embedding_bytes_per_value).tolist()
         self.context = t.attention("context", heads, kv_heads, hd, kv_dtype)
         self.generation = t.attention("generation", heads, kv_heads, hd, kv_dtype)
+        # One decode token's KV bytes in one layer (read, as the KV length counts them).
+        self._kv_bytes_tok = 2 * kv_heads * hd * kv.bytes_per_value
         self._context_max = float(self.context.grid.b[-1])  # the longest prompt measured
         self._layers = layers
         if tp > 1:
@@ -97,7 +109,10 @@ class KernelPredictor:
         t = p.step_overhead_s
         if nd:
             ctx = context_total(batch.decode_context)
-            t += self.generation.ms(nd, ctx / nd + g) * MS * self._layers
+            attn = self.generation.ms(nd, ctx / nd + g) * MS
+            if self.copy_bytes_s:
+                attn = max(attn, (ctx + nd * g) * self._kv_bytes_tok / self.copy_bytes_s)
+            t += attn * self._layers
         top = self._context_max
         for n, c in batch.prefill:
             tokens += n
@@ -124,12 +139,22 @@ class KernelPredictor:
         tokens = nd * g
         p = self.params
         ctx = context_total(batch.decode_context) + np.arange(steps, dtype=np.int64) * tokens
-        t = p.step_overhead_s + self.generation.ms_many(nd, ctx / nd + g) * MS * self._layers
+        attn = self.generation.ms_many(nd, ctx / nd + g) * MS
+        if self.copy_bytes_s:
+            attn = np.maximum(attn, (ctx + tokens) * self._kv_bytes_tok / self.copy_bytes_s)
+        t = p.step_overhead_s + attn * self._layers
         t = t + (interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, tokens))
         if self._ar_s:
             t = t + self.allreduce_s(tokens)
         return t + (tokens * (self._elementwise_s_tok + p.token_overhead_s) + nd * p.seq_overhead_s) \
             + self._elementwise_fixed_s
+
+    def _streamed(self, seconds: np.ndarray, rows: np.ndarray, n: int, k: int, bytes_per_weight: float) -> np.ndarray:
+        """A GEMM's measured seconds over ``rows``, on a part that borrows the tables (``BORROWED``):
+        at least its bytes (the weights, 16-bit input and output rows) at this part's copy rate."""
+        if not self.copy_bytes_s:
+            return seconds
+        return np.maximum(seconds, (n * k * bytes_per_weight + rows * (n + k) * 2) / self.copy_bytes_s)
 
     def allreduce_s(self, tokens: int) -> float:
         """Seconds a step of ``tokens`` tokens spends in all-reduces (all layers; 0 without TP)."""
@@ -146,7 +171,10 @@ class KernelPredictor:
                            "gemm_kernel": t.gemm_kernel(self.gemm_dtype), "kv_cache_dtype": self.kv_dtype,
                            "context_attention": _attn(self.context),
                            "generation_attention": _attn(self.generation),
-                           "allreduce": self.allreduce_source},
+                           "allreduce": self.allreduce_source,
+                           **({"measured_on": BORROWED[self.gpu.id][0],
+                               "streaming_at_most_tb_s": BORROWED[self.gpu.id][1],
+                               "streaming_source": BORROWED[self.gpu.id][2]} if self.copy_bytes_s else {})},
                 "not_in_tables": "elementwise passes and host overheads, priced as the roofline does"}
 
 

@@ -38,6 +38,15 @@ INSTALL = "pip install 'tokenpace[kernels]'"
 # Our GPU catalog ids → aiconfigurator's system names (A100 40 GB runs the same kernels as 80 GB).
 GPU_SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "a100-80gb": "a100_sxm", "a100-40gb": "a100_sxm",
                "l40s": "l40s"}
+# The GPUs that take another part's tables (the same SMs and clocks, less memory bandwidth): the
+# GPU the tables were measured on, and this part's measured device-memory copy rate (1e12 bytes/s),
+# the most its HBM streams whatever the kernel. A memory-bound kernel that the measured part's SMs
+# run faster than this is priced at this rate on the borrowing part (``borrowed_s``).
+BORROWED = {
+    "a100-40gb": ("a100-80gb", 1.355,
+                  "A100 40GB memcopy measured at 1,355 GB/s, 87% of its 1,555 GB/s "
+                  "(PTsolvers gpu-workshop-JuliaCon23 perftest.jl's reference, issue #7)"),
+}
 BACKENDS = ("vllm", "sglang", "trtllm")
 # Our weight precisions → the tables' gemm_dtype.
 GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int8": "int8_wo", "int4": "int4_wo"}
