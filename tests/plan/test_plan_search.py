@@ -156,7 +156,7 @@ def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_lef
                "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["predictor"]["name"] == "kernels" and "5h" in doc["predictor"]["error_band"]["source"]
+    assert doc["predictor"]["name"] == "kernels" and "5i" in doc["predictor"]["error_band"]["source"]
     assert [r["candidate"]["gpu"] for r in doc["ranked"]] == ["h100-sxm"]
     assert all(r["candidate"]["predictor"] == "kernels" for r in doc["ranked"])
     (l4,) = doc["rejected"]
