@@ -51,9 +51,16 @@ def _model_path(model_id: str) -> str | None:
            "num_key_value_heads": m.num_kv_heads, "head_dim": m.head_dim, "intermediate_size": m.intermediate_size,
            "vocab_size": m.vocab_size, "tie_word_embeddings": m.tie_word_embeddings, "hidden_act": "silu",
            "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "torch_dtype": "float16"}
-    d = Path(tempfile.mkdtemp(prefix=f"aic-{m.id}-"))
+    d = Path(_config_root().name) / m.id
+    d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
     return str(d)
+
+
+@lru_cache(maxsize=1)
+def _config_root() -> tempfile.TemporaryDirectory:
+    """One temporary directory for the configs this process writes, removed when it exits."""
+    return tempfile.TemporaryDirectory(prefix="tokenpace-aic-configs-")
 
 
 @lru_cache(maxsize=32)
