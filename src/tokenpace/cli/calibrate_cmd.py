@@ -226,6 +226,12 @@ def _render(cal, out: Path, console) -> None:
         console.print(f"closed-loop client turnaround (end → next send, median of {t['sends']}): "
                       f"{t['median_ms']:.2f} ms; next requests waited a step {t['next_requests_waited_a_step']}× "
                       f"and joined it {t['next_requests_joined_the_step_begun']}×: {copied}")
+        if t.get("join_window_ms"):
+            w = t["while_another_waited"]
+            console.print(f"join window {t['join_window_ms']:.2f} ms: sends while another request waited to be "
+                          f"taken in joined the next step {w['joined']}× (delays {w['joined_delay_ms']} ms) and "
+                          f"waited {w['waited']}× ({w['waited_delay_ms']} ms); the simulated clients wait the "
+                          "measured spread of turnarounds")
     if fit["at_bound"]:
         console.print(f"[yellow]at the bound of its search range: {', '.join(fit['at_bound'])} "
                       "(check the hardware's peak figures)[/]")

@@ -108,6 +108,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="host time a request's arrival takes from the engine's core, added to the step it arrives "
                         "during (an engine whose HTTP threads share the compute core, e.g. llama-server on one "
                         "pinned core; default 0)")
+    g.add_argument("--join-window-ms", type=float, metavar="MS",
+                   help="after a step during which requests arrived, form the next batch this long after its end, "
+                        "taking in the requests that arrive meanwhile (an engine that sets up new requests between "
+                        "steps, e.g. llama-server; default 0)")
     g.add_argument("--kv-scan-ns", type=float, metavar="NS",
                    help="time per query row and KV cell of another sequence in the step: attention over one KV "
                         "buffer shared by every sequence, each row visiting every cell in use (llama.cpp's "
@@ -142,9 +146,11 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
     for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
                         ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms),
-                        ("--kv-scan-ns", ns.kv_scan_ns)):
+                        ("--kv-scan-ns", ns.kv_scan_ns), ("--join-window-ms", ns.join_window_ms)):
         if value is not None:
             _at_least_zero(flag, value)
+    if ns.join_window_ms is not None and not ns.join_window_ms < 1000:
+        raise UsageError(f"--join-window-ms must be below 1000, not {ns.join_window_ms}")
     roofline = dataclasses.replace(
         r, mfu=_given(ns.mfu, r.mfu), mbu=_given(ns.mbu, r.mbu),
         step_overhead_s=r.step_overhead_s if ns.step_overhead_ms is None else ns.step_overhead_ms / 1e3,
@@ -154,7 +160,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         gemv_row_s=r.gemv_row_s if ns.gemv_row_ms is None else ns.gemv_row_ms / 1e3,
         gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
         arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
-        kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9)
+        kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9,
+        join_window_s=r.join_window_s if ns.join_window_ms is None else ns.join_window_ms / 1e3)
     spec = _spec(ns)
     try:
         config = SimConfig(
@@ -165,7 +172,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
             block_size=ns.block_size,
             gpu_memory_utilization=_given(ns.gpu_memory_utilization, _E.gpu_memory_utilization),
             num_gpu_blocks=ns.num_gpu_blocks, prefix_caching=ns.prefix_caching, spec_decode=spec, seed=seed,
-            turnaround_s=cal.turnaround_s if cal else _E.turnaround_s)
+            turnaround_s=cal.turnaround_s if cal else _E.turnaround_s,
+            turnarounds_s=cal.turnarounds_s if cal else _E.turnarounds_s)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_catalogs(config)
@@ -298,6 +306,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--arrival-ms", repr(r.arrival_s * 1e3)]
     if r.kv_scan_s:
         argv += ["--kv-scan-ns", repr(r.kv_scan_s * 1e9)]
+    if r.join_window_s:
+        argv += ["--join-window-ms", repr(r.join_window_s * 1e3)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

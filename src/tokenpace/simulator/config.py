@@ -64,6 +64,9 @@ class SimConfig:
     max_in_flight: int | None = None  # open loop only: cap on requests in flight (bench's --concurrency with --rate)
     stop_issuing_s: float | None = None  # no request is issued at or after this virtual time
     turnaround_s: float = 0.0  # closed loop: a client sends its next request this long after one ends
+    # Closed loop: a spread of turnarounds instead (a calibration's measured quantiles); the k-th
+    # request issued after an end waits turnarounds_s[k × 7 mod n] (every value in turn, mixed).
+    turnarounds_s: tuple[float, ...] = ()
     # The client's limits, in virtual time: at sent + timeout_s (or, with no token yet, sent +
     # ttft_timeout_s) the client gives up and the engine cancels the request, freeing its KV.
     timeout_s: float | None = None
@@ -104,7 +107,7 @@ class SimConfig:
                 raise ValueError(f"{name} must be > 0")
         if not self.ramp_s >= 0:
             raise ValueError("ramp_s must be >= 0")
-        if not 0 <= self.turnaround_s < 60:
+        if not 0 <= self.turnaround_s < 60 or not all(0 <= t < 60 for t in self.turnarounds_s):
             raise ValueError("turnaround_s must lie in [0, 60) seconds")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
             raise ValueError("max_batched_tokens must hold at least one verification step")
@@ -128,7 +131,8 @@ class SimConfig:
             "waiting_served_ratio": self.waiting_served_ratio,
             "max_waiting_steps": self.max_waiting_steps, "concurrency": self.concurrency,
             "max_in_flight": self.max_in_flight, "stop_issuing_s": self.stop_issuing_s,
-            "turnaround_s": self.turnaround_s, "timeout_s": self.timeout_s, "ttft_timeout_s": self.ttft_timeout_s,
+            "turnaround_s": self.turnaround_s,
+            **({"turnarounds_s": list(self.turnarounds_s)} if self.turnarounds_s else {}), "timeout_s": self.timeout_s, "ttft_timeout_s": self.ttft_timeout_s,
             "ramp_s": self.ramp_s,
             "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
             "engine": None if self.engine is None else {"preset": self.engine, "set": dict(self.engine_set)},

@@ -11,6 +11,10 @@ step from each sequence's token plan. So a jump changes no record and no summary
 timeline row stands for the k rows stepping gives (the same start, first step, batch, queue and span;
 its KV usage counts the blocks allocated for all k steps).
 
+``join_window_s``: after a step during which requests arrived, the next batch forms that long after
+the step's end, so that requests arriving meanwhile join it (``schedule_ns``; priced from the end,
+see ``roofline``'s docstring); such a batch is stepped singly, never jumped.
+
 ``arrival_s``: the host time each arriving request takes from the engine's own core (see
 ``roofline``'s docstring): a request arriving while a step runs pushes that step's end (and any
 later step of its run) back by it; ``StepEnd`` then finds its step's end moved and waits for it. A
@@ -55,7 +59,8 @@ class Step:
 class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
-                 timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0) -> None:
+                 timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0,
+                 join_window_s: float = 0.0) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -76,6 +81,9 @@ class Engine:
         self.busy = False
         self._schedule_pending = False
         self.arrival_ns = round(arrival_s * 1e9)
+        self.join_window_ns = round(join_window_s * 1e9)
+        self._arrived_in_flight = False  # a request arrived while the step in flight ran
+        self._origin_ns: int | None = None  # the end of the step before a batch formed after a join window
         self._flight: Step | None = None  # the step running now
 
     # -- arrivals --------------------------------------------------------------------------------
@@ -88,9 +96,20 @@ class Engine:
         if self.step_ends is not None:
             seq.chunk_ns = ChunkRuns(self.step_ends)
         self.scheduler.add(seq)
+        if self.busy:
+            self._arrived_in_flight = True
         if self.arrival_ns:
             self._host_work(seq.arrival_ns)
         return True
+
+    def schedule_ns(self, t_ns: int) -> int:
+        """When the batch after the step that just ended at ``t_ns`` forms: ``join_window_s`` later
+        when requests arrived during that step (the engine takes in requests meanwhile; the batch is
+        priced from ``t_ns``), else at once."""
+        if self.join_window_ns and self._arrived_in_flight:
+            self._origin_ns = t_ns
+            return t_ns + self.join_window_ns
+        return t_ns
 
     def _host_work(self, t_ns: int) -> None:
         """An arrival's host time: the step running at ``t_ns`` (and the rest of its run) ends later."""
@@ -112,12 +131,17 @@ class Engine:
 
     def start_step(self, t_ns: int, horizon_ns: int | None) -> Step | None:
         self._schedule_pending = False
+        self._arrived_in_flight = False
+        formed_ns, origin = t_ns, self._origin_ns
+        self._origin_ns = None
         preempted_before = self.scheduler.preemptions
         batch = self.scheduler.schedule(self.steps)
         if not (batch.prefill or batch.decode):
             self.busy = False
             return None
         self.busy = True
+        if origin is not None:  # formed after a join window: priced from the end of the step before
+            t_ns = origin
         if self.spec is not None:
             for seq in batch.decode:
                 if seq.plan is None:
@@ -126,14 +150,14 @@ class Engine:
                         seq.chunk_tokens = [1] * len(seq.chunk_ns)
         first = self._step_batch(batch, 0)
         co = batch.cohort  # set: the decodes advance as one cohort (cohort.py)
-        jumps = self.jump and not batch.prefill and batch.repeat_limit > 1
+        jumps = self.jump and not batch.prefill and batch.repeat_limit > 1 and origin is None
         k = 1
         if jumps:
             k = (co.jump_length(self.steps, batch.repeat_limit, self.kv.num_free) if co is not None
                  else self._jump_length(batch))
         if k == 1:
             d0 = self._price(first)
-            ends = [t_ns + max(1, round(d0 * 1e9))]
+            ends = [max(t_ns + max(1, round(d0 * 1e9)), formed_ns + 1)]
         else:
             ends, k, d0 = self._run_ends(batch, first, t_ns, k, horizon_ns)
             g = self.decode_tokens

@@ -9,7 +9,8 @@ Simultaneous events run in one documented order (``ORDER``, then creation order)
    (tokens delivered at that very instant count, as the client read them first);
 3. ``Arrival``: a request reaches the engine's waiting queue (or, under an open loop's cap on
    requests in flight, waits for a slot and arrives again when one frees);
-4. ``Schedule``: the scheduler forms the next batch.
+4. ``Schedule``: the scheduler forms the next batch (after a step during which requests arrived,
+   the engine's join window later, if it has one: ``Engine.schedule_ns``).
 
 So a request arriving at the very instant a step ends joins the batch formed at that instant, and the
 KV freed by a sequence finishing then is available to it. Events of the same kind and time run in the
@@ -45,9 +46,11 @@ def _issue(world: World, t_ns: int, finished: list[int]) -> list[Event]:
     return [Arrival(t, i) for t, i in world.load.on_done(t_ns, len(finished), finished)]
 
 
-def _maybe_schedule(world: World, t_ns: int, out: list[Event]) -> list[Event]:
+def _maybe_schedule(world: World, t_ns: int, out: list[Event], after_step: bool = False) -> list[Event]:
+    """``out`` with a scheduling pass where the engine is idle: at ``t_ns``, or after a step, when the
+    engine forms its next batch (``Engine.schedule_ns``: a join window after a step with arrivals)."""
     if world.engine.claim_schedule():
-        out.append(Schedule(t_ns))
+        out.append(Schedule(world.engine.schedule_ns(t_ns) if after_step else t_ns))
     return out
 
 
@@ -65,7 +68,7 @@ class StepEnd(Event):
         done = world.engine.finish_step(self.step)
         for seq in done:
             world.complete(seq)
-        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [seq.index for seq in done]))
+        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [seq.index for seq in done]), after_step=True)
 
 
 class Timeout(Event):

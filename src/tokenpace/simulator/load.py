@@ -116,10 +116,12 @@ class OpenLoop:
 class ClosedLoop:
     """``concurrency`` clients: each issues its next request ``turnaround_ns`` after its previous
     one ends (0: the same instant, so it joins the step that begins then; a real client takes a
-    millisecond or so, and the engine's next step has begun without it)."""
+    millisecond or so, and the engine's next step has begun without it). A tuple of turnarounds
+    (a measured spread): the k-th request issued after an end waits ``turnaround_ns[k * 7 % n]``
+    (7 is prime, so with n not a multiple of 7 every value comes in turn, neighbours apart)."""
 
     def __init__(self, requests: Requests, concurrency: int, stop_ns: int | None = None,
-                 turnaround_ns: int = 0, ramp_ns: int = 0) -> None:
+                 turnaround_ns: int | tuple[int, ...] = 0, ramp_ns: int = 0) -> None:
         if not requests.bounded and stop_ns is None:
             raise UsageError("closed loop: an endless request stream needs a stop time")
         if requests.bounded and any(requests[i].arrival_s is not None for i in range(len(requests))):
@@ -130,6 +132,7 @@ class ClosedLoop:
         self._turnaround_ns = turnaround_ns
         self._ramp_ns = ramp_ns
         self._next = 0
+        self._reissued = 0  # requests issued after an end so far
 
     @property
     def planned(self) -> int:
@@ -147,7 +150,14 @@ class ClosedLoop:
         return True
 
     def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
-        return self._issue(t_ns + self._turnaround_ns, finished)
+        spread = self._turnaround_ns
+        if not isinstance(spread, tuple):
+            return self._issue(t_ns + spread, finished)
+        out = []
+        for _ in range(finished):
+            k, self._reissued = self._reissued, self._reissued + 1
+            out += self._issue(t_ns + spread[k * 7 % len(spread)], 1)
+        return out
 
     def _issue(self, t_ns: int, finished: int) -> list[tuple[int, int]]:
         if self._stop_ns is not None and t_ns >= self._stop_ns:

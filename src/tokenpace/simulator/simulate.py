@@ -68,7 +68,8 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
     scheduler = make_scheduler(config.policy, limits, kv)
     engine = Engine(scheduler, predictor, spec=spec, seed=config.seed,
                     jump=config.jump_decode_steps if jump is None else jump, timeline=timeline, cohort=cohort,
-                    arrival_s=getattr(getattr(predictor, "params", None), "arrival_s", 0.0))
+                    arrival_s=getattr(getattr(predictor, "params", None), "arrival_s", 0.0),
+                    join_window_s=getattr(getattr(predictor, "params", None), "join_window_s", 0.0))
     return engine, capacity
 
 
@@ -113,7 +114,8 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
             raise ValueError("conversations are not capped: concurrency and max_in_flight must be None")
         load = SessionLoop(reqs, stop_ns, max_requests)
     else:
-        load = (ClosedLoop(reqs, config.concurrency, stop_ns, to_ns(config.turnaround_s), to_ns(config.ramp_s))
+        turnaround = tuple(map(to_ns, config.turnarounds_s)) or to_ns(config.turnaround_s)
+        load = (ClosedLoop(reqs, config.concurrency, stop_ns, turnaround, to_ns(config.ramp_s))
                 if config.concurrency
                 else OpenLoop(reqs, config.max_in_flight, stop_ns))
     world = World(reqs, engine, load,

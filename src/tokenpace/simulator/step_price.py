@@ -67,6 +67,15 @@ template and tokenizes the prompt (``tokenize_input_prompts``) before it queues 
 one thread that runs the model, on the same core. A GPU engine does this on other cores
 (0). The engine (``engine.Engine``) applies it, as only the event loop knows when requests
 arrive; a calibration fits it from the steps' arrival counts (``ObservedStep.arrivals``).
+The join window (``join_window_s``; 0 by default). After a step during which requests arrived, an
+engine that sets up new requests between steps takes in every request that reaches it meanwhile
+before it forms the next batch: llama-server streams a step's tokens, then processes its task
+queue (launching the waiting requests' slots) and only then builds the next batch, so a client's
+next request sent a millisecond after a token can join the prompt of a request that arrived during
+the step. The engine (``engine.Engine``) forms such a batch ``join_window_s`` after the step's end
+and prices it from that end, as a calibration measures steps from the chunks before them; after a
+step with no arrival it forms the batch at once. A calibration measures it from the sends just
+after a step ended that joined, or missed, the next one (``calibrate.steps``).
 
 The scan of one KV buffer shared by every sequence (``kv_scan_s``; 0 by default): per query row of
 the step and per KV cell of the batch that belongs to another sequence than the row's
@@ -115,6 +124,7 @@ class RooflineParams:
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
     arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
+    join_window_s: float = 0.0  # after a step during which requests arrived, new ones taken in this long: see the docstring
     kv_scan_s: float = 0.0  # per query row and KV cell of another sequence in the step (one shared KV buffer): see the docstring
     # Per decode batch size k (index k - 1), seconds added to a decode-only step's price; None or past the
     # end: nothing. A calibration's measured correction where the model cannot express the engine: see
@@ -130,6 +140,8 @@ class RooflineParams:
             raise ValueError("decode_mfu must be > 0")
         if not 0 <= self.arrival_s < float("inf"):
             raise ValueError("arrival_s must be >= 0")
+        if not 0 <= self.join_window_s < 1.0:
+            raise ValueError("join_window_s must lie in [0, 1) seconds")
         if not 0 <= self.kv_scan_s < float("inf"):
             raise ValueError("kv_scan_s must be >= 0")
         if not all(d is None or abs(d) < float("inf") for d in self.decode_delta_s):
@@ -142,6 +154,7 @@ class RooflineParams:
                 "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
                 "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
                 **({"kv_scan_s": self.kv_scan_s} if self.kv_scan_s else {}),
+                **({"join_window_s": self.join_window_s} if self.join_window_s else {}),
                 **({"decode_delta_s": list(self.decode_delta_s)} if self.decode_delta_s else {})}
 
     def decode_delta(self, sequences: int, tokens_per_seq: int = 1) -> float:

@@ -23,7 +23,8 @@ import numpy as np
 from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
-from tokenpace.simulator.calibrate.client import closed_loop_turnaround
+from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, join_window,
+                                                  turnaround_spread)
 from tokenpace.simulator.calibrate.decode_table import MIN_STEPS as MIN_DECODE_STEPS, decode_deltas
 from tokenpace.simulator.calibrate.fit import (
     BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline, step_weights,
@@ -112,6 +113,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     report["decode_corrections"] = corrections
     report["observations"]["runs"] = len(runs)
     turnaround = 0.0
+    params, spread = fit.params, ()
     if closed_loop_concurrency:
         # Copied only where it mattered: where the clients' next requests mostly missed the step
         # that began as the previous ones ended (llama.cpp); an engine that takes requests a moment
@@ -121,13 +123,32 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         measured = sum(t * n for t, n in pairs) / counted if counted else 0.0
         joined, waited = observed.joins_after_start
         turnaround = measured if waited > joined else 0.0
+        # Sends that joined a step although they came after the step before ended, while another
+        # request waited to be taken in: the engine takes requests in between steps. Then the
+        # clients' spread of turnarounds and the engine's join window are copied.
+        offsets_joined, offsets_waited = observed.join_offsets
+        window = join_window(offsets_joined, offsets_waited) if turnaround else 0.0
+        if window:
+            gaps = np.concatenate([closed_loop_turnarounds(run, closed_loop_concurrency) for run in runs])
+            spread = turnaround_spread(gaps)
+            params = replace(params, join_window_s=window)
         report["client_turnaround"] = {"median_ms": round(measured * 1e3, 3), "sends": counted,
                                        "next_requests_joined_the_step_begun": joined,
                                        "next_requests_waited_a_step": waited,
-                                       "simulated_turnaround_ms": round(turnaround * 1e3, 3)}
-    return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=fit.params, tp=tp,
+                                       "simulated_turnaround_ms": round(turnaround * 1e3, 3),
+                                       "while_another_waited": {
+                                           "joined": len(offsets_joined), "waited": len(offsets_waited),
+                                           "joined_delay_ms": _ms_range(offsets_joined),
+                                           "waited_delay_ms": _ms_range(offsets_waited)},
+                                       "join_window_ms": round(window * 1e3, 3),
+                                       "simulated_turnarounds_ms": [round(t * 1e3, 3) for t in spread]}
+    return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=params, tp=tp,
                        policy=policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-                       turnaround_s=turnaround, fit=report, source=source or {})
+                       turnaround_s=turnaround, turnarounds_s=spread, fit=report, source=source or {})
+
+
+def _ms_range(values: Sequence[float]) -> list[float] | None:
+    return [round(min(values) * 1e3, 3), round(max(values) * 1e3, 3)] if values else None
 
 
 def _with_decode_deltas(fit: Fit, steps: list[ObservedStep]) -> tuple[Fit, dict[str, Any]]:
@@ -164,7 +185,9 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                             gap_threshold_ms=max(o.gap_threshold_ms for o in observations), skipped=dict(skipped),
                             prompt_steps=dict(sorted(prompt_steps.items())),
                             joins_after_start=(sum(o.joins_after_start[0] for o in observations),
-                                               sum(o.joins_after_start[1] for o in observations)))
+                                               sum(o.joins_after_start[1] for o in observations)),
+                            join_offsets=(tuple(t for o in observations for t in o.join_offsets[0]),
+                                          tuple(t for o in observations for t in o.join_offsets[1])))
 
 
 def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",

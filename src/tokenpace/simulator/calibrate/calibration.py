@@ -24,8 +24,8 @@ from tokenpace.simulator.step_price import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
 # 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
-# 8: decode_delta_s; 9: kv_scan_s (older versions are read, without them)
-SCHEMA_VERSION = 9
+# 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s (older versions are read, without them)
+SCHEMA_VERSION = 10
 KIND = "calibration"
 
 
@@ -41,6 +41,7 @@ class Calibration:
     max_num_seqs: int | None = None
     max_batched_tokens: int | None = None
     turnaround_s: float = 0.0  # a closed-loop client's time from an end to its next send
+    turnarounds_s: tuple[float, ...] = ()  # its spread (quantiles), copied with a join window
     fit: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
 
@@ -53,7 +54,8 @@ class Calibration:
                        "weights": self.weights.to_dict(), "kv_cache_dtype": self.kv_cache_dtype.to_dict(),
                        "tp": self.tp, "policy": self.policy, "max_num_seqs": self.max_num_seqs,
                        "max_batched_tokens": self.max_batched_tokens},
-            "client": {"turnaround_s": self.turnaround_s},
+            "client": {"turnaround_s": self.turnaround_s,
+                       **({"turnarounds_s": list(self.turnarounds_s)} if self.turnarounds_s else {})},
             "fit": self.fit, "source": self.source,
         }
 
@@ -76,11 +78,13 @@ class Calibration:
                                     decode_mfu=_opt_float(r.get("decode_mfu")),
                                     arrival_s=float(r.get("arrival_s", 0.0)),
                                     kv_scan_s=float(r.get("kv_scan_s", 0.0)),
+                                    join_window_s=float(r.get("join_window_s", 0.0)),
                                     decode_delta_s=tuple(None if d is None else float(d)
                                                          for d in r.get("decode_delta_s") or ())),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),
             max_num_seqs=_opt_int(e.get("max_num_seqs")), max_batched_tokens=_opt_int(e.get("max_batched_tokens")),
             turnaround_s=float((doc.get("client") or {}).get("turnaround_s", 0.0)),
+            turnarounds_s=tuple(float(t) for t in (doc.get("client") or {}).get("turnarounds_s") or ()),
             fit=doc.get("fit") or {}, source=doc.get("source") or {},
         )
 
@@ -114,7 +118,7 @@ def load_calibration(path: str | Path) -> Calibration:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
     overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s, r.gemv_row_s, r.gemm_step_s, r.arrival_s,
-                 r.kv_scan_s)
+                 r.kv_scan_s, *cal.turnarounds_s)
     effs = (r.mfu, r.mbu) + (() if r.decode_mfu is None else (r.decode_mfu,))
     if not all(0 < v < float("inf") for v in effs) or \
             not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60:

@@ -7,11 +7,16 @@ one after, which adds a step to its TTFT. The simulator's clients react at the v
 request ends unless told the turnaround, so calibration measures it: for each request sent after
 another ended, the time since the latest end before its send (its slot's predecessor, the one
 that freed it), the median over the run.
+
+An engine that takes requests in between steps (llama-server launches waiting requests' slots
+after it has streamed a step's tokens) lets a send that comes soon enough after a step join the
+next one. There the simulator copies the turnarounds' spread (``turnaround_spread``) with the
+engine's join window (``join_window``, from the sends that joined or missed: ``calibrate.steps``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -21,14 +26,46 @@ from tokenpace.record import RequestRecord
 def closed_loop_turnaround(records: Iterable[RequestRecord], concurrency: int) -> tuple[float, int]:
     """Median seconds from a request's last token to the next send, and how many sends it is
     taken over (0: none followed an end; then 0 s). Only meaningful for a closed loop."""
+    gaps = closed_loop_turnarounds(records, concurrency)
+    if not len(gaps):
+        return 0.0, 0
+    return float(np.median(gaps)), int(len(gaps))
+
+
+def closed_loop_turnarounds(records: Iterable[RequestRecord], concurrency: int) -> np.ndarray:
+    """Every send's seconds since the latest end before it, the first wave left out (empty where
+    none followed an end)."""
     recs = [r for r in records if r.sent_ns is not None and not r.retried]
     ends = np.sort(np.array([r.last_token_ns or r.done_ns for r in recs if (r.last_token_ns or r.done_ns)],
                             dtype=np.int64))
     sends = np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64))[concurrency:]  # the first wave
     if not len(ends) or not len(sends):
-        return 0.0, 0
+        return np.zeros(0)
     i = np.searchsorted(ends, sends, side="right") - 1
-    gaps = (sends[i >= 0] - ends[i[i >= 0]]) / 1e9
+    return (sends[i >= 0] - ends[i[i >= 0]]) / 1e9
+
+
+def turnaround_spread(gaps: np.ndarray, n: int = 10) -> tuple[float, ...]:
+    """``n`` quantiles of the turnarounds (at the middles of n equal shares: 5%, 15%, ... 95% for
+    10), for the simulator's clients to wait in turn."""
     if not len(gaps):
-        return 0.0, 0
-    return float(np.median(gaps)), int(len(gaps))
+        return ()
+    return tuple(float(q) for q in np.quantile(gaps, (np.arange(n) + 0.5) / n))
+
+
+def join_window(joined: Sequence[float], waited: Sequence[float]) -> float:
+    """The join window that best tells the sends that joined a step from those that waited, by their
+    delay after the step before: the smallest delay d such that treating every send at or below d as
+    joined and every later one as waiting misclassifies the fewest, then halfway to the next delay
+    that waited (the window lies between them; d itself where none waited later; 0 where none
+    joined)."""
+    if not joined:
+        return 0.0
+    j, w = np.sort(np.asarray(joined)), np.sort(np.asarray(waited))
+    best, best_err = 0.0, None
+    for c in np.unique(np.concatenate([j, w])):
+        err = int(len(j) - np.searchsorted(j, c, side="right")) + int(np.searchsorted(w, c, side="right"))
+        if best_err is None or err < best_err:
+            best, best_err = float(c), err
+    later = w[w > best]
+    return (best + float(later[0])) / 2 if len(later) else best

@@ -83,6 +83,9 @@ class StepObservations:
     # Requests sent just after a step began (as the client saw it: a closed loop's next request):
     # how many still joined that step, and how many waited for the next.
     joins_after_start: tuple[int, int] = (0, 0)
+    # Of those, the ones sent while another request that arrived during the step before waited to be
+    # taken in: each send's delay after that step's end (seconds), joined the step or waited a step.
+    join_offsets: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     def describe(self) -> dict:
         kinds = Counter(s.kind for s in self.steps)
@@ -146,7 +149,8 @@ def observe_steps(records: Iterable[RequestRecord], *, max_batched_tokens: int |
     steps = [step for b in range(len(bursts)) if (step := run.step(b)) is not None]
     return StepObservations(steps=steps, requests=len(streams), gap_threshold_ms=threshold / 1e6,
                             skipped=dict(skipped), prompt_steps=run.prompt_steps(),
-                            joins_after_start=run.joins_after_start(ARRIVAL_FRACTION * threshold))
+                            joins_after_start=run.joins_after_start(ARRIVAL_FRACTION * threshold),
+                            join_offsets=run.join_offsets(ARRIVAL_FRACTION * threshold))
 
 
 def _streams(records: Iterable[RequestRecord]) -> list[_Stream]:
@@ -262,6 +266,32 @@ class _Run:
             joined += k == b + 1
             waited += k == b + 2
         return joined, waited
+
+    def join_offsets(self, window_ns: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``joins_after_start``'s sends made while a request sent during the step before (after it
+        began, before it ended) got its first token at the end of the next step, so was waiting to
+        be taken in: each one's delay after the burst before it, in seconds, as (joined the step,
+        waited for the next). An engine that sets up new requests between steps keeps taking them
+        in meanwhile: the delays that still joined bound its join window."""
+        ends = np.array(self.end_ns, dtype=np.int64)
+        joined: list[float] = []
+        waited: list[float] = []
+        for q, st in enumerate(self.streams):
+            b = int(np.searchsorted(ends, st.sent_ns, side="right")) - 1
+            if b < 1 or b + 1 >= len(self.bursts) or st.sent_ns - ends[b] > window_ns:
+                continue
+            if self.start_ns[b + 1] != self.end_ns[b]:  # the engine was idle: nothing to join
+                continue
+            during = (self.sent > ends[b - 1]) & (self.sent < ends[b]) & (self.first_burst == b + 1)
+            if not during.any():
+                continue
+            k = int(self.first_burst[q])
+            delay = (st.sent_ns - int(ends[b])) / 1e9
+            if k == b + 1:
+                joined.append(delay)
+            elif k == b + 2:
+                waited.append(delay)
+        return tuple(joined), tuple(waited)
 
     def prompt_steps(self) -> dict[int, int]:
         """How many steps began between a request's send and its first token (inclusive), over the

@@ -1,0 +1,94 @@
+"""The join window (``RooflineParams.join_window_s``): after a step during which requests arrived,
+an engine that sets up new requests between steps (llama-server) takes in every request that
+reaches it meanwhile before it forms the next batch. The engine applies it, the step observer
+measures the sends that joined or missed, and a calibration recovers it with the clients' spread
+of turnarounds."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tokenpace.simulator import RooflineParams, SimConfig
+from tokenpace.simulator.calibrate.client import join_window, turnaround_spread
+from tokenpace.simulator.request import SimRequest
+from tokenpace.simulator.simulate import simulate
+from tokenpace.simulator.step import StepBatch
+
+STEP_S = 0.010
+
+
+class FixedStep:
+    """Every step takes 10 ms; ``params`` carries the join window, as a roofline predictor's do."""
+
+    def __init__(self, join_window_s: float) -> None:
+        self.params = RooflineParams(join_window_s=join_window_s)
+
+    def step_s(self, batch: StepBatch) -> float:
+        return STEP_S
+
+
+CONFIG = SimConfig(model="llama-3.1-8b", gpu="l4", weights="int4", max_num_seqs=8, max_batched_tokens=2048,
+                   jump_decode_steps=True)
+
+
+def chunk_ms(join_window_s: float, c_at: float) -> list[list[float]]:
+    # A decodes from 0; B arrives at 25 ms, during A's step [20, 30); C arrives at c_at.
+    requests = [SimRequest(prompt_tokens=32, output_tokens=6, arrival_s=0.0),
+                SimRequest(prompt_tokens=32, output_tokens=2, arrival_s=0.025),
+                SimRequest(prompt_tokens=32, output_tokens=2, arrival_s=c_at)]
+    result = simulate(CONFIG, requests, FixedStep(join_window_s))
+    return [[round(t / 1e6, 3) for t in r.chunk_ns] for r in sorted(result.records, key=lambda r: r.index)]
+
+
+def test_a_request_arriving_within_the_window_after_a_step_with_arrivals_joins_the_next_one():
+    # No window: C, arriving 1 ms after the step [20, 30) ended, waits for the step [30, 40) to end.
+    assert chunk_ms(0.0, 0.031) == [[10, 20, 30, 40, 50, 60], [40, 50], [50, 60]]
+    # A 2 ms window: B arrived during [20, 30), so the next batch forms at 32 ms and takes C in
+    # with B; the step is priced from 30 ms, as a calibration measures it, and ends at 40.
+    assert chunk_ms(0.002, 0.031) == [[10, 20, 30, 40, 50, 60], [40, 50], [40, 50]]
+    # C at 33 ms, past the window: it waits a step, as without one.
+    assert chunk_ms(0.002, 0.033) == chunk_ms(0.0, 0.033) == [[10, 20, 30, 40, 50, 60], [40, 50], [50, 60]]
+
+
+def test_no_window_follows_a_step_during_which_nothing_arrived():
+    # C arrives 1 ms after the step [10, 20) ended; nothing arrived during that step, so the batch
+    # [20, 30) formed at once without C, whatever the window.
+    assert chunk_ms(0.002, 0.021)[2] == chunk_ms(0.0, 0.021)[2] == [40, 50]
+
+
+def test_the_window_is_the_delay_that_best_separates_joins_from_misses():
+    # Halfway between the longest delay that joined and the shortest that waited after it.
+    assert join_window([0.4e-3, 0.9e-3, 1.2e-3], [1.6e-3, 2.0e-3]) == pytest.approx(1.4e-3)
+    # One late join among misses costs one error either way: the smaller window wins.
+    assert join_window([0.5e-3, 2.5e-3], [1.0e-3, 1.5e-3, 3.0e-3]) == pytest.approx(0.75e-3)
+    assert join_window([1e-3, 2e-3], []) == pytest.approx(2e-3)  # none waited: the longest that joined
+    assert join_window([], [1e-3]) == 0.0
+    spread = turnaround_spread(__import__("numpy").linspace(0.001, 0.002, 101), n=4)
+    assert spread == pytest.approx((0.001125, 0.001375, 0.001625, 0.001875))
+
+
+def test_a_calibration_recovers_the_window_and_predicts_another_load(tmp_path):
+    from sim_helpers import assert_predicts
+
+    from test_calibrate import ENGINE, fit, run
+
+    spread = (0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008)
+    truth = dataclasses.replace(ENGINE, roofline=dataclasses.replace(ENGINE.roofline, join_window_s=0.0045),
+                                turnarounds_s=spread)
+    cal = fit(run(tmp_path, 4, truth, requests=96).records, closed_loop_concurrency=4)
+    t = cal.fit["client_turnaround"]
+    assert t["while_another_waited"]["joined"] and t["while_another_waited"]["waited"]
+    # Between the longest turnaround that joined (3 ms; no 4 ms send came while another waited)
+    # and the shortest that waited (5 ms), as the truth's 4.5 ms is.
+    assert 0.003 < cal.roofline.join_window_s < 0.005
+    assert cal.turnarounds_s and min(cal.turnarounds_s) >= 0.0005 and max(cal.turnarounds_s) <= 0.008
+    without = dataclasses.replace(cal.roofline, join_window_s=0.0)
+    want = run(tmp_path, 8, truth)
+    predicted = run(tmp_path, 8, dataclasses.replace(ENGINE, roofline=cal.roofline, turnarounds_s=cal.turnarounds_s))
+    assert_predicts(predicted, want, rel=0.03)
+    # Without the window, the prompts that joined others' are priced alone: the TTFT median misses.
+    missed = run(tmp_path, 8, dataclasses.replace(ENGINE, roofline=without, turnarounds_s=cal.turnarounds_s))
+    with pytest.raises(AssertionError):
+        assert_predicts(missed, want, rel=0.03)
