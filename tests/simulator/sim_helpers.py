@@ -1,5 +1,5 @@
-"""Helpers for the simulator tests: the per-request latencies and throughput a user reads, and the
-CPU-like hardware the calibration tests' engines run on."""
+"""Helpers for the simulator tests: the per-request latencies and throughput a user reads, the
+CPU-like hardware the calibration tests' engines run on, and a predictor of fixed step times."""
 
 from __future__ import annotations
 
@@ -15,6 +15,22 @@ def cpu_predictor(params: RooflineParams, hardware: GPU = CPU_LIKE) -> RooflineP
     """Llama-3.1-8B with INT4 weights and a BF16 KV cache on ``hardware``, priced with ``params``."""
     return RooflinePredictor(get_model("llama-3.1-8b"), hardware, get_precision("int4"), get_precision("bf16"), 1,
                              params)
+
+
+class FixedStep:
+    """A predictor whose every step takes ``step_s``; ``params`` carries what the engine reads of a
+    roofline predictor's (arrival cost, join window)."""
+
+    def __init__(self, params: RooflineParams, step_s: float = 0.010) -> None:
+        self.params, self._step_s = params, step_s
+
+    def step_s(self, batch) -> float:
+        return self._step_s
+
+
+# A small engine for the event tests driven by ``FixedStep``.
+FIXED_STEP_ENGINE = dict(model="llama-3.1-8b", gpu="l4", weights="int4", max_num_seqs=8, max_batched_tokens=2048,
+                         jump_decode_steps=True)
 
 
 def ttft_ms(rec) -> float:

@@ -13,29 +13,16 @@ from tokenpace.simulator import RooflineParams, SimConfig
 from tokenpace.simulator.calibrate import observe_steps
 from tokenpace.simulator.request import SimRequest
 from tokenpace.simulator.simulate import simulate
-from tokenpace.simulator.step import StepBatch
 
-STEP_S = 0.010
+from sim_helpers import FIXED_STEP_ENGINE, FixedStep
 
-
-class FixedStep:
-    """Every step takes 10 ms; ``params`` carries the arrival cost, as a roofline predictor's do."""
-
-    def __init__(self, arrival_s: float) -> None:
-        self.params = RooflineParams(arrival_s=arrival_s)
-
-    def step_s(self, batch: StepBatch) -> float:
-        return STEP_S
-
-
-CONFIG = SimConfig(model="llama-3.1-8b", gpu="l4", weights="int4", max_num_seqs=8, max_batched_tokens=2048,
-                   jump_decode_steps=True)
+CONFIG = SimConfig(**FIXED_STEP_ENGINE)
 
 
 def chunk_ms(arrival_s: float) -> list[list[float]]:
     requests = [SimRequest(prompt_tokens=32, output_tokens=5, arrival_s=0.0),
                 SimRequest(prompt_tokens=32, output_tokens=2, arrival_s=0.025)]
-    result = simulate(CONFIG, requests, FixedStep(arrival_s))
+    result = simulate(CONFIG, requests, FixedStep(RooflineParams(arrival_s=arrival_s)))
     return [[t / 1e6 for t in r.chunk_ns] for r in sorted(result.records, key=lambda r: r.index)]
 
 

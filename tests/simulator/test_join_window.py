@@ -14,23 +14,10 @@ from tokenpace.simulator import RooflineParams, SimConfig
 from tokenpace.simulator.calibrate.client import join_window, turnaround_spread
 from tokenpace.simulator.request import SimRequest
 from tokenpace.simulator.simulate import simulate
-from tokenpace.simulator.step import StepBatch
 
-STEP_S = 0.010
+from sim_helpers import FIXED_STEP_ENGINE, FixedStep
 
-
-class FixedStep:
-    """Every step takes 10 ms; ``params`` carries the join window, as a roofline predictor's do."""
-
-    def __init__(self, join_window_s: float) -> None:
-        self.params = RooflineParams(join_window_s=join_window_s)
-
-    def step_s(self, batch: StepBatch) -> float:
-        return STEP_S
-
-
-CONFIG = SimConfig(model="llama-3.1-8b", gpu="l4", weights="int4", max_num_seqs=8, max_batched_tokens=2048,
-                   jump_decode_steps=True)
+CONFIG = SimConfig(**FIXED_STEP_ENGINE)
 
 
 def chunk_ms(join_window_s: float, c_at: float) -> list[list[float]]:
@@ -38,7 +25,7 @@ def chunk_ms(join_window_s: float, c_at: float) -> list[list[float]]:
     requests = [SimRequest(prompt_tokens=32, output_tokens=6, arrival_s=0.0),
                 SimRequest(prompt_tokens=32, output_tokens=2, arrival_s=0.025),
                 SimRequest(prompt_tokens=32, output_tokens=2, arrival_s=c_at)]
-    result = simulate(CONFIG, requests, FixedStep(join_window_s))
+    result = simulate(CONFIG, requests, FixedStep(RooflineParams(join_window_s=join_window_s)))
     return [[round(t / 1e6, 3) for t in r.chunk_ns] for r in sorted(result.records, key=lambda r: r.index)]
 
 
