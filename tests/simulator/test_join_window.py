@@ -64,8 +64,13 @@ def test_a_calibration_recovers_the_window_and_predicts_another_load(tmp_path):
     spread = (0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008)
     truth = dataclasses.replace(ENGINE, roofline=dataclasses.replace(ENGINE.roofline, join_window_s=0.0045),
                                 turnarounds_s=spread)
-    cal = fit(run(tmp_path, 4, truth, requests=96).records, closed_loop_concurrency=4)
+    records = run(tmp_path, 4, truth, requests=96).records
+    measured_only = fit(records, closed_loop_concurrency=4)  # the default: measured, reported, not applied
+    assert measured_only.roofline.join_window_s == 0 and not measured_only.turnarounds_s
+    assert measured_only.fit["client_turnaround"]["join_window_applied"] is False
+    cal = fit(records, closed_loop_concurrency=4, apply_join_window=True)
     t = cal.fit["client_turnaround"]
+    assert t["join_window_applied"] and t["join_window_ms"] == measured_only.fit["client_turnaround"]["join_window_ms"]
     assert t["while_another_waited"]["joined"] and t["while_another_waited"]["waited"]
     # Between the longest turnaround that joined (3 ms; no 4 ms send came while another waited)
     # and the shortest that waited (5 ms), as the truth's 4.5 ms is.

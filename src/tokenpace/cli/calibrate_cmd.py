@@ -55,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--shared-kv", action="store_true",
                    help="the engine ran one KV buffer for all sequences (llama.cpp's --kv-unified): fit the cost "
                         "of every prompt row visiting the other sequences' KV cells (kv_scan_s; default: 0)")
+    g.add_argument("--join-window", action="store_true",
+                   help="closed loop: give the simulated engine the join window the run shows (sends after a step "
+                        "that still joined the next one while another request waited to be taken in) and its clients "
+                        "the measured spread of turnarounds (default: measured and reported only)")
     p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
     p.set_defaults(func=run)
 
@@ -77,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
                     kv_cache_dtype=args.kv_dtype, tp=args.tp, policy=args.policy, max_num_seqs=args.max_num_seqs,
                     max_batched_tokens=args.max_batched_tokens,
                     closed_loop_concurrency=_closed_loop_concurrency(sources), shared_kv=args.shared_kv,
+                    apply_join_window=args.join_window,
                     source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
     out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
     write_calibration(cal, out)
@@ -228,10 +233,11 @@ def _render(cal, out: Path, console) -> None:
                       f"and joined it {t['next_requests_joined_the_step_begun']}×: {copied}")
         if t.get("join_window_ms"):
             w = t["while_another_waited"]
+            used = ("applied: the simulated clients wait the measured spread of turnarounds" if t["join_window_applied"]
+                    else "not applied (calibrate --join-window applies it; sim --join-window-ms tries it)")
             console.print(f"join window {t['join_window_ms']:.2f} ms: sends while another request waited to be "
                           f"taken in joined the next step {w['joined']}× (delays {w['joined_delay_ms']} ms) and "
-                          f"waited {w['waited']}× ({w['waited_delay_ms']} ms); the simulated clients wait the "
-                          "measured spread of turnarounds")
+                          f"waited {w['waited']}× ({w['waited_delay_ms']} ms); {used}")
     if fit["at_bound"]:
         console.print(f"[yellow]at the bound of its search range: {', '.join(fit['at_bound'])} "
                       "(check the hardware's peak figures)[/]")

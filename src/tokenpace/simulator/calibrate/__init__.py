@@ -79,7 +79,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
               weights: str | Precision | None = None, kv_cache_dtype: str | Precision = "bf16", tp: int = 1,
               policy: str | None = None, max_num_seqs: int | None = None,
               max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
-              source: dict[str, Any] | None = None, shared_kv: bool = False) -> Calibration:
+              source: dict[str, Any] | None = None, shared_kv: bool = False,
+              apply_join_window: bool = False) -> Calibration:
     """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
     run's engine steps.
 
@@ -90,7 +91,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     else BF16. The engine limits are recorded for ``sim --calibration``; ``max_batched_tokens``
     also tells which prompts were split over steps. ``shared_kv``: the engine ran one KV buffer for
     all sequences (llama.cpp's ``--kv-unified``), whose scan ``kv_scan_s`` then prices and the fit
-    determines; else it stays 0."""
+    determines; else it stays 0. ``apply_join_window``: where closed-loop sends that came after a
+    step ended still joined the next one while another request waited to be taken in, the
+    simulated engine gets the measured join window and its clients the measured spread of
+    turnarounds (else both are only reported, ``fit["client_turnaround"]``)."""
     m, hw = get_model(model), get_gpu(hardware)
     if weights is None:
         weights = model if isinstance(model, str) and is_gguf_file(model) else "bf16"
@@ -124,14 +128,19 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         joined, waited = observed.joins_after_start
         turnaround = measured if waited > joined else 0.0
         # Sends that joined a step although they came after the step before ended, while another
-        # request waited to be taken in: the engine takes requests in between steps. Then the
-        # clients' spread of turnarounds and the engine's join window are copied.
+        # request waited to be taken in: the engine takes requests in between steps. The join window
+        # and the clients' spread of turnarounds are measured and reported, and applied only when
+        # asked (``join_window``): on the benchmark's llama.cpp runs they made the fitted level's
+        # TTFT worse (RESULTS 7q).
         offsets_joined, offsets_waited = observed.join_offsets
         window = join_window(offsets_joined, offsets_waited) if turnaround else 0.0
+        measured_spread: tuple[float, ...] = ()
         if window:
             gaps = np.concatenate([closed_loop_turnarounds(run, closed_loop_concurrency) for run in runs])
-            spread = turnaround_spread(gaps)
-            params = replace(params, join_window_s=window)
+            measured_spread = turnaround_spread(gaps)
+            if apply_join_window:
+                spread = measured_spread
+                params = replace(params, join_window_s=window)
         report["client_turnaround"] = {"median_ms": round(measured * 1e3, 3), "sends": counted,
                                        "next_requests_joined_the_step_begun": joined,
                                        "next_requests_waited_a_step": waited,
@@ -141,7 +150,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                                            "joined_delay_ms": _ms_range(offsets_joined),
                                            "waited_delay_ms": _ms_range(offsets_waited)},
                                        "join_window_ms": round(window * 1e3, 3),
-                                       "simulated_turnarounds_ms": [round(t * 1e3, 3) for t in spread]}
+                                       "turnarounds_ms": [round(t * 1e3, 3) for t in measured_spread],
+                                       "join_window_applied": bool(spread)}
     return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=params, tp=tp,
                        policy=policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
                        turnaround_s=turnaround, turnarounds_s=spread, fit=report, source=source or {})
