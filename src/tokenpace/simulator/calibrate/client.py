@@ -10,8 +10,9 @@ that freed it), the median over the run.
 
 An engine that takes requests in between steps (llama-server launches waiting requests' slots
 after it has streamed a step's tokens) lets a send that comes soon enough after a step join the
-next one. There the simulator copies the turnarounds' spread (``turnaround_spread``) with the
-engine's join window (``join_window``, from the sends that joined or missed: ``calibrate.steps``).
+next one. Calibration measures the engine's join window (``join_window``, from the sends that
+joined or missed: ``calibrate.steps``) and the turnarounds' spread (``turnaround_spread``), and the
+simulator copies both when asked (``calibrate(..., apply_join_window=True)``).
 """
 
 from __future__ import annotations

@@ -251,18 +251,23 @@ class _Run:
             return "a waiting prompt may be partly in it"
         return None
 
-    def joins_after_start(self, window_ns: float) -> tuple[int, int]:
-        """Of the requests sent within ``window_ns`` after a busy step began (at or after the end of
-        the burst before it), how many got their first token at its end, and how many one step later."""
+    def _sends_after_ends(self, window_ns: float):
+        """The requests sent within ``window_ns`` after a busy step began (at or after the end of the
+        burst before it): (request, that burst, the burst of its first token)."""
         ends = np.array(self.end_ns, dtype=np.int64)
-        joined = waited = 0
         for q, st in enumerate(self.streams):
             b = int(np.searchsorted(ends, st.sent_ns, side="right")) - 1  # the last burst seen before the send
             if b < 0 or b + 1 >= len(self.bursts) or st.sent_ns - ends[b] > window_ns:
                 continue
             if self.start_ns[b + 1] != self.end_ns[b]:  # the engine was idle: nothing to join
                 continue
-            k = int(self.first_burst[q])
+            yield q, b, int(self.first_burst[q])
+
+    def joins_after_start(self, window_ns: float) -> tuple[int, int]:
+        """Of the requests sent within ``window_ns`` after a busy step began (at or after the end of
+        the burst before it), how many got their first token at its end, and how many one step later."""
+        joined = waited = 0
+        for _, b, k in self._sends_after_ends(window_ns):
             joined += k == b + 1
             waited += k == b + 2
         return joined, waited
@@ -273,20 +278,15 @@ class _Run:
         be taken in: each one's delay after the burst before it, in seconds, as (joined the step,
         waited for the next). An engine that sets up new requests between steps keeps taking them
         in meanwhile: the delays that still joined bound its join window."""
-        ends = np.array(self.end_ns, dtype=np.int64)
         joined: list[float] = []
         waited: list[float] = []
-        for q, st in enumerate(self.streams):
-            b = int(np.searchsorted(ends, st.sent_ns, side="right")) - 1
-            if b < 1 or b + 1 >= len(self.bursts) or st.sent_ns - ends[b] > window_ns:
+        for q, b, k in self._sends_after_ends(window_ns):
+            if b < 1:
                 continue
-            if self.start_ns[b + 1] != self.end_ns[b]:  # the engine was idle: nothing to join
-                continue
-            during = (self.sent > ends[b - 1]) & (self.sent < ends[b]) & (self.first_burst == b + 1)
-            if not during.any():
-                continue
-            k = int(self.first_burst[q])
-            delay = (st.sent_ns - int(ends[b])) / 1e9
+            prev, end = self.end_ns[b - 1], self.end_ns[b]
+            if not ((self.sent > prev) & (self.sent < end) & (self.first_burst == b + 1)).any():
+                continue  # no request was waiting to be taken in
+            delay = (self.streams[q].sent_ns - end) / 1e9
             if k == b + 1:
                 joined.append(delay)
             elif k == b + 2:
