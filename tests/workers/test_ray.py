@@ -99,15 +99,20 @@ def test_an_actor_killed_mid_run_leaves_every_request_accounted(ray_cluster, tmp
     killed: list[int] = []
 
     def kill_one_actor_once_requests_flow() -> None:
+        # Kill once all four slots (two per actor) have a request in flight and the driver has
+        # had time to collect their launch notices: it drains each actor every 50 ms, and a notice
+        # not yet collected dies with the actor. A request takes about 1.5 s, so at 0.5 s after the
+        # fourth arrived both actors still have theirs open.
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not killed:
             actors = [p for p in psutil.process_iter(["pid", "cmdline"])
                       if (p.info["cmdline"] or [""])[0].startswith("ray::LoadActor")]
             try:
-                received = sum(e["kind"] == "received" for e in read_send_log(log))
+                arrivals = sorted(e["t_ns"] for e in read_send_log(log) if e["kind"] == "received"
+                                  and not e["request_id"].startswith("tp-preflight-"))
             except (FileNotFoundError, ValueError):
-                received = 0
-            if len(actors) == 2 and received >= 4:
+                arrivals = []
+            if len(actors) == 2 and len(arrivals) >= 4 and time.monotonic_ns() - arrivals[3] >= 500_000_000:
                 victim = max(p.pid for p in actors)
                 os.kill(victim, signal.SIGKILL)
                 killed.append(victim)

@@ -1,9 +1,10 @@
 """`--ray ADDRESS|auto`: the workers of workers.py as Ray actors, spread across a cluster's nodes.
 
 Each actor runs the same WorkerBody as a worker process, in a thread with its own event loop and
-connection pool; the driver collects its messages every POLL_S (``drain``). Before the run the
-driver measures each actor's clocks NTP-style: ``PINGS`` round trips, and the one with the shortest
-round trip gives
+connection pool; the driver collects its messages every POLL_S (``drain``), so an actor that is
+killed loses the messages of its last POLL_S: a request it began in that moment has no record.
+Before the run the driver measures each actor's clocks NTP-style: ``PINGS`` round trips, and the
+one with the shortest round trip gives
 
     offset = actor clock - (driver clock at send + driver clock at reply) / 2,  error <= RTT / 2
 
