@@ -175,3 +175,23 @@ def test_coverage_counts_decode_steps_outside_the_calibrated_span():
     assert "(1, 6)" in many["note"] and "outside the 2–4" in many["note"]
     unknown = coverage({**scope, "decode_batch_sizes": []}, [_row(4, 5)])
     assert not unknown["extrapolates"] and "no decode step" in unknown["note"]
+
+
+def test_prompts_queued_behind_a_full_engine_are_observed(tmp_path):
+    # 8 clients and room for 4 sequences: each next prompt waits in the queue until a slot frees,
+    # then runs beside 3 decodes. With no free slot it could not have begun earlier, so its step is
+    # used (an engine's limit unknown, it is skipped: part of the prompt might have run before).
+    engine = dataclasses.replace(ENGINE, max_num_seqs=4)
+    records = run(tmp_path, 8, engine=engine).records
+    seen = observe_steps(records, max_batched_tokens=2048, max_num_seqs=4)
+    blind = observe_steps(records, max_batched_tokens=2048)
+
+    def beside_three(o):
+        return sum(1 for s in o.steps if s.kind == "mixed" and s.batch.num_decode == 3)
+
+    assert beside_three(seen) >= 10 and beside_three(blind) == 0
+    assert seen.skipped.get("prompt waited a step (queued, or split over steps)", 0) == 0
+    cal = calibrate(records, model=ENGINE.model, hardware=ENGINE.gpu, weights=ENGINE.weights,
+                    max_num_seqs=4, max_batched_tokens=2048)
+    assert cal.fit["rms_relative_error"] < 0.005  # the steps were read as the engine ran them
+    assert cal.roofline.mfu == pytest.approx(TRUTH.mfu, rel=0.03)

@@ -15,7 +15,9 @@ before (so a step that streamed nothing cannot hide in it); no request that may 
 engine before the step began is missing from it while the engine had room (the step may hold part
 of its prompt: a token budget splits long prompts, and llama.cpp splits every prompt of a
 sliding-window model to checkpoint its cache); no prompt in it may have reached the engine before
-the step before began (part of it may have been computed there); no request has two chunks in it
+the step before began (part of it may have been computed there), unless every step since its send
+streamed to the engine's limit of sequences (``max_num_seqs``: it was queued with no free slot, and
+a prompt begins only in a slot); no request has two chunks in it
 (the client read two steps at once); no request that was decoding across it is missing from it.
 "May have reached the engine before a step began": sent before the step's start as the client
 saw it (or at that very instant: the simulator's closed loop). Where prompts often take more than
@@ -180,6 +182,8 @@ class _Run:
         self.streams, self.bursts, self.end_ns, self.chunk_burst = streams, bursts, end_ns, chunk_burst
         self.max_batched_tokens, self.max_num_seqs, self.skipped = max_batched_tokens, max_num_seqs, skipped
         self.bad = _ambiguous_bursts(chunk_burst)
+        self.sizes = np.array([len(m) for m in bursts])
+        self.ends_array = np.array(end_ns, dtype=np.int64)
         self.start_ns = [self._start(b) for b in range(len(bursts))]
         self.sent = np.array([s.sent_ns for s in streams], dtype=np.int64)
         self.first_burst = np.array([cb[0] for cb in chunk_burst])
@@ -242,7 +246,8 @@ class _Run:
             if j == 0:
                 if self.max_batched_tokens is not None and st.prompt - st.cached > self.max_batched_tokens:
                     return "prompt split over steps"
-                if b and self.start_ns[b - 1] is not None and st.sent_ns <= self.start_ns[b - 1] + self.window_ns:
+                if b and self.start_ns[b - 1] is not None and st.sent_ns <= self.start_ns[b - 1] + self.window_ns \
+                        and not self._queued_behind_full(st.sent_ns, b):
                     return "prompt waited a step (queued, or split over steps)"
             elif self.chunk_burst[s][j - 1] != b - 1 or b - 1 in self.bad:
                 return "previous step not seen"
@@ -250,6 +255,15 @@ class _Run:
         if waiting.any() and (self.max_num_seqs is None or len(members) < self.max_num_seqs):
             return "a waiting prompt may be partly in it"
         return None
+
+    def _queued_behind_full(self, sent_ns: int, b: int) -> bool:
+        """True when every step that ended between ``sent_ns`` and step b streamed to
+        ``max_num_seqs`` sequences: the engine had no free slot, so a prompt sent then could not
+        begin before step b (the last of them freed the slot)."""
+        if self.max_num_seqs is None:
+            return False
+        k0 = int(np.searchsorted(self.ends_array, sent_ns, side="right"))
+        return k0 < b and bool((self.sizes[k0:b] >= self.max_num_seqs).all())
 
     def _sends_after_ends(self, window_ns: float):
         """The requests sent within ``window_ns`` after a busy step began (at or after the end of the
