@@ -268,7 +268,7 @@ class _Run:
     def _sends_after_ends(self, window_ns: float):
         """The requests sent within ``window_ns`` after a busy step began (at or after the end of the
         burst before it): (request, that burst, the burst of its first token)."""
-        ends = np.array(self.end_ns, dtype=np.int64)
+        ends = self.ends_array
         for q, st in enumerate(self.streams):
             b = int(np.searchsorted(ends, st.sent_ns, side="right")) - 1  # the last burst seen before the send
             if b < 0 or b + 1 >= len(self.bursts) or st.sent_ns - ends[b] > window_ns:
