@@ -197,14 +197,15 @@ def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dic
 
 
 def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int,
-                          kv_cache: str) -> dict:
+                          kv_cache: str, join_window: str | None = None) -> dict:
     """Calibrate from the runs at ``srcs`` (``--shared-kv`` with one KV buffer: its scan is fitted)
     and predict every level."""
     name = "+".join(map(str, srcs))
     cal = out / f"cal-c{name}.json"
     cmd = ["calibrate", *(str(measured[c]["path"]) for c in srcs), "--model-config", model, "--hardware",
            str(HARDWARE), "--policy", "chunked-prefill", "--max-num-seqs", str(SLOTS), "--max-batched-tokens",
-           str(N_BATCH), "--out", str(cal), *(("--shared-kv",) if kv_cache == "unified" else ())]
+           str(N_BATCH), "--out", str(cal), *(("--shared-kv",) if kv_cache == "unified" else ()),
+           *(("--join-window", join_window) if join_window else ())]
     tokenpace(*cmd)
     c_doc = json.loads(cal.read_text())
     rows = []
@@ -285,6 +286,9 @@ def main() -> int:
     parser.add_argument("--kv-cache", choices=sorted(KV_CACHE), default="unified",
                         help="llama-server's KV cache: one buffer for all slots (default), or a stream per "
                              "slot, where a step's cost depends on which slots its sequences sit in")
+    parser.add_argument("--join-window", choices=("arrival", "finish"),
+                        help="calibrate with `tokenpace calibrate --join-window MODE` (default: the window measured, "
+                             "not applied)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
@@ -327,7 +331,8 @@ def main() -> int:
         print(f"  measurements took {time.monotonic() - started:.0f} s")
         shift = round(template_tokens(out / "measured-c4.records.jsonl"))
         print(f"  the chat template adds {shift} prompt tokens on average: the simulation's prompts are shifted by it")
-        results.append([calibrate_and_predict(measured, srcs, out, model, shift, args.kv_cache) for srcs in fit_from])
+        results.append([calibrate_and_predict(measured, srcs, out, model, shift, args.kv_cache, args.join_window)
+                        for srcs in fit_from])
         for result in results[-1]:
             print_fit(result)
     table = summary(results, fit_from)
@@ -341,6 +346,7 @@ def main() -> int:
     print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py"
           + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}"
           + f" --levels {','.join(map(str, REQUESTS))} --kv-cache {args.kv_cache}"
+          + (f" --join-window {args.join_window}" if args.join_window else "")
           + (f" --scale {args.scale:g}" if args.scale != 1 else ""))
     print(f"requests per level: {', '.join(f'c={c}: {n}' for c, n in REQUESTS.items())}")
     if args.json:

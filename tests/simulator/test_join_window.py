@@ -84,3 +84,50 @@ def test_a_calibration_recovers_the_window_and_predicts_another_load(tmp_path):
     missed = run(tmp_path, 8, dataclasses.replace(ENGINE, roofline=without, turnarounds_s=cal.turnarounds_s))
     with pytest.raises(AssertionError):
         assert_predicts(missed, want, rel=0.03)
+
+
+def first_token_ms(join_after: str, window_s: float, c_at: float) -> float:
+    # A and B arrive at 0 and share the prompt step [0, 10); A ends in the step [10, 20), B decodes
+    # on; nothing arrives during [10, 20). C arrives at c_at.
+    requests = [SimRequest(prompt_tokens=32, output_tokens=2, arrival_s=0.0),
+                SimRequest(prompt_tokens=32, output_tokens=6, arrival_s=0.0),
+                SimRequest(prompt_tokens=32, output_tokens=2, arrival_s=c_at)]
+    params = RooflineParams(join_window_s=window_s, join_after=join_after)
+    result = simulate(CONFIG, requests, FixedStep(params))
+    return round(sorted(result.records, key=lambda r: r.index)[2].chunk_ns[0] / 1e6, 3)
+
+
+def test_join_after_finish_opens_the_window_after_a_step_in_which_a_sequence_finished():
+    # C, 1 ms after A's last step ended: under "arrival" no window follows (nothing arrived during
+    # [10, 20)), the batch [20, 30) formed without C, and C's prompt runs in [30, 40).
+    assert first_token_ms("arrival", 0.002, 0.021) == first_token_ms("finish", 0.0, 0.021) == 40
+    # Under "finish" A's ending opens the 2 ms window: the batch forms at 22 ms with C in it, priced
+    # from 20 ms, so C's first token comes at 30.
+    assert first_token_ms("finish", 0.002, 0.021) == 30
+    # Past the window (23 ms) C waits a step either way.
+    assert first_token_ms("finish", 0.002, 0.023) == 40
+    with pytest.raises(ValueError, match="join_after"):
+        RooflineParams(join_after="always")
+
+
+def test_a_calibration_recovers_a_window_that_opens_after_finishes_and_predicts_another_load(tmp_path):
+    from sim_helpers import assert_predicts
+
+    from test_calibrate import ENGINE, fit, run
+
+    spread = (0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008)
+    truth = dataclasses.replace(ENGINE, roofline=dataclasses.replace(
+        ENGINE.roofline, join_window_s=0.0045, join_after="finish"), turnarounds_s=spread)
+    records = run(tmp_path, 4, truth, requests=96).records
+    cal = fit(records, closed_loop_concurrency=4, apply_join_window="finish")
+    assert cal.roofline.join_after == "finish" and cal.fit["client_turnaround"]["join_window_after"] == "finish"
+    # Between the longest turnaround that joined and the shortest that waited, as the truth's 4.5 ms.
+    assert 0.003 < cal.roofline.join_window_s < 0.006
+    want = run(tmp_path, 8, truth)
+    predicted = run(tmp_path, 8, dataclasses.replace(ENGINE, roofline=cal.roofline, turnarounds_s=cal.turnarounds_s))
+    assert_predicts(predicted, want, rel=0.03)
+    # The same window opened only after arrivals misses: the sends after a finish wait a step.
+    arrival_only = dataclasses.replace(cal.roofline, join_after="arrival")
+    missed = run(tmp_path, 8, dataclasses.replace(ENGINE, roofline=arrival_only, turnarounds_s=cal.turnarounds_s))
+    with pytest.raises(AssertionError):
+        assert_predicts(missed, want, rel=0.03)

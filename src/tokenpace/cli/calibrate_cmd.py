@@ -55,10 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--shared-kv", action="store_true",
                    help="the engine ran one KV buffer for all sequences (llama.cpp's --kv-unified): fit the cost "
                         "of every prompt row visiting the other sequences' KV cells (kv_scan_s; default: 0)")
-    g.add_argument("--join-window", action="store_true",
+    g.add_argument("--join-window", nargs="?", const="arrival", choices=("arrival", "finish"), metavar="arrival|finish",
                    help="closed loop: give the simulated engine the join window the run shows (sends after a step "
                         "that still joined the next one while another request waited to be taken in) and its clients "
-                        "the measured spread of turnarounds (default: measured and reported only)")
+                        "the measured spread of turnarounds (default: measured and reported only); 'finish': the window "
+                        "also opens after a step in which a sequence finished, measured from every send just after a "
+                        "step (see sim --join-after)")
     p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
     p.set_defaults(func=run)
 
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                     kv_cache_dtype=args.kv_dtype, tp=args.tp, policy=args.policy, max_num_seqs=args.max_num_seqs,
                     max_batched_tokens=args.max_batched_tokens,
                     closed_loop_concurrency=_closed_loop_concurrency(sources), shared_kv=args.shared_kv,
-                    apply_join_window=args.join_window,
+                    apply_join_window=args.join_window or False,
                     source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
     out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
     write_calibration(cal, out)
@@ -235,9 +237,11 @@ def _render(cal, out: Path, console) -> None:
             w = t["while_another_waited"]
             used = ("applied: the simulated clients wait the measured spread of turnarounds" if t["join_window_applied"]
                     else "not applied (calibrate --join-window applies it; sim --join-window-ms tries it)")
-            console.print(f"join window {t['join_window_ms']:.2f} ms: sends while another request waited to be "
-                          f"taken in joined the next step {w['joined']}× (delays {w['joined_delay_ms']} ms) and "
-                          f"waited {w['waited']}× ({w['waited_delay_ms']} ms); {used}")
+            basis = ("from every send just after a step; it opens after a step with an arrival or a finish"
+                     if t.get("join_window_after") == "finish" else "")
+            console.print(f"join window {t['join_window_ms']:.2f} ms{f' ({basis})' if basis else ''}: sends while "
+                          f"another request waited to be taken in joined the next step {w['joined']}× (delays "
+                          f"{w['joined_delay_ms']} ms) and waited {w['waited']}× ({w['waited_delay_ms']} ms); {used}")
     if fit["at_bound"]:
         console.print(f"[yellow]at the bound of its search range: {', '.join(fit['at_bound'])} "
                       "(check the hardware's peak figures)[/]")

@@ -112,6 +112,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="after a step during which requests arrived, form the next batch this long after its end, "
                         "taking in the requests that arrive meanwhile (an engine that sets up new requests between "
                         "steps, e.g. llama-server; default 0)")
+    g.add_argument("--join-after", choices=("arrival", "finish"), metavar="arrival|finish",
+                   help="with --join-window-ms: the steps after which the window opens: 'arrival', after a step "
+                        "during which a request arrived (default); 'finish', also after a step in which a sequence "
+                        "finished, whose client sends its next request a turnaround later")
     g.add_argument("--kv-scan-ns", type=float, metavar="NS",
                    help="time per query row and KV cell of another sequence in the step: attention over one KV "
                         "buffer shared by every sequence, each row visiting every cell in use (llama.cpp's "
@@ -161,7 +165,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
         arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
         kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9,
-        join_window_s=r.join_window_s if ns.join_window_ms is None else ns.join_window_ms / 1e3)
+        join_window_s=r.join_window_s if ns.join_window_ms is None else ns.join_window_ms / 1e3,
+        join_after=_given(getattr(ns, "join_after", None), r.join_after))
     spec = _spec(ns)
     try:
         config = SimConfig(
@@ -308,6 +313,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--kv-scan-ns", repr(r.kv_scan_s * 1e9)]
     if r.join_window_s:
         argv += ["--join-window-ms", repr(r.join_window_s * 1e3)]
+    if r.join_after != _R.join_after:
+        argv += ["--join-after", r.join_after]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

@@ -11,9 +11,10 @@ step from each sequence's token plan. So a jump changes no record and no summary
 timeline row stands for the k rows stepping gives (the same start, first step, batch, queue and span;
 its KV usage counts the blocks allocated for all k steps).
 
-``join_window_s``: after a step during which requests arrived, the next batch forms that long after
-the step's end, so that requests arriving meanwhile join it (``schedule_ns``; priced from the end,
-see ``roofline``'s docstring); such a batch is stepped singly, never jumped.
+``join_window_s``: after a step during which requests arrived (``join_after="finish"``: or in which
+a sequence finished), the next batch forms that long after the step's end, so that requests
+arriving meanwhile join it (``schedule_ns``; priced from the end, see ``step_price``'s docstring);
+such a batch is stepped singly, never jumped.
 
 ``arrival_s``: the host time each arriving request takes from the engine's own core (see
 ``roofline``'s docstring): a request arriving while a step runs pushes that step's end (and any
@@ -60,7 +61,7 @@ class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
                  timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0,
-                 join_window_s: float = 0.0) -> None:
+                 join_window_s: float = 0.0, join_after: str = "arrival") -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -82,7 +83,8 @@ class Engine:
         self._schedule_pending = False
         self.arrival_ns = round(arrival_s * 1e9)
         self.join_window_ns = round(join_window_s * 1e9)
-        self._arrived_in_flight = False  # a request arrived while the step in flight ran
+        self._arrived_in_flight = False  # a request arrived while the step in flight ran (or, join_after "finish": one finished)
+        self._open_after_finish = join_after == "finish"
         self._origin_ns: int | None = None  # the end of the step before a batch formed after a join window
         self._flight: Step | None = None  # the step running now
 
@@ -104,8 +106,9 @@ class Engine:
 
     def schedule_ns(self, t_ns: int) -> int:
         """When the batch after the step that just ended at ``t_ns`` forms: ``join_window_s`` later
-        when requests arrived during that step (the engine takes in requests meanwhile; the batch is
-        priced from ``t_ns``), else at once."""
+        when requests arrived during that step, or under ``join_after="finish"`` a sequence finished
+        in it (the engine takes in requests meanwhile; the batch is priced from ``t_ns``), else at
+        once."""
         if self.join_window_ns and self._arrived_in_flight:
             self._origin_ns = t_ns
             return t_ns + self.join_window_ns
@@ -273,6 +276,8 @@ class Engine:
         for seq in done:
             self.scheduler.finish(seq)
             seq.state = DONE
+        if done and self._open_after_finish:  # their clients' next requests come a turnaround later
+            self._arrived_in_flight = True
         self.steps += k
         self.busy = False
         self._flight = None

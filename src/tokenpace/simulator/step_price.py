@@ -75,7 +75,12 @@ next request sent a millisecond after a token can join the prompt of a request t
 the step. The engine (``engine.Engine``) forms such a batch ``join_window_s`` after the step's end
 and prices it from that end, as a calibration measures steps from the chunks before them; after a
 step with no arrival it forms the batch at once. A calibration measures it from the sends just
-after a step ended that joined, or missed, the next one (``calibrate.steps``).
+after a step ended that joined, or missed, the next one (``calibrate.steps``). ``join_after``
+says after which steps the window opens: ``"arrival"`` (the default), only after a step during
+which a request arrived; ``"finish"``, also after a step in which a sequence finished, whose client
+sends its next request a turnaround later (an engine that always takes requests a moment into a
+step, as llama-server did in RESULTS 7q's runs whether or not one was waiting). A decode step
+with neither opens no window, so runs of such steps are still jumped.
 
 The scan of one KV buffer shared by every sequence (``kv_scan_s``; 0 by default): per query row of
 the step and per KV cell of the batch that belongs to another sequence than the row's
@@ -105,6 +110,7 @@ DEFAULT_STEP_OVERHEAD_S = 0.00175
 ROW_REMAINDERS = ("pad", "gemv", "gemv-pass", "gemv-ubatch")
 GEMV_REMAINDERS = ("gemv", "gemv-pass", "gemv-ubatch")
 PASS_REMAINDERS = ("gemv-pass", "gemv-ubatch")  # a weight pass per remaining row
+JOIN_AFTER = ("arrival", "finish")  # the steps after which a join window opens (see the docstring)
 # The highest MBU accepted: a fraction of the hardware's stated bandwidth, above 1 where weights stream
 # from a cache faster than from the memory the figure describes (a CPU's last-level cache).
 MBU_MAX = 4.0
@@ -125,6 +131,7 @@ class RooflineParams:
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
     arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
     join_window_s: float = 0.0  # after a step during which requests arrived, new ones taken in this long: see the docstring
+    join_after: str = "arrival"  # the steps after which the window opens: one of JOIN_AFTER (see the docstring)
     kv_scan_s: float = 0.0  # per query row and KV cell of another sequence in the step (one shared KV buffer): see the docstring
     # Per decode batch size k (index k - 1), seconds added to a decode-only step's price; None or past the
     # end: nothing. A calibration's measured correction where the model cannot express the engine: see
@@ -142,6 +149,8 @@ class RooflineParams:
             raise ValueError("arrival_s must be >= 0")
         if not 0 <= self.join_window_s < 1.0:
             raise ValueError("join_window_s must lie in [0, 1) seconds")
+        if self.join_after not in JOIN_AFTER:
+            raise ValueError(f"join_after must be one of {JOIN_AFTER}, not {self.join_after!r}")
         if not 0 <= self.kv_scan_s < float("inf"):
             raise ValueError("kv_scan_s must be >= 0")
         if not all(d is None or abs(d) < float("inf") for d in self.decode_delta_s):
@@ -155,6 +164,7 @@ class RooflineParams:
                 "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
                 **({"kv_scan_s": self.kv_scan_s} if self.kv_scan_s else {}),
                 **({"join_window_s": self.join_window_s} if self.join_window_s else {}),
+                **({"join_after": self.join_after} if self.join_after != "arrival" else {}),
                 **({"decode_delta_s": list(self.decode_delta_s)} if self.decode_delta_s else {})}
 
     def decode_delta(self, sequences: int, tokens_per_seq: int = 1) -> float:

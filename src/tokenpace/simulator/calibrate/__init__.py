@@ -80,7 +80,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
               policy: str | None = None, max_num_seqs: int | None = None,
               max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
               source: dict[str, Any] | None = None, shared_kv: bool = False,
-              apply_join_window: bool = False) -> Calibration:
+              apply_join_window: bool | str = False) -> Calibration:
     """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
     run's engine steps.
 
@@ -94,7 +94,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     determines; else it stays 0. ``apply_join_window``: where closed-loop sends that came after a
     step ended still joined the next one while another request waited to be taken in, the
     simulated engine gets the measured join window and its clients the measured spread of
-    turnarounds (else both are only reported, ``fit["client_turnaround"]``)."""
+    turnarounds (else both are only reported, ``fit["client_turnaround"]``). ``apply_join_window=
+    "finish"``: the window opens after a step in which a sequence finished too (``RooflineParams.
+    join_after``), and is measured from every send just after a step, whether or not another
+    request waited."""
     m, hw = get_model(model), get_gpu(hardware)
     if weights is None:
         weights = model if isinstance(model, str) and is_gguf_file(model) else "bf16"
@@ -126,7 +129,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         counted = sum(n for _, n in pairs)
         measured = sum(t * n for t, n in pairs) / counted if counted else 0.0
         joined, waited = observed.joins_after_start
-        turnaround = measured if waited > joined else 0.0
+        after = "finish" if apply_join_window == "finish" else "arrival"
+        # (A window that opens after finishes is asked for: whether a send joins is then the window's
+        # and the turnarounds' to decide, so the turnaround is copied whichever way most went.)
+        turnaround = measured if waited > joined or after == "finish" else 0.0
         # Sends that joined a step although they came after the step before ended, while another
         # request waited to be taken in: the engine takes requests in between steps. The join window
         # and the clients' spread of turnarounds are measured and reported, and applied only when
@@ -134,13 +140,15 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         # TTFT worse (RESULTS 7q).
         offsets_joined, offsets_waited = observed.join_offsets
         window = join_window(offsets_joined, offsets_waited) if turnaround else 0.0
+        if after == "finish" and turnaround:
+            window = join_window(*observed.join_offsets_any)
         measured_spread: tuple[float, ...] = ()
         if window:
             gaps = np.concatenate([closed_loop_turnarounds(run, closed_loop_concurrency) for run in runs])
             measured_spread = turnaround_spread(gaps)
             if apply_join_window:
                 spread = measured_spread
-                params = replace(params, join_window_s=window)
+                params = replace(params, join_window_s=window, join_after=after)
         report["client_turnaround"] = {"median_ms": round(measured * 1e3, 3), "sends": counted,
                                        "next_requests_joined_the_step_begun": joined,
                                        "next_requests_waited_a_step": waited,
@@ -150,6 +158,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                                            "joined_delay_ms": _ms_range(offsets_joined),
                                            "waited_delay_ms": _ms_range(offsets_waited)},
                                        "join_window_ms": round(window * 1e3, 3),
+                                       "join_window_after": after,
                                        "turnarounds_ms": [round(t * 1e3, 3) for t in measured_spread],
                                        "join_window_applied": bool(spread)}
     return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=params, tp=tp,
@@ -197,7 +206,9 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                             joins_after_start=(sum(o.joins_after_start[0] for o in observations),
                                                sum(o.joins_after_start[1] for o in observations)),
                             join_offsets=(tuple(t for o in observations for t in o.join_offsets[0]),
-                                          tuple(t for o in observations for t in o.join_offsets[1])))
+                                          tuple(t for o in observations for t in o.join_offsets[1])),
+                            join_offsets_any=(tuple(t for o in observations for t in o.join_offsets_any[0]),
+                                              tuple(t for o in observations for t in o.join_offsets_any[1])))
 
 
 def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",

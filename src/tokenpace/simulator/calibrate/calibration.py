@@ -1,6 +1,6 @@
 """The calibration file: fitted step-time parameters, the engine they were fitted on, and how well.
 
-One versioned JSON document (``kind: "calibration"``, ``schema_version`` 9). It holds everything
+One versioned JSON document (``kind: "calibration"``, ``schema_version`` 11). It holds everything
 ``tokenpace sim --calibration`` needs, resolved, so that it runs without the files it was made from
 (the GGUF model, the hardware JSON): the model's shape, the hardware, the weight and KV precisions,
 the engine's limits when they were given, the roofline parameters, and a closed-loop client's
@@ -24,8 +24,8 @@ from tokenpace.simulator.step_price import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
 # 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
-# 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s (older versions are read, without them)
-SCHEMA_VERSION = 10
+# 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s; 11: join_after (older versions are read, without them)
+SCHEMA_VERSION = 11
 KIND = "calibration"
 
 
@@ -79,6 +79,7 @@ class Calibration:
                                     arrival_s=float(r.get("arrival_s", 0.0)),
                                     kv_scan_s=float(r.get("kv_scan_s", 0.0)),
                                     join_window_s=float(r.get("join_window_s", 0.0)),
+                                    join_after=str(r.get("join_after", "arrival")),
                                     decode_delta_s=tuple(None if d is None else float(d)
                                                          for d in r.get("decode_delta_s") or ())),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),

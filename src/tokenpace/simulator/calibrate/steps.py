@@ -88,6 +88,8 @@ class StepObservations:
     # Of those, the ones sent while another request that arrived during the step before waited to be
     # taken in: each send's delay after that step's end (seconds), joined the step or waited a step.
     join_offsets: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    # The same for every such send, whether or not another request waited (``join_after="finish"``).
+    join_offsets_any: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     def describe(self) -> dict:
         kinds = Counter(s.kind for s in self.steps)
@@ -152,7 +154,8 @@ def observe_steps(records: Iterable[RequestRecord], *, max_batched_tokens: int |
     return StepObservations(steps=steps, requests=len(streams), gap_threshold_ms=threshold / 1e6,
                             skipped=dict(skipped), prompt_steps=run.prompt_steps(),
                             joins_after_start=run.joins_after_start(ARRIVAL_FRACTION * threshold),
-                            join_offsets=run.join_offsets(ARRIVAL_FRACTION * threshold))
+                            join_offsets=run.join_offsets(ARRIVAL_FRACTION * threshold),
+                            join_offsets_any=run.join_offsets(ARRIVAL_FRACTION * threshold, waiting_only=False))
 
 
 def _streams(records: Iterable[RequestRecord]) -> list[_Stream]:
@@ -286,19 +289,20 @@ class _Run:
             waited += k == b + 2
         return joined, waited
 
-    def join_offsets(self, window_ns: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    def join_offsets(self, window_ns: float, waiting_only: bool = True) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """``joins_after_start``'s sends made while a request sent during the step before (after it
         began, before it ended) got its first token at the end of the next step, so was waiting to
         be taken in: each one's delay after the burst before it, in seconds, as (joined the step,
         waited for the next). An engine that sets up new requests between steps keeps taking them
-        in meanwhile: the delays that still joined bound its join window."""
+        in meanwhile: the delays that still joined bound its join window. ``waiting_only=False``:
+        every such send, whether or not a request was waiting."""
         joined: list[float] = []
         waited: list[float] = []
         for q, b, k in self._sends_after_ends(window_ns):
             if b < 1:
                 continue
             prev, end = self.end_ns[b - 1], self.end_ns[b]
-            if not ((self.sent > prev) & (self.sent < end) & (self.first_burst == b + 1)).any():
+            if waiting_only and not ((self.sent > prev) & (self.sent < end) & (self.first_burst == b + 1)).any():
                 continue  # no request was waiting to be taken in
             delay = (self.streams[q].sent_ns - end) / 1e9
             if k == b + 1:
