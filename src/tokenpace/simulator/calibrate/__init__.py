@@ -139,9 +139,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         # asked (``join_window``): on the benchmark's llama.cpp runs they made the fitted level's
         # TTFT worse (RESULTS 7q).
         offsets_joined, offsets_waited = observed.join_offsets
-        window = join_window(offsets_joined, offsets_waited) if turnaround else 0.0
-        if after == "finish" and turnaround:
-            window = join_window(*observed.join_offsets_any)
+        basis = observed.join_offsets_any if after == "finish" else (offsets_joined, offsets_waited)
+        window = join_window(*basis) if turnaround else 0.0
         measured_spread: tuple[float, ...] = ()
         if window:
             gaps = np.concatenate([closed_loop_turnarounds(run, closed_loop_concurrency) for run in runs])
@@ -205,10 +204,14 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                             prompt_steps=dict(sorted(prompt_steps.items())),
                             joins_after_start=(sum(o.joins_after_start[0] for o in observations),
                                                sum(o.joins_after_start[1] for o in observations)),
-                            join_offsets=(tuple(t for o in observations for t in o.join_offsets[0]),
-                                          tuple(t for o in observations for t in o.join_offsets[1])),
-                            join_offsets_any=(tuple(t for o in observations for t in o.join_offsets_any[0]),
-                                              tuple(t for o in observations for t in o.join_offsets_any[1])))
+                            join_offsets=_pooled_offsets(o.join_offsets for o in observations),
+                            join_offsets_any=_pooled_offsets(o.join_offsets_any for o in observations))
+
+
+def _pooled_offsets(pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Runs' (joined, waited) delays, pooled."""
+    pairs = list(pairs)
+    return tuple(t for p in pairs for t in p[0]), tuple(t for p in pairs for t in p[1])
 
 
 def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
