@@ -55,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--shared-kv", action="store_true",
                    help="the engine ran one KV buffer for all sequences (llama.cpp's --kv-unified): fit the cost "
                         "of every prompt row visiting the other sequences' KV cells (kv_scan_s; default: 0)")
+    g.add_argument("--attention-tile-rows", type=int, metavar="N",
+                   help="with --shared-kv: a step of at least N query rows computes attention in tiles over every "
+                        "KV cell in use, the other sequences' cells at the attention's FLOPs (default 64, llama.cpp's "
+                        "CPU flash attention tile; 0: never)")
     g.add_argument("--join-window", nargs="?", const="arrival", choices=("arrival", "finish"), metavar="arrival|finish",
                    help="closed loop: give the simulated engine the join window the run shows (sends after a step "
                         "that still joined the next one while another request waited to be taken in) and its clients "
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
                     kv_cache_dtype=args.kv_dtype, tp=args.tp, policy=args.policy, max_num_seqs=args.max_num_seqs,
                     max_batched_tokens=args.max_batched_tokens,
                     closed_loop_concurrency=_closed_loop_concurrency(sources), shared_kv=args.shared_kv,
-                    apply_join_window=args.join_window or False,
+                    attention_tile_rows=args.attention_tile_rows, apply_join_window=args.join_window or False,
                     source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
     out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
     write_calibration(cal, out)

@@ -120,6 +120,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="time per query row and KV cell of another sequence in the step: attention over one KV "
                         "buffer shared by every sequence, each row visiting every cell in use (llama.cpp's "
                         "--kv-unified; default 0)")
+    g.add_argument("--attention-tile-rows", type=int, metavar="N",
+                   help="a step of at least N query rows computes attention in tiles over every KV cell in use, "
+                        "the other sequences' cells at the attention's FLOPs (llama.cpp's CPU flash attention with "
+                        "--kv-unified: 64); default 0, never")
 
 
 def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
@@ -153,6 +157,9 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
                         ("--kv-scan-ns", ns.kv_scan_ns), ("--join-window-ms", ns.join_window_ms)):
         if value is not None:
             _at_least_zero(flag, value)
+    tile_rows = getattr(ns, "attention_tile_rows", None)
+    if tile_rows is not None and tile_rows < 0:
+        raise UsageError(f"--attention-tile-rows must be >= 0, not {tile_rows}")
     if ns.join_window_ms is not None and not ns.join_window_ms < 1000:
         raise UsageError(f"--join-window-ms must be below 1000, not {ns.join_window_ms}")
     roofline = dataclasses.replace(
@@ -165,6 +172,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
         arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
         kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9,
+        attention_tile_rows=_given(tile_rows, r.attention_tile_rows),
         join_window_s=r.join_window_s if ns.join_window_ms is None else ns.join_window_ms / 1e3,
         join_after=_given(getattr(ns, "join_after", None), r.join_after))
     spec = _spec(ns)
@@ -311,6 +319,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--arrival-ms", repr(r.arrival_s * 1e3)]
     if r.kv_scan_s:
         argv += ["--kv-scan-ns", repr(r.kv_scan_s * 1e9)]
+    if r.attention_tile_rows:
+        argv += ["--attention-tile-rows", str(r.attention_tile_rows)]
     if r.join_window_s:
         argv += ["--join-window-ms", repr(r.join_window_s * 1e3)]
     if r.join_after != _R.join_after:

@@ -185,6 +185,9 @@ class RooflinePredictor:
         ctx = context_total(batch.decode_context)
         pairs = g * ctx + nd * g * (g + 1) // 2 + p_pairs  # as in _work
         kv_tokens = ctx + nd * g + p_kv
+        tile = self.params.attention_tile_rows
+        if tile and nd * g + p_tokens >= tile:  # as in _work: the other sequences' cells as pairs
+            pairs += _other_cells(nd, g, kv_tokens - p_kv, p_tokens, p_kv, p_own)
         t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
                                          *self._attention_eff)
         for s in after:  # price's order: each group added in turn
@@ -207,6 +210,9 @@ class RooflinePredictor:
         ctx = context_total(batch.decode_context) + np.arange(steps, dtype=np.int64) * (nd * g)
         pairs = g * ctx + nd * g * (g + 1) // 2  # as in _work, with an array of totals
         kv_tokens = ctx + nd * g
+        tile = self.params.attention_tile_rows
+        if tile and nd * g >= tile:  # as in _work
+            pairs = pairs + _other_cells(nd, g, kv_tokens, 0, 0, 0)
         t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
                                          *self._attention_eff)  # an array, as the attention terms are
         for s in after:
@@ -255,15 +261,18 @@ class RooflinePredictor:
             return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0, (), 0
         rest = (self._ar_count * tokens * self._ar_s_tok, self._ar_count, nd + prompts)
         scan = _other_cells(nd, g, d_kv, p_tokens, p_kv, p_own)  # (kv_scan_s)
+        tile = self.params.attention_tile_rows
+        tiled = scan if tile and tokens >= tile else 0  # other sequences' cells computed as attention pairs
         if self.params.row_remainder == "gemv-ubatch" and prompts:
             # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
-            p = self._groups(p_tokens, prompts, p_pairs, p_kv, 0, passes=1, logit_passes=prompts)
+            p = self._groups(p_tokens, prompts, p_pairs + tiled, p_kv, 0, passes=1, logit_passes=prompts)
             if not dt:
                 return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0, p[4], scan)
             d = self._groups(dt, dt, d_pairs, d_kv, dt)
             return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, d[3] + p[3],
                     self._ar_latency, tokens, d[2] + p[2], dt, d[4] + p[4], scan)
-        c, m, decode_cmp, memory_eff, latency = self._groups(tokens, dt + prompts, d_pairs + p_pairs, d_kv + p_kv, dt)
+        c, m, decode_cmp, memory_eff, latency = self._groups(tokens, dt + prompts, d_pairs + p_pairs + tiled,
+                                                             d_kv + p_kv, dt)
         return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens, latency,
                 scan)
 

@@ -94,6 +94,20 @@ the attention's FLOPs and bytes, counted per sequence over its own context, do n
 own cells are the attention's (the term is 0 for a lone sequence, so a run of one sequence at a
 time cannot confuse it with the prompts' FLOPs). Engines with
 paged attention per sequence (vLLM, SGLang, TensorRT-LLM) visit only a sequence's own blocks: 0.
+
+Attention in tiles over the shared buffer (``attention_tile_rows``; 0 by default). ggml's CPU flash
+attention takes a tiled path when the step's batch has at least ``GGML_FA_TILE_Q`` = 64 query rows
+(``ggml_compute_forward_flash_attn_ext_tiled``, ggml/src/ggml-cpu/ops.cpp): 64 rows at a time, it
+multiplies them with each 64-cell KV tile of the cells in use, skipping a tile only when every
+cell of it is masked for every row. In one shared buffer the decoding sequences' new cells are
+interleaved step by step, so almost no tile is wholly another sequence's, and a prompt's rows (and
+the decode rows beside them) compute the attention over the other sequences' cells as over their
+own. So in such a step the rows' cells of other sequences (``StepWork.scan``) are priced as
+attention (query, key) pairs, at the attention's FLOPs and efficiency; a smaller batch takes the
+per-row path, which skips a masked cell at a small cost (``kv_scan_s``, which then holds what is
+left). Measured on the 2-core VM (RESULTS 7u): fits with a free per-cell cost put 1.2-2.1 µs on
+each such cell, where Gemma 3 270M's attention FLOPs per (query, key) pair at the fitted MFU take
+1.75 µs.
 """
 
 from __future__ import annotations
@@ -133,6 +147,9 @@ class RooflineParams:
     join_window_s: float = 0.0  # after a step during which requests arrived, new ones taken in this long: see the docstring
     join_after: str = "arrival"  # the steps after which the window opens: one of JOIN_AFTER (see the docstring)
     kv_scan_s: float = 0.0  # per query row and KV cell of another sequence in the step (one shared KV buffer): see the docstring
+    # A step of at least this many query rows computes attention in tiles over every KV cell in use (one
+    # shared KV buffer): the other sequences' cells cost attention FLOPs; 0: never. See the docstring.
+    attention_tile_rows: int = 0
     # Per decode batch size k (index k - 1), seconds added to a decode-only step's price; None or past the
     # end: nothing. A calibration's measured correction where the model cannot express the engine: see
     # ``decode_delta``.
@@ -153,6 +170,8 @@ class RooflineParams:
             raise ValueError(f"join_after must be one of {JOIN_AFTER}, not {self.join_after!r}")
         if not 0 <= self.kv_scan_s < float("inf"):
             raise ValueError("kv_scan_s must be >= 0")
+        if self.attention_tile_rows < 0:
+            raise ValueError("attention_tile_rows must be >= 0")
         if not all(d is None or abs(d) < float("inf") for d in self.decode_delta_s):
             raise ValueError("decode_delta_s must hold finite seconds or None")
 
@@ -163,6 +182,7 @@ class RooflineParams:
                 "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
                 "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
                 **({"kv_scan_s": self.kv_scan_s} if self.kv_scan_s else {}),
+                **({"attention_tile_rows": self.attention_tile_rows} if self.attention_tile_rows else {}),
                 **({"join_window_s": self.join_window_s} if self.join_window_s else {}),
                 **({"join_after": self.join_after} if self.join_after != "arrival" else {}),
                 **({"decode_delta_s": list(self.decode_delta_s)} if self.decode_delta_s else {})}

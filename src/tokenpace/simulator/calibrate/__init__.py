@@ -42,6 +42,9 @@ __all__ = ["Calibration", "ObservedStep", "StepObservations", "calibrate", "load
            "observe_steps", "write_calibration"]
 
 MIN_STEPS = 8
+# ggml's CPU flash attention computes a batch of at least GGML_FA_TILE_Q (64) query rows in 64 x 64 tiles
+# over every KV cell in use (ggml/src/ggml-cpu/common.h, ops.cpp: ggml_compute_forward_flash_attn_ext_tiled).
+LLAMA_CPP_ATTENTION_TILE_ROWS = 64
 # What the report says of a parameter the run could not determine, and of what is not fitted.
 UNDETERMINED = {
     "seq_overhead_s": "the steps could not tell a per-sequence cost from the other terms (every step held one "
@@ -80,7 +83,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
               policy: str | None = None, max_num_seqs: int | None = None,
               max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
               source: dict[str, Any] | None = None, shared_kv: bool = False,
-              apply_join_window: bool | str = False) -> Calibration:
+              attention_tile_rows: int | None = None, apply_join_window: bool | str = False) -> Calibration:
     """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
     run's engine steps.
 
@@ -91,7 +94,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     else BF16. The engine limits are recorded for ``sim --calibration``; ``max_batched_tokens``
     also tells which prompts were split over steps. ``shared_kv``: the engine ran one KV buffer for
     all sequences (llama.cpp's ``--kv-unified``), whose scan ``kv_scan_s`` then prices and the fit
-    determines; else it stays 0. ``apply_join_window``: where closed-loop sends that came after a
+    determines; else it stays 0. ``attention_tile_rows``: with ``shared_kv``, a step of at least this
+    many query rows computes attention in tiles over every cell in use, the other sequences' cells
+    priced as attention pairs (``RooflineParams.attention_tile_rows``); None: llama.cpp's CPU flash
+    attention tile (``LLAMA_CPP_ATTENTION_TILE_ROWS``) with ``shared_kv``, else 0. ``apply_join_window``: where closed-loop sends that came after a
     step ended still joined the next one while another request waited to be taken in, the
     simulated engine gets the measured join window and its clients the measured spread of
     turnarounds (else both are only reported, ``fit["client_turnaround"]``). ``apply_join_window=
@@ -110,7 +116,11 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     if len(observed.steps) < MIN_STEPS:
         raise UsageError(f"only {len(observed.steps)} engine steps could be told apart in the run "
                          f"(skipped: {observed.skipped or 'none'}); calibration needs at least {MIN_STEPS}")
-    base = RooflineParams()
+    if attention_tile_rows is None:
+        attention_tile_rows = LLAMA_CPP_ATTENTION_TILE_ROWS if shared_kv else 0
+    if attention_tile_rows < 0:
+        raise UsageError(f"attention_tile_rows must be >= 0, not {attention_tile_rows}")
+    base = RooflineParams(attention_tile_rows=attention_tile_rows if shared_kv else 0)
     predictor = RooflinePredictor(m, hw, w, kv, tp, base)
     fit = fit_roofline(predictor, observed.steps, base, seq_prior_s=sequence_prior_s(m, hw),
                        decode_mfu=DECODE_MFU_PRIOR, shared_kv=shared_kv)

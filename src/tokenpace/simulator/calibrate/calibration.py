@@ -24,8 +24,9 @@ from tokenpace.simulator.step_price import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
 # 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
-# 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s; 11: join_after (older versions are read, without them)
-SCHEMA_VERSION = 11
+# 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s; 11: join_after; 12: attention_tile_rows (older versions are
+# read, without them)
+SCHEMA_VERSION = 12
 KIND = "calibration"
 
 
@@ -78,6 +79,7 @@ class Calibration:
                                     decode_mfu=_opt_float(r.get("decode_mfu")),
                                     arrival_s=float(r.get("arrival_s", 0.0)),
                                     kv_scan_s=float(r.get("kv_scan_s", 0.0)),
+                                    attention_tile_rows=int(r.get("attention_tile_rows", 0)),
                                     join_window_s=float(r.get("join_window_s", 0.0)),
                                     join_after=str(r.get("join_after", "arrival")),
                                     decode_delta_s=tuple(None if d is None else float(d)
