@@ -69,7 +69,8 @@ def test_a_calibration_finds_the_scan_and_predicts_a_load_it_did_not_see(tmp_pat
     reported range of the truth and c=8 is predicted within 2%; the same fit without the scan
     misses c=8 by more."""
     cal = calibrate(run(tmp_path, 4).records, model="llama-3.1-8b", hardware=CPU, weights="int4",
-                    max_num_seqs=8, max_batched_tokens=2048, shared_kv=True)
+                    max_num_seqs=8, max_batched_tokens=2048, shared_kv=True,
+                    attention_tile_rows=0)  # the truth has no tiled attention
     got = cal.roofline.kv_scan_s
     lo, hi = cal.fit["ranges"]["kv_scan_s"]
     assert lo <= SCAN_S <= hi and got == pytest.approx(SCAN_S, rel=0.1)
@@ -84,7 +85,8 @@ def test_a_calibration_finds_the_scan_and_predicts_a_load_it_did_not_see(tmp_pat
 
 def test_one_sequence_at_a_time_cannot_show_the_scan_and_without_a_shared_buffer_it_is_not_fitted(tmp_path):
     cal = calibrate(run(tmp_path, 1, requests=16).records, model="llama-3.1-8b", hardware=CPU, weights="int4",
-                    max_num_seqs=8, max_batched_tokens=2048, shared_kv=True)
+                    max_num_seqs=8, max_batched_tokens=2048, shared_kv=True,
+                    attention_tile_rows=0)  # the truth has no tiled attention
     assert cal.roofline.kv_scan_s == 0.0 and "kv_scan_s" in cal.fit["undetermined"]
     assert "kv_scan_s" not in cal.roofline.to_dict()
     unshared = calibrate(run(tmp_path, 4).records, model="llama-3.1-8b", hardware=CPU, weights="int4",
