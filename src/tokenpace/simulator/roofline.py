@@ -185,15 +185,16 @@ class RooflinePredictor:
         ctx = context_total(batch.decode_context)
         pairs = g * ctx + nd * g * (g + 1) // 2 + p_pairs  # as in _work
         kv_tokens = ctx + nd * g + p_kv
-        tile = self.params.attention_tile_rows
+        tile, scan_s = self.params.attention_tile_rows, self.params.kv_scan_s
+        scan = _other_cells(nd, g, ctx + nd * g, p_tokens, p_kv, p_own) if tile or scan_s else 0
         if tile and nd * g + p_tokens >= tile:  # as in _work: the other sequences' cells as pairs
-            pairs += _other_cells(nd, g, kv_tokens - p_kv, p_tokens, p_kv, p_own)
+            pairs += scan
         t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
                                          *self._attention_eff)
         for s in after:  # price's order: each group added in turn
             t += s
-        if self.params.kv_scan_s:  # as price adds it: last
-            t += self.params.kv_scan_s * _other_cells(nd, g, ctx + nd * g, p_tokens, p_kv, p_own)
+        if scan_s:  # as price adds it: last
+            t += scan_s * scan
         if not prefill and self.params.decode_delta_s:  # a calibration's correction by batch size
             t += self.params.decode_delta(nd, g)
         return t

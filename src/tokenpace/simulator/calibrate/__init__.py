@@ -120,7 +120,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         attention_tile_rows = LLAMA_CPP_ATTENTION_TILE_ROWS if shared_kv else 0
     if attention_tile_rows < 0:
         raise UsageError(f"attention_tile_rows must be >= 0, not {attention_tile_rows}")
-    base = RooflineParams(attention_tile_rows=attention_tile_rows if shared_kv else 0)
+    base = RooflineParams(attention_tile_rows=attention_tile_rows)
     predictor = RooflinePredictor(m, hw, w, kv, tp, base)
     fit = fit_roofline(predictor, observed.steps, base, seq_prior_s=sequence_prior_s(m, hw),
                        decode_mfu=DECODE_MFU_PRIOR, shared_kv=shared_kv)
