@@ -11,6 +11,12 @@ calibrated and predicted on its own, so the summary shows the run-to-run spread 
 level's line carries the load average and the CPU seconds the server and the client spent, because
 a CPU engine's step times follow the machine's load.
 
+The machine's own speed is measured too: a probe (3 requests one at a time, 128 words in, 32 tokens
+out) runs before each level and after the last, and a level's speed is the mean of the probes around
+it. The summary then shows each error a second time with that drift taken out: the prediction scaled
+by how much slower the probes ran around the level than around the fitted one(s). The raw error is the
+target; the adjusted one says how much of it is the machine rather than the model (RESULTS 7v).
+
     .venv/bin/python benchmarks/calibrate_llama.py                  # ~17 min: 3 repeats, fits from c=4 and c=1+4+16
     .venv/bin/python benchmarks/calibrate_llama.py --scale 2        # levels twice as long (~30 min)
     .venv/bin/python benchmarks/calibrate_llama.py --fit-from 4 --repeats 1 --json
@@ -63,6 +69,11 @@ DEFAULT_FITS = ("4", "1+4+16")  # issue 25's targets: from c=4 alone, and from a
 METRICS = ("ttft_p50_ms", "tpot_p50_ms", "output_tok_s")
 WARMUP = 2  # requests; the first ones pay for cold caches
 SEED = 7  # the same lengths at every concurrency (the first N draws), so only the load differs
+# The machine's own speed, measured before each level and after the last: requests one at a time, of
+# one fixed shape. A shared VM's speed moves by 10-20% within minutes (a neighbour's memory traffic
+# slows a one-thread decode by 40% here), and each level is measured minutes after the fitted one.
+PROBE = ("--concurrency", "1", "--requests", "3", "--warmup", "0req", "--input-tokens", "128",
+         "--output-tokens", "32", "--seed", "11")
 
 
 def load_engine():
@@ -168,10 +179,21 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def probe(url: str, path: Path, reuse: bool) -> dict[str, float] | None:
+    """The machine's speed now (``PROBE``'s TTFT and TPOT p50), into ``path``; None where a reused
+    directory has no probe (measured before 2026-12-03)."""
+    if not reuse:
+        tokenpace("bench", "--url", url, *PROBE, "--out", str(path), "--no-progress", cpus={CLIENT_CPU})
+    return figures(json.loads(path.read_text())) if path.exists() else None
+
+
 def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dict]:
-    """Every level once, into ``out``; with each, the load average and CPU seconds around it."""
+    """Every level once, into ``out``; with each, the load average and CPU seconds around it, and
+    the machine's speed (``probe``) just before and just after it."""
     measured: dict[int, dict] = {}
-    for c in sorted(REQUESTS):
+    levels = sorted(REQUESTS)
+    probes = [probe(url, out / f"probe-before-c{c}.json", reuse) for c in levels[:1]]
+    for i, c in enumerate(levels):
         run = out / f"measured-c{c}.json"
         info = out / f"measured-c{c}.machine.json"
         if not reuse:
@@ -183,17 +205,43 @@ def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dic
                 "wall_s": round(time.monotonic() - wall0, 1), "client_cpu_s": round(children_cpu_s() - cpu0, 1),
                 "server": server,
                 "server_cpu_s": round(srv1 - srv0, 1) if srv0 is not None and srv1 is not None else None}))
+        after = out / (f"probe-before-c{levels[i + 1]}.json" if i + 1 < len(levels) else "probe-after.json")
+        probes.append(probe(url, after, reuse))
         doc = json.loads(run.read_text())
         machine = json.loads(info.read_text()) if info.exists() else {}
         measured[c] = {"figures": figures(doc), "path": run, "valid": doc["load_generator"].get("valid", True),
-                       "machine": machine, "started_utc": doc.get("started_utc")}
+                       "machine": machine, "started_utc": doc.get("started_utc"), "speed": speed(probes[i:i + 2])}
         m = machine
         print(f"  measured c={c:<2} TTFT p50 {measured[c]['figures']['ttft_p50_ms']:7.1f} ms · TPOT p50 "
               f"{measured[c]['figures']['tpot_p50_ms']:6.1f} ms · {measured[c]['figures']['output_tok_s']:5.1f} tok/s"
               f" · load {m.get('load_average_start', '?')}→{m.get('load_average_end', '?')} · wall "
               f"{m.get('wall_s', '?')} s, server CPU {m.get('server_cpu_s', '?')} s, client CPU "
-              f"{m.get('client_cpu_s', '?')} s ({doc.get('started_utc')})")
+              f"{m.get('client_cpu_s', '?')} s ({doc.get('started_utc')})"
+              + ("" if measured[c]["speed"] is None else " · probe TTFT {ttft_p50_ms:.0f} ms, TPOT {tpot_p50_ms:.1f} ms"
+                 .format(**measured[c]["speed"])))
     return measured
+
+
+def speed(bracket: list[dict[str, float] | None]) -> dict[str, float] | None:
+    """A level's machine speed: the mean of the probes just before and just after it."""
+    if any(p is None for p in bracket):
+        return None
+    return {k: statistics.fmean(p[k] for p in bracket) for k in ("ttft_p50_ms", "tpot_p50_ms")}
+
+
+def drift_adjusted(pred: dict[str, float], meas: dict[str, float], here: dict[str, float] | None,
+                   fitted: list[dict[str, float] | None]) -> dict[str, float] | None:
+    """The error once the machine's drift is taken out: the prediction scaled by how much slower the
+    probes ran around this level than around the fitted level(s) (their geometric mean): TTFT by the
+    probes' TTFT, TPOT by their TPOT, tokens/s by the inverse of their TPOT. None without probes."""
+    if here is None or any(f is None for f in fitted):
+        return None
+    ratio = {k: here[k] / statistics.geometric_mean([f[k] for f in fitted]) for k in ("ttft_p50_ms", "tpot_p50_ms")}
+    adjusted = {"ttft_p50_ms": pred["ttft_p50_ms"] * ratio["ttft_p50_ms"],
+                "tpot_p50_ms": pred["tpot_p50_ms"] * ratio["tpot_p50_ms"],
+                "output_tok_s": pred["output_tok_s"] / ratio["tpot_p50_ms"]}
+    return {"speed_ratio": {k: round(v, 3) for k, v in ratio.items()},
+            "error_pct": {k: round((adjusted[k] / meas[k] - 1) * 100, 1) for k in METRICS}}
 
 
 def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int,
@@ -216,7 +264,9 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
         pred = figures(json.loads(pred_path.read_text()))
         meas = measured[c]["figures"]
         rows.append({"concurrency": c, "fitted_here": c in srcs, "measured": meas, "predicted": pred,
-                     "error_pct": {k: round((pred[k] / meas[k] - 1) * 100, 1) for k in meas}})
+                     "error_pct": {k: round((pred[k] / meas[k] - 1) * 100, 1) for k in meas},
+                     "drift_adjusted": drift_adjusted(pred, meas, measured[c]["speed"],
+                                                      [measured[s]["speed"] for s in srcs])})
     fit = c_doc["fit"]
     return {"fit_from": name, "roofline": c_doc["roofline"], "ranges": fit["ranges"],
             "undetermined": sorted(fit.get("undetermined", {})), "rms_step_error": fit["rms_relative_error"],
@@ -243,7 +293,10 @@ def print_fit(result: dict) -> None:
     for row in result["rows"]:
         cells = [f"{row['measured'][k]:.1f} / {row['predicted'][k]:.1f} ({row['error_pct'][k]:+.1f}%)" for k in METRICS]
         mark = "*" if row["fitted_here"] else " "
-        print(f"    c={row['concurrency']:<2}{mark} TTFT {cells[0]:>26}  TPOT {cells[1]:>24}  tok/s {cells[2]:>22}")
+        adj = row.get("drift_adjusted")
+        tail = "" if adj is None else (f"  · machine {adj['speed_ratio']['tpot_p50_ms']:.2f}x, drift-adjusted "
+                                       + " ".join(f"{adj['error_pct'][k]:+.1f}%" for k in METRICS))
+        print(f"    c={row['concurrency']:<2}{mark} TTFT {cells[0]:>26}  TPOT {cells[1]:>24}  tok/s {cells[2]:>22}{tail}")
 
 
 def summary(results: list[list[dict]], fit_from: list[list[int]]) -> list[dict]:
@@ -251,10 +304,27 @@ def summary(results: list[list[dict]], fit_from: list[list[int]]) -> list[dict]:
     table = []
     for f, srcs in enumerate(fit_from):
         for i, c in enumerate(sorted(REQUESTS)):
-            errs = {k: [rep[f]["rows"][i]["error_pct"][k] for rep in results] for k in METRICS}
+            rows = [rep[f]["rows"][i] for rep in results]
+            errs = {k: [row["error_pct"][k] for row in rows] for k in METRICS}
+            adjusted = [row["drift_adjusted"] for row in rows if row.get("drift_adjusted")]
             table.append({"fit_from": "+".join(map(str, srcs)), "concurrency": c, "fitted_here": c in srcs,
-                          **{k: {"median": statistics.median(v), "min": min(v), "max": max(v)} for k, v in errs.items()}})
+                          **{k: _spread(v) for k, v in errs.items()},
+                          "drift_adjusted": {k: _spread([a["error_pct"][k] for a in adjusted]) for k in METRICS}
+                          if len(adjusted) == len(rows) else None})
     return table
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def print_table(table: list[dict], key: str | None = None) -> None:
+    print(f"  {'fit':>7} {'c':>3}  {'TTFT p50':>24}  {'TPOT p50':>24}  {'output tok/s':>24}")
+    for row in table:
+        cells_of = row if key is None else row[key]
+        cells = [f"{cells_of[k]['median']:+.1f}% [{cells_of[k]['min']:+.1f}, {cells_of[k]['max']:+.1f}]" for k in METRICS]
+        print(f"  {row['fit_from']:>7} {row['concurrency']:>2}{'*' if row['fitted_here'] else ' '}  "
+              f"{cells[0]:>24}  {cells[1]:>24}  {cells[2]:>24}")
 
 
 def cpu_model() -> str:
@@ -342,11 +412,11 @@ def main() -> int:
             print_fit(result)
     table = summary(results, fit_from)
     print(f"\nerror = predicted / measured − 1: median [min, max] over {args.repeats} repeat(s); * fitted")
-    print(f"  {'fit':>7} {'c':>3}  {'TTFT p50':>24}  {'TPOT p50':>24}  {'output tok/s':>24}")
-    for row in table:
-        cells = [f"{row[k]['median']:+.1f}% [{row[k]['min']:+.1f}, {row[k]['max']:+.1f}]" for k in METRICS]
-        print(f"  {row['fit_from']:>7} {row['concurrency']:>2}{'*' if row['fitted_here'] else ' '}  "
-              f"{cells[0]:>24}  {cells[1]:>24}  {cells[2]:>24}")
+    print_table(table)
+    if all(row["drift_adjusted"] for row in table):
+        print("\nthe same once the machine's drift is taken out (each prediction scaled by the probes' speed "
+              "around its level against the fitted level's)")
+        print_table(table, "drift_adjusted")
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py"
           + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}"
