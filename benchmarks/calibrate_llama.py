@@ -54,6 +54,9 @@ import sys
 import time
 from pathlib import Path
 
+from tokenpace.results.records import read_records
+from tokenpace.simulator.calibrate import load_calibration, step_errors
+
 ROOT = Path(__file__).resolve().parents[1]
 HARDWARE = ROOT / "examples" / "hardware" / "cpu-2core-x86.json"
 CLIENT_CPU, SERVER_CPU = 0, 1
@@ -257,6 +260,7 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
            *(("--attention-tile-rows", str(tile_rows)) if tile_rows is not None else ())]
     tokenpace(*cmd)
     c_doc = json.loads(cal.read_text())
+    calibration = load_calibration(cal)
     rows = []
     for c in sorted(REQUESTS):
         pred_path = out / f"pred-c{c}-from-c{name}.json"
@@ -266,7 +270,8 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
         rows.append({"concurrency": c, "fitted_here": c in srcs, "measured": meas, "predicted": pred,
                      "error_pct": {k: round((pred[k] / meas[k] - 1) * 100, 1) for k in meas},
                      "drift_adjusted": drift_adjusted(pred, meas, measured[c]["speed"],
-                                                      [measured[s]["speed"] for s in srcs])})
+                                                      [measured[s]["speed"] for s in srcs]),
+                     "steps": step_errors(calibration, read_records(measured[c]["path"].with_suffix(".records.jsonl")))})
     fit = c_doc["fit"]
     return {"fit_from": name, "roofline": c_doc["roofline"], "ranges": fit["ranges"],
             "undetermined": sorted(fit.get("undetermined", {})), "rms_step_error": fit["rms_relative_error"],
@@ -297,6 +302,10 @@ def print_fit(result: dict) -> None:
         tail = "" if adj is None else (f"  · machine {adj['speed_ratio']['tpot_p50_ms']:.2f}x, drift-adjusted "
                                        + " ".join(f"{adj['error_pct'][k]:+.1f}%" for k in METRICS))
         print(f"    c={row['concurrency']:<2}{mark} TTFT {cells[0]:>26}  TPOT {cells[1]:>24}  tok/s {cells[2]:>22}{tail}")
+        if not row["fitted_here"]:  # the step model apart from the batching: its steps, priced
+            print("          its steps' ms, measured/priced: " + " ".join(
+                f"{g['decode_seqs']}{'+' + str(g['prompts']) + 'p' if g['prompts'] else ''}:"
+                f"{g['measured_ms']:.0f}/{g['priced_ms']:.0f}" for g in row["steps"] if g["steps"] >= 3))
 
 
 def summary(results: list[list[dict]], fit_from: list[list[int]]) -> list[dict]:

@@ -8,7 +8,8 @@ Parts: ``steps`` reconstructs the engine steps the run went through from its rec
 finds the MFU, MBU and the step and sequence overheads that explain their durations best;
 ``priors`` says what a term the steps cannot determine is assumed to be (from the model and the
 hardware file alone); ``client`` measures a closed-loop client's turnaround; ``calibration`` is the file that carries
-the result, the engine it describes and the fit's quality.
+the result, the engine it describes and the fit's quality; ``heldout`` prices another run's steps with a
+calibration (``step_errors``: the step model checked apart from the queueing).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tokenpace.simulator.calibrate.fit import (
 from tokenpace.simulator.calibrate.priors import (
     DECODE_MFU_PRIOR, describe_decode_mfu_prior, describe_sequence_prior, sequence_prior_s,
 )
+from tokenpace.simulator.calibrate.heldout import step_errors
 from tokenpace.simulator.calibrate.steps import ObservedStep, StepObservations, observe_steps
 from tokenpace.simulator.catalog import (
     GPU, ModelSpec, Precision, get_gpu, get_model, get_precision, is_gguf_file,
@@ -39,7 +41,7 @@ from tokenpace.simulator.catalog import (
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
 
 __all__ = ["Calibration", "ObservedStep", "StepObservations", "calibrate", "load_calibration",
-           "observe_steps", "write_calibration"]
+           "observe_steps", "step_errors", "write_calibration"]
 
 MIN_STEPS = 8
 # ggml's CPU flash attention computes a batch of at least GGML_FA_TILE_Q (64) query rows in 64 x 64 tiles
