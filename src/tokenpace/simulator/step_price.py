@@ -49,9 +49,10 @@ one chunk, and the AVX2 GEMM (``arch/x86/repack.cpp``, ``ggml_gemm_q4_K_8x8_q8_K
 groups over that chunk one after another (16 rows at a time, then 4), so after the first group
 the weights (under a MB per matrix for a small model) come from the core's cache, and each
 further group costs its compute. A prefill's MFU (hundreds of rows, with the attention over the prompt, the activations'
-quantization and the kernels without a repacked layout) does not price those few rows: on
-llama.cpp a step of 8 decodes costs about what one of 4 does, where the prefills' MFU charges
-the 4 more rows (and their LM-head rows) some 30 ms. So the decode tokens' share of each GEMM
+quantization and the kernels without a repacked layout) need not price those few rows. (Measured
+since: on llama-server a step of 8 decodes costs 1.5-1.6 times one of 4, RESULTS 7n and 7v, the
+second group about its rows' FLOPs at a prompt's MFU; the LM head, Gemma's 178 MB embedding, stays
+in no cache between groups.) So the decode tokens' share of each GEMM
 group's FLOPs (``StepWork.decode_compute_s``) is divided by ``decode_mfu``, the rest by MFU, and
 the group then takes the larger of its compute and its bytes as before.
 For a fixed decode batch only the attention's work changes from step to step (the contexts grow):
