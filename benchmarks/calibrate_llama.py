@@ -15,7 +15,8 @@ The machine's own speed is measured too: a probe (3 requests one at a time, 128 
 out) runs before each level and after the last, and a level's speed is the mean of the probes around
 it. The summary then shows each error a second time with that drift taken out: the prediction scaled
 by how much slower the probes ran around the level than around the fitted one(s). The raw error is the
-target; the adjusted one says how much of it is the machine rather than the model (RESULTS 7v).
+target; the adjusted one is a hint only, as a 3-request probe is about as noisy as the drift it would
+take out and cannot see a slow minute between two probes (RESULTS 7v: not better overall).
 
     .venv/bin/python benchmarks/calibrate_llama.py                  # ~17 min: 3 repeats, fits from c=4 and c=1+4+16
     .venv/bin/python benchmarks/calibrate_llama.py --scale 2        # levels twice as long (~30 min)
@@ -73,8 +74,9 @@ METRICS = ("ttft_p50_ms", "tpot_p50_ms", "output_tok_s")
 WARMUP = 2  # requests; the first ones pay for cold caches
 SEED = 7  # the same lengths at every concurrency (the first N draws), so only the load differs
 # The machine's own speed, measured before each level and after the last: requests one at a time, of
-# one fixed shape. A shared VM's speed moves by 10-20% within minutes (a neighbour's memory traffic
-# slows a one-thread decode by 40% here), and each level is measured minutes after the fitted one.
+# one fixed shape. A shared VM's speed moves by up to half from one minute to the next (RESULTS 7v: a
+# neighbour's memory traffic slows a one-thread decode by 20-80%), and each level is measured minutes
+# after the fitted one.
 PROBE = ("--concurrency", "1", "--requests", "3", "--warmup", "0req", "--input-tokens", "128",
          "--output-tokens", "32", "--seed", "11")
 
