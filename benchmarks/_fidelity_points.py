@@ -22,6 +22,8 @@ How each source's load is simulated (``Setup.kind``):
 
 Nothing is fitted to a point: every efficiency is the roofline's library default. One setup
 sets a host time from its source's profile (the mid-2024 host-bound point: see its assumptions).
+The TensorRT-LLM v0.5 and v0.6 setups read a grouped-query model's KV once per query head, as that
+release's decode kernel did (``RooflineParams.decode_kv_reads``; only Llama-2-70B's decode changes).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenpace.simulator import SimConfig, get_gpu
+from tokenpace.simulator import SimConfig, get_gpu, get_model
 from tokenpace.simulator.engines import trtllm_bench_limits, with_engine
 from tokenpace.simulator.step_price import RooflineParams
 
@@ -186,10 +188,22 @@ def _setup(p: dict[str, Any]) -> Setup:
         notes.append(f"{b} requests at once; E2E until the last token")
     else:
         raise ValueError(f"{p['id']}: unknown load kind {kind!r}")
+    if _mmha_era(p["engine"]):
+        # TensorRT-LLM before its GQA decode kernels: the KV read once per query head.
+        after = dataclasses.replace(after, roofline=dataclasses.replace(after.roofline, decode_kv_reads="per-query-head"))
+        if osl > 1 and get_model(p["model"]).num_kv_heads < get_model(p["model"]).num_heads:
+            notes.append("decode attention reads the KV once per query head (--decode-kv-reads per-query-head): "
+                         "TensorRT-LLM's masked MHA kernel up to v0.6 (NVIDIA/TensorRT-LLM issue #407)")
     if p.get("note"):
         notes.append(p["note"])
     return Setup(p["id"], p["source"], kind, before, after, isl, osl, n, dict(p["metrics"]), notes,
                  steady=load.get("window") == "steady")
+
+
+def _mmha_era(engine: str) -> bool:
+    """A TensorRT-LLM release whose decode attention read a grouped-query model's KV once per query
+    head (v0.5 and v0.6; ``RooflineParams.decode_kv_reads``)."""
+    return engine.startswith(("TensorRT-LLM v0.5", "TensorRT-LLM v0.6"))
 
 
 def _fit_batch(config: SimConfig, blocks: int) -> SimConfig:

@@ -22,7 +22,7 @@ from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import is_gguf_file
 from tokenpace.simulator.config import PREDICTORS, SimConfig
 from tokenpace.simulator.policies import POLICIES
-from tokenpace.simulator.step_price import MBU_MAX, ROW_REMAINDERS, RooflineParams
+from tokenpace.simulator.step_price import DECODE_KV_READS, MBU_MAX, ROW_REMAINDERS, RooflineParams
 from tokenpace.simulator.spec_decode import SpecDecodeConfig
 
 _E, _R, _S = SimConfig(), RooflineParams(), SpecDecodeConfig()
@@ -124,6 +124,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="a step of at least N query rows computes attention in tiles over every KV cell in use, "
                         "the other sequences' cells at the attention's FLOPs (llama.cpp's CPU flash attention with "
                         "--kv-unified: 64); default 0, never")
+    g.add_argument("--decode-kv-reads", choices=DECODE_KV_READS,
+                   help="how decode attention reads a grouped-query model's KV cache: 'shared', each KV head once "
+                        "for all its query heads (every current kernel; default), or 'per-query-head', once for "
+                        "each (TensorRT-LLM up to v0.6's masked multi-head attention kernel)")
 
 
 def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: int | None,
@@ -173,6 +177,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
         kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9,
         attention_tile_rows=_given(tile_rows, r.attention_tile_rows),
+        decode_kv_reads=_given(getattr(ns, "decode_kv_reads", None), r.decode_kv_reads),
         join_window_s=r.join_window_s if ns.join_window_ms is None else ns.join_window_ms / 1e3,
         join_after=_given(getattr(ns, "join_after", None), r.join_after))
     spec = _spec(ns)
@@ -321,6 +326,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--kv-scan-ns", repr(r.kv_scan_s * 1e9)]
     if r.attention_tile_rows:
         argv += ["--attention-tile-rows", str(r.attention_tile_rows)]
+    if r.decode_kv_reads != _R.decode_kv_reads:
+        argv += ["--decode-kv-reads", r.decode_kv_reads]
     if r.join_window_s:
         argv += ["--join-window-ms", repr(r.join_window_s * 1e3)]
     if r.join_after != _R.join_after:

@@ -81,9 +81,12 @@ class RooflinePredictor:
         self.layer_gemm_weights = (model.attn_params_per_layer + model.expert_params) / tp
         gemm_eff = gemm.gemm_flops_at(self.layer_gemm_weights)
         self._compute_eff = (gemm_eff, gemm_eff, attn.attention_prefill_flops, head.gemm_flops, 1.0)
-        # Decode attention at the efficiency of this model's query heads per KV head (per GPU).
-        self._attention_decode_eff = attn.attention_decode_bandwidth_at(
-            (model.num_heads / tp) / kv_heads_per_gpu(model, tp))
+        # Decode attention at the efficiency of this model's query heads per KV head (per GPU); a
+        # kernel that reads each KV head once per query head (``decode_kv_reads``) reads G times the
+        # bytes, as multi-head attention reads them (the figure at one query head per KV head).
+        group = (model.num_heads / tp) / kv_heads_per_gpu(model, tp)
+        self._kv_reads = group if self.params.decode_kv_reads == "per-query-head" else 1.0
+        self._attention_decode_eff = attn.attention_decode_bandwidth_at(group if self._kv_reads == 1.0 else 1.0)
         self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, self._attention_decode_eff,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
         # The attention group's figures in ``price`` (no decode share, no GEMM calls): ``step_s``.
@@ -106,7 +109,7 @@ class RooflinePredictor:
         self._expert_cmp_tok = layers * 2 * model.expert_params / tp / lin
         self._router_cmp_tok = layers * 2 * model.router_params_per_layer / lin  # replicated, tiny
         self._attn_cmp_pair = layers * 4 * heads * hd / attn_peak
-        self._kv_mem_tok = layers * 2 * kv_heads * hd * kv.bytes_per_value / bw
+        self._kv_mem_tok = layers * 2 * kv_heads * hd * kv.bytes_per_value * self._kv_reads / bw
         # The LM head (the embedding matrix when tied).
         self._lm_mem = model.vocab_size * model.hidden_size / tp * weights.embedding_bytes_per_value / bw
         self._lm_cmp_tok = 2 * model.vocab_size * model.hidden_size / tp / bf16

@@ -109,6 +109,18 @@ per-row path, which skips a masked cell at a small cost (``kv_scan_s``, which th
 left). Measured on the 2-core VM (RESULTS 7u): fits with a free per-cell cost put 1.2-2.1 µs on
 each such cell, where Gemma 3 270M's attention FLOPs per (query, key) pair at the fitted MFU take
 1.75 µs.
+
+How a decode step reads a grouped-query model's KV cache (``decode_kv_reads``). "shared" (the
+default): each KV head is read once for all the query heads it serves, as every current kernel
+does (FlashAttention, FlashInfer, TensorRT-LLM's XQA). "per-query-head": once for each query head,
+so a model with G query heads per KV head reads its KV G times a step, at the efficiency of
+multi-head attention's reads (the catalog's figure at one query head per KV head). That is
+TensorRT-LLM's masked multi-head attention kernel up to v0.6: it "will load kv-cache num_heads /
+num_heads_kv times from the global memory" (NVIDIA/TensorRT-LLM issue #407, 2023-11-16; the
+maintainers answered that part may come from L2), optimized on the main branch after the v0.6
+release (PR #524, 2023-12-01: "MMHA optimization for MQA and GQA"), and served by the XQA kernels
+from v0.8 (issue #1240). Prompts' KV reads are scaled too; their steps are compute-bound, so it
+rarely shows there.
 """
 
 from __future__ import annotations
@@ -126,6 +138,7 @@ ROW_REMAINDERS = ("pad", "gemv", "gemv-pass", "gemv-ubatch")
 GEMV_REMAINDERS = ("gemv", "gemv-pass", "gemv-ubatch")
 PASS_REMAINDERS = ("gemv-pass", "gemv-ubatch")  # a weight pass per remaining row
 JOIN_AFTER = ("arrival", "finish")  # the steps after which a join window opens (see the docstring)
+DECODE_KV_READS = ("shared", "per-query-head")  # how a decode step reads a GQA model's KV (see the docstring)
 # The highest MBU accepted: a fraction of the hardware's stated bandwidth, above 1 where weights stream
 # from a cache faster than from the memory the figure describes (a CPU's last-level cache).
 MBU_MAX = 4.0
@@ -151,6 +164,9 @@ class RooflineParams:
     # A step of at least this many query rows computes attention in tiles over every KV cell in use (one
     # shared KV buffer): the other sequences' cells cost attention FLOPs; 0: never. See the docstring.
     attention_tile_rows: int = 0
+    # Each KV head read once for its query heads ("shared"), or once per query head: one of
+    # DECODE_KV_READS (see the docstring).
+    decode_kv_reads: str = "shared"
     # Per decode batch size k (index k - 1), seconds added to a decode-only step's price; None or past the
     # end: nothing. A calibration's measured correction where the model cannot express the engine: see
     # ``decode_delta``.
@@ -173,6 +189,8 @@ class RooflineParams:
             raise ValueError("kv_scan_s must be >= 0")
         if self.attention_tile_rows < 0:
             raise ValueError("attention_tile_rows must be >= 0")
+        if self.decode_kv_reads not in DECODE_KV_READS:
+            raise ValueError(f"decode_kv_reads must be one of {DECODE_KV_READS}, not {self.decode_kv_reads!r}")
         if not all(d is None or abs(d) < float("inf") for d in self.decode_delta_s):
             raise ValueError("decode_delta_s must hold finite seconds or None")
 
@@ -184,6 +202,7 @@ class RooflineParams:
                 "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
                 **({"kv_scan_s": self.kv_scan_s} if self.kv_scan_s else {}),
                 **({"attention_tile_rows": self.attention_tile_rows} if self.attention_tile_rows else {}),
+                **({"decode_kv_reads": self.decode_kv_reads} if self.decode_kv_reads != "shared" else {}),
                 **({"join_window_s": self.join_window_s} if self.join_window_s else {}),
                 **({"join_after": self.join_after} if self.join_after != "arrival" else {}),
                 **({"decode_delta_s": list(self.decode_delta_s)} if self.decode_delta_s else {})}

@@ -84,9 +84,12 @@ class KernelPredictor:
         self._head_s = self._streamed(t.gemm_curve("bfloat16", vocab, h, head_grid) * MS, head_grid, vocab, h,
                                       weights.embedding_bytes_per_value).tolist()
         self.context = t.attention("context", heads, kv_heads, hd, kv_dtype)
-        self.generation = t.attention("generation", heads, kv_heads, hd, kv_dtype)
+        # A kernel that reads each KV head once per query head (``decode_kv_reads``) reads what
+        # multi-head attention does: the table at as many KV heads as query heads.
+        per_head = self.params.decode_kv_reads == "per-query-head"
+        self.generation = t.attention("generation", heads, heads if per_head else kv_heads, hd, kv_dtype)
         # One decode token's KV bytes in one layer (read, as the KV length counts them).
-        self._kv_bytes_tok = 2 * kv_heads * hd * kv.bytes_per_value
+        self._kv_bytes_tok = 2 * (heads if per_head else kv_heads) * hd * kv.bytes_per_value
         self._context_max = float(self.context.grid.b[-1])  # the longest prompt measured
         self._layers = layers
         if tp > 1:
