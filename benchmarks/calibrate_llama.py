@@ -58,6 +58,8 @@ from pathlib import Path
 from tokenpace.results.records import read_records
 from tokenpace.simulator.calibrate import load_calibration, step_errors
 
+from _machine_speed import METRICS, drift_adjusted, speed  # beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 HARDWARE = ROOT / "examples" / "hardware" / "cpu-2core-x86.json"
 CLIENT_CPU, SERVER_CPU = 0, 1
@@ -70,7 +72,6 @@ OUTPUT = (24, 40)  # uniform output lengths: mean 32
 # closed loop's phase: its p50 TTFT moves with how many prompts the engine happens to compute together.
 REQUESTS = {1: 16, 2: 24, 4: 32, 8: 40, 16: 48}
 DEFAULT_FITS = ("4", "1+4+16")  # issue 25's targets: from c=4 alone, and from a sweep of c=1, 4, 16
-METRICS = ("ttft_p50_ms", "tpot_p50_ms", "output_tok_s")
 WARMUP = 2  # requests; the first ones pay for cold caches
 SEED = 7  # the same lengths at every concurrency (the first N draws), so only the load differs
 # The machine's own speed, measured before each level and after the last: requests one at a time, of
@@ -225,28 +226,6 @@ def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dic
               + ("" if measured[c]["speed"] is None else " · probe TTFT {ttft_p50_ms:.0f} ms, TPOT {tpot_p50_ms:.1f} ms"
                  .format(**measured[c]["speed"])))
     return measured
-
-
-def speed(bracket: list[dict[str, float] | None]) -> dict[str, float] | None:
-    """A level's machine speed: the mean of the probes just before and just after it."""
-    if any(p is None for p in bracket):
-        return None
-    return {k: statistics.fmean(p[k] for p in bracket) for k in ("ttft_p50_ms", "tpot_p50_ms")}
-
-
-def drift_adjusted(pred: dict[str, float], meas: dict[str, float], here: dict[str, float] | None,
-                   fitted: list[dict[str, float] | None]) -> dict[str, float] | None:
-    """The error once the machine's drift is taken out: the prediction scaled by how much slower the
-    probes ran around this level than around the fitted level(s) (their geometric mean): TTFT by the
-    probes' TTFT, TPOT by their TPOT, tokens/s by the inverse of their TPOT. None without probes."""
-    if here is None or any(f is None for f in fitted):
-        return None
-    ratio = {k: here[k] / statistics.geometric_mean([f[k] for f in fitted]) for k in ("ttft_p50_ms", "tpot_p50_ms")}
-    adjusted = {"ttft_p50_ms": pred["ttft_p50_ms"] * ratio["ttft_p50_ms"],
-                "tpot_p50_ms": pred["tpot_p50_ms"] * ratio["tpot_p50_ms"],
-                "output_tok_s": pred["output_tok_s"] / ratio["tpot_p50_ms"]}
-    return {"speed_ratio": {k: round(v, 3) for k, v in ratio.items()},
-            "error_pct": {k: round((adjusted[k] / meas[k] - 1) * 100, 1) for k in METRICS}}
 
 
 def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int,
