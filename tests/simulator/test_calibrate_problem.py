@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 
 from tokenpace.simulator.calibrate.problem import Problem
 
@@ -44,3 +45,26 @@ def test_the_overheads_are_the_best_non_negative_ones_whatever_the_order_tried()
             assert np.allclose(loss, want_loss, rtol=1e-9, atol=1e-12)
             assert np.allclose(theta, want_theta, rtol=1e-7, atol=1e-10)
             assert (theta >= 0).all()
+
+
+def test_a_grid_over_repeated_steps_gives_what_each_step_priced_alone_gives():
+    # A closed loop repeats the same steps: the grid prices each distinct one once and gathers the
+    # sums by distinct step. Its losses and overheads must be those of pricing every step.
+    rng = np.random.default_rng(5)
+    distinct, steps, groups = 9, 300, 3
+    row = rng.integers(0, distinct, steps)
+    compute, memory = rng.random((distinct, groups))[row] * 1e-3, rng.random((distinct, groups))[row] * 1e-3
+    fixed = rng.random(distinct)[row] * 1e-4
+    counts = np.vstack([rng.integers(1, 9, steps), rng.integers(0, 3, steps)]).astype(float)
+    y = compute.sum(axis=1) / 0.4 + memory.sum(axis=1) / 0.7 + fixed + counts[0] * 2e-4 + rng.normal(0, 2e-5, steps)
+    problem = Problem(compute, memory, fixed, y, np.full(steps, 1 / steps), counts, y.copy(), ("step", "seq", "arr"))
+    mfus, mbus = np.geomspace(0.1, 1.0, 7), np.geomspace(0.2, 2.0, 5)
+    loss, theta = problem.grid(mfus, mbus)
+    for i, f in enumerate(mfus):
+        for j, b in enumerate(mbus):
+            each = np.maximum(compute / f, memory / b).sum(axis=1) + fixed  # every step priced alone
+            want_loss, want_theta = problem.overheads(each[None])
+            assert loss[i, j] == pytest.approx(want_loss[0], rel=1e-9, abs=1e-15)
+            assert np.allclose(theta[i, j], want_theta[0], rtol=1e-7, atol=1e-12)
+    assert problem.roofline(mfus[:1], float(mbus[0]))[0] == pytest.approx(
+        np.maximum(compute / mfus[0], memory / mbus[0]).sum(axis=1) + fixed, rel=1e-12)

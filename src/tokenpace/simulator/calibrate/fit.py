@@ -339,12 +339,10 @@ def _search(problem: Problem, base: RooflineParams, ranges: bool = True) -> Fit:
     # Profiles: the best loss at each grid value of one parameter, the other refined around its
     # best grid value. They give the ranges, and the start of the final search (a coarse grid alone
     # can miss a narrow valley between its points).
-    profile_mfu = np.array([problem.refine_mbu(float(f), bgrid, int(np.argmin(loss[i])))[0]
-                            for i, f in enumerate(grid)])
-    by_mbu = [problem.refine_mfu(grid, float(b), int(np.argmin(loss[:, j]))) for j, b in enumerate(bgrid)]
-    profile_mbu = np.array([lo for lo, _ in by_mbu])
+    profile_mfu = problem.refine_mbus(grid, bgrid, np.argmin(loss, axis=1))[0]
+    profile_mbu, mfu_at_mbu = problem.refine_mfus(grid, bgrid, np.argmin(loss, axis=0))
     j = int(np.argmin(profile_mbu))
-    mfu, mbu = by_mbu[j][1], float(bgrid[j])
+    mfu, mbu = float(mfu_at_mbu[j]), float(bgrid[j])
     points, rounds = REFINE
     span = grid[1] / grid[0]
     f_lo, f_hi, b_lo, b_hi = mfu / span, mfu * span, mbu / span, mbu * span

@@ -22,10 +22,40 @@ class Problem:
         # Compute seconds not scaled by MFU (the decode rows' at a held decode MFU), per step and group.
         self.compute_fixed = np.zeros_like(compute) if compute_fixed is None else compute_fixed
         self.ref, self.names = ref, names
+        # Steps that ask the same of the hardware (a closed loop repeats the same few: same prompt
+        # lengths, same contexts) are priced once: the distinct rows, and each step's (``_row``).
+        work = np.hstack([self.compute, self.compute_fixed, self.memory, self.fixed[:, None]])
+        unique, self._row = np.unique(work, axis=0, return_inverse=True)
+        self._row = self._row.reshape(-1)
+        if len(unique) > 0.8 * len(work):  # hardly any repeats: price the steps as they are
+            unique, self._row = work, None
+        groups = self.compute.shape[1]
+        compute, compute_fixed, memory = (unique[:, k * groups:(k + 1) * groups] for k in range(3))
+        self._fixed = np.ascontiguousarray(unique[:, -1])
+
+        # Each operator group's columns, contiguous: a step's roofline time is summed group by group
+        # (numpy reduces a short trailing axis slowly, and a fit prices millions of steps). A column
+        # that is all zero is left out (None): no step has such work.
+        def column(a: np.ndarray, g: int) -> np.ndarray | None:
+            return np.ascontiguousarray(a[:, g]) if a[:, g].any() else None
+
+        self._groups = [(column(compute, g), column(compute_fixed, g), column(memory, g)) for g in range(groups)]
         u = 1.0 / ref
         self.x = np.vstack([u, counts * u])  # (terms, steps): the columns of θ
         wx = self.x * weight
         self.gram = wx @ self.x.T  # (terms, terms)
+        # With t = (y − a) / ref per step, the loss needs h = Σ w t x and tt = Σ w t²; a is the same
+        # for the steps of one distinct row, so each is a sum over distinct rows: h = h0 − a·P and
+        # tt = t0 − 2 a·Q + a²·R, with P, Q, R each row's sums over its steps.
+        wr = self.weight / ref
+        n = len(unique)
+        row = np.arange(len(ref)) if self._row is None else self._row
+        by = np.zeros((n, len(self.x)))
+        np.add.at(by, row, (self.x * wr).T)
+        q, r = np.zeros(n), np.zeros(n)
+        np.add.at(q, row, wr * y / ref)
+        np.add.at(r, row, wr / ref)
+        self._by_row = (by, q, r, (wr * y) @ self.x.T, float(np.sum(wr * y * y / ref)))
         # A term the run cannot tell from the ones before it (one sequence per step everywhere:
         # sequences are the step count) is left at 0 and reported undetermined.
         self.cols = [0]
@@ -48,21 +78,48 @@ class Problem:
 
     def roofline(self, mfus: np.ndarray, mbu: float) -> np.ndarray:
         """(len(mfus), steps): the step times without overheads."""
-        c = self.compute[None, :, :] / mfus[:, None, None] + self.compute_fixed[None]
-        return np.maximum(c, (self.memory / mbu)[None]).sum(axis=2) + self.fixed
+        times = self._times(mfus[:, None], np.array([[mbu]]))
+        return times if self._row is None else np.take(times, self._row, axis=-1)
+
+    def _times(self, mfus: np.ndarray, mbus: np.ndarray) -> np.ndarray:
+        """The times without overheads of the distinct steps (``_row``), at MFUs and MBUs that
+        broadcast against each other (each with a trailing axis of 1): Σ over groups of
+        max(compute / MFU + fixed compute, memory / MBU), plus the fixed seconds."""
+        per_mfu, per_mbu = 1.0 / mfus, 1.0 / mbus
+        total = self._fixed
+        for compute, fixed, memory in self._groups:
+            c = None if compute is None else compute * per_mfu
+            if fixed is not None:
+                c = fixed if c is None else c + fixed
+            m = None if memory is None else memory * per_mbu
+            if c is not None or m is not None:
+                total = total + (m if c is None else c if m is None else np.maximum(c, m))
+        shape = np.broadcast_shapes(per_mfu.shape, per_mbu.shape, self._fixed.shape)
+        return total if total.shape == shape else np.broadcast_to(total, shape)
 
     def overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each row of ``a``: the least loss and its non-negative θ (rows, terms).
+        """For each row of ``a`` (step times without overheads, one column per step): the least
+        loss and its non-negative θ (rows, terms)."""
+        t = (self.y - a) / self.ref  # target of x·θ
+        wt = t * self.weight
+        return self._best(wt @ self.x.T, (wt * t).sum(axis=1))
+
+    def _distinct_overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``overheads`` from the times of the distinct steps (one column each): the sums over steps
+        it needs, gathered by distinct step once (``_by_row``), so a fit prices each distinct step
+        and not each step."""
+        p, q, r, h0, t0 = self._by_row
+        return self._best(h0 - a @ p, t0 - 2.0 * (a @ q) + (a * a) @ r)
+
+    def _best(self, h: np.ndarray, tt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The least loss and its θ for each row's correlations ``h`` (rows, terms) and weighted
+        sum of squared targets ``tt``.
 
         Non-negative least squares by the optimality (KKT) conditions: the answer is the one subset
         of the terms whose own least-squares θ is >= 0 and to which no term left out would add (its
         residual correlation h_j − G_j·θ is <= 0). The loss is convex, so that subset is unique, and
         each row leaves the search once its subset is found: the one that held last time first
         (neighbouring grid points share it), then the largest first."""
-        t = (self.y - a) / self.ref  # target of x·θ
-        wt = t * self.weight
-        h = wt @ self.x.T  # (rows, terms)
-        tt = (wt * t).sum(axis=1)
         loss, best = tt.copy(), np.zeros((len(tt), len(self.x)))  # θ = 0 where no subset holds
         # A left-out term's correlation is "<= 0" within rounding of the terms' scale.
         slack = 1e-12 * (np.abs(h).max(axis=1) + 1e-300)
@@ -92,39 +149,58 @@ class Problem:
         shape = (len(mfus), len(mbus))
         loss, theta = np.empty(shape), np.empty(shape + (len(self.x),))
         block = max(1, GRID_ELEMENTS // (len(mfus) * self.compute.size))
-        # (F, 1, steps, groups)
-        c = self.compute[None, None] / mfus[:, None, None, None] + self.compute_fixed[None, None]
         for j in range(0, len(mbus), block):
-            m = self.memory[None] / mbus[j:j + block, None, None]  # (B, steps, groups)
-            a = np.maximum(c, m[None]).sum(axis=3) + self.fixed  # (F, B, steps)
-            lo, th = self.overheads(a.reshape(-1, a.shape[2]))
+            a = self._times(mfus[:, None, None], mbus[None, j:j + block, None])  # (F, B, distinct steps)
+            lo, th = self._distinct_overheads(a.reshape(-1, a.shape[2]))
             loss[:, j:j + block] = lo.reshape(len(mfus), -1)
             theta[:, j:j + block] = th.reshape(len(mfus), -1, len(self.x))
         return loss, theta
+
+    def pairs(self, mfus: np.ndarray, mbus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Loss and best overheads at each pair (mfus[k], mbus[k]) (in blocks that keep the arrays
+        to a few million numbers)."""
+        loss, theta = np.empty(len(mfus)), np.empty((len(mfus), len(self.x)))
+        block = max(1, GRID_ELEMENTS // self.compute.size)
+        for j in range(0, len(mfus), block):
+            a = self._times(mfus[j:j + block, None], mbus[j:j + block, None])  # (pairs, distinct steps)
+            loss[j:j + block], theta[j:j + block] = self._distinct_overheads(a)
+        return loss, theta
+
+    def refine_mfus(self, grid: np.ndarray, mbus: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each MBU, the least loss with MFU refined around grid[at[k]]: (losses, mfus)."""
+        return self._refine(grid, at, lambda x, n: self.pairs(x, np.repeat(mbus, n))[0])
+
+    def refine_mbus(self, mfus: np.ndarray, grid: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each MFU, the least loss with MBU refined around grid[at[k]]: (losses, mbus)."""
+        return self._refine(grid, at, lambda x, n: self.pairs(np.repeat(mfus, n), x)[0])
+
+    def _refine(self, grid: np.ndarray, at: np.ndarray, loss_of: Callable) -> tuple[np.ndarray, np.ndarray]:
+        """Rows refined together: each row's bracket (the grid values beside its ``at``) sampled at
+        PROFILE_POINTS log-spaced values, narrowed to the best one's neighbours, PROFILE_ROUNDS
+        times; ``loss_of(values, PROFILE_POINTS)`` prices the rows' samples, row by row."""
+        rows = np.arange(len(at))
+        last = len(grid) - 1
+        lo, hi = grid[np.maximum(at - 1, 0)], grid[np.minimum(at + 1, last)]
+        for _ in range(PROFILE_ROUNDS):
+            values = np.geomspace(lo, hi, PROFILE_POINTS, axis=1)  # (rows, points)
+            loss = loss_of(values.ravel(), PROFILE_POINTS).reshape(values.shape)
+            k = np.argmin(loss, axis=1)
+            lo, hi = values[rows, np.maximum(k - 1, 0)], values[rows, np.minimum(k + 1, PROFILE_POINTS - 1)]
+        return loss[rows, k], values[rows, k]
 
     def refine_mfu(self, grid: np.ndarray, mbu: float, i: int | None) -> tuple[float, float]:
         """The least loss at this MBU, MFU refined around grid[i] (None: the grid's best); (loss, mfu)."""
         if i is None:
             i = int(np.argmin(self.grid(grid, np.array([mbu]))[0][:, 0]))
-        lo, hi = around(grid, i)
-        for _ in range(PROFILE_ROUNDS):
-            mfus = np.geomspace(lo, hi, PROFILE_POINTS)
-            loss = self.grid(mfus, np.array([mbu]))[0][:, 0]
-            k = int(np.argmin(loss))
-            lo, hi = around(mfus, k)
-        return float(loss[k]), float(mfus[k])
+        loss, mfu = self.refine_mfus(grid, np.array([mbu]), np.array([i]))
+        return float(loss[0]), float(mfu[0])
 
     def refine_mbu(self, mfu: float, grid: np.ndarray, j: int | None) -> tuple[float, float]:
         """The least loss at this MFU, MBU refined around grid[j] (None: the grid's best); (loss, mbu)."""
         if j is None:
             j = int(np.argmin(self.grid(np.array([mfu]), grid)[0][0]))
-        lo, hi = around(grid, j)
-        for _ in range(PROFILE_ROUNDS):
-            mbus = np.geomspace(lo, hi, PROFILE_POINTS)
-            loss = self.grid(np.array([mfu]), mbus)[0][0]
-            k = int(np.argmin(loss))
-            lo, hi = around(mbus, k)
-        return float(loss[k]), float(mbus[k])
+        loss, mbu = self.refine_mbus(np.array([mfu]), grid, np.array([j]))
+        return float(loss[0]), float(mbu[0])
 
     def predict(self, mfu: float, mbu: float, theta: list[float]) -> np.ndarray:
         return self.roofline(np.array([mfu]), mbu)[0] + (np.asarray(theta) @ self.x) * self.ref
