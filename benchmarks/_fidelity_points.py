@@ -191,7 +191,8 @@ def _setup(p: dict[str, Any]) -> Setup:
     if _mmha_era(p["engine"]):
         # TensorRT-LLM before its GQA decode kernels: the KV read once per query head.
         after = dataclasses.replace(after, roofline=dataclasses.replace(after.roofline, decode_kv_reads="per-query-head"))
-        if osl > 1 and get_model(p["model"]).num_kv_heads < get_model(p["model"]).num_heads:
+        model = get_model(p["model"])
+        if osl > 1 and model.num_kv_heads < model.num_heads:
             notes.append("decode attention reads the KV once per query head (--decode-kv-reads per-query-head): "
                          "TensorRT-LLM's masked MHA kernel up to v0.6 (NVIDIA/TensorRT-LLM issue #407)")
     if p.get("note"):

@@ -85,8 +85,9 @@ class RooflinePredictor:
         # kernel that reads each KV head once per query head (``decode_kv_reads``) reads G times the
         # bytes, as multi-head attention reads them (the figure at one query head per KV head).
         group = (model.num_heads / tp) / kv_heads_per_gpu(model, tp)
-        self._kv_reads = group if self.params.decode_kv_reads == "per-query-head" else 1.0
-        self._attention_decode_eff = attn.attention_decode_bandwidth_at(group if self._kv_reads == 1.0 else 1.0)
+        per_head = self.params.decode_kv_reads == "per-query-head"
+        self._kv_reads = group if per_head else 1.0  # reads of each KV head per decode step
+        self._attention_decode_eff = attn.attention_decode_bandwidth_at(1.0 if per_head else group)
         self._memory_eff = (gemm.weight_bandwidth, gemm.weight_bandwidth, self._attention_decode_eff,
                             head.weight_bandwidth, gemm.elementwise_bandwidth)
         # The attention group's figures in ``price`` (no decode share, no GEMM calls): ``step_s``.

@@ -1,0 +1,65 @@
+"""What ``benchmarks/calibrate_llama.py`` prints: each repeat's fit and predictions, and the
+errors' median and range over the repeats."""
+
+from __future__ import annotations
+
+import statistics
+
+from _machine_speed import METRICS
+
+
+def print_fit(result: dict) -> None:
+    r = result["roofline"]
+    terms = " · ".join(f"{k.removesuffix('_s')} {r[k] * 1e9:.1f} ns" if k == "kv_scan_s" else
+                       f"{k.removesuffix('_s')} {r[k] * 1e3:.2f} ms" for k in r
+                       if k.endswith("_s") and k not in ("allreduce_latency_s", "decode_delta_s") and r[k])
+    print(f"  fit from c={result['fit_from']}: MFU {r['mfu']:.3f} · MBU {r['mbu']:.3f} · row group "
+          f"{r['row_group']} ({r.get('row_remainder', 'pad')}) · {terms or 'no overheads'} · RMS step error "
+          f"{result['rms_step_error'] * 100:.1f}% over {result['steps']} steps; undetermined: "
+          f"{', '.join(result['undetermined']) or 'none'}")
+    by_batch = " ".join(f"{b['decode_seqs']}:{b['measured_ms']:.0f}/{b['predicted_ms']:.0f}"
+                        for b in result["decode_step_by_batch"])
+    print(f"    decode step ms by batch, measured/fitted: {by_batch}")
+    deltas = r.get("decode_delta_s") or []
+    if deltas:
+        print("    correction by decode batch, ms: " + " ".join(
+            f"{k}:{d * 1e3:+.1f}" for k, d in enumerate(deltas, 1) if d is not None))
+    for row in result["rows"]:
+        cells = [f"{row['measured'][k]:.1f} / {row['predicted'][k]:.1f} ({row['error_pct'][k]:+.1f}%)" for k in METRICS]
+        mark = "*" if row["fitted_here"] else " "
+        adj = row.get("drift_adjusted")
+        tail = "" if adj is None else (f"  · machine {adj['speed_ratio']['tpot_p50_ms']:.2f}x, drift-adjusted "
+                                       + " ".join(f"{adj['error_pct'][k]:+.1f}%" for k in METRICS))
+        print(f"    c={row['concurrency']:<2}{mark} TTFT {cells[0]:>26}  TPOT {cells[1]:>24}  tok/s {cells[2]:>22}{tail}")
+        if not row["fitted_here"]:  # the step model apart from the batching: its steps, priced
+            print("          its steps' ms, measured/priced: " + " ".join(
+                f"{g['decode_seqs']}{'+' + str(g['prompts']) + 'p' if g['prompts'] else ''}:"
+                f"{g['measured_ms']:.0f}/{g['priced_ms']:.0f}" for g in row["steps"] if g["steps"] >= 3))
+
+
+def summary(results: list[list[dict]], fit_from: list[list[int]], levels: list[int]) -> list[dict]:
+    """Per fit and level: each metric's error, median and range over the repeats."""
+    table = []
+    for f, srcs in enumerate(fit_from):
+        for i, c in enumerate(levels):
+            rows = [rep[f]["rows"][i] for rep in results]
+            errs = {k: [row["error_pct"][k] for row in rows] for k in METRICS}
+            adjusted = [row["drift_adjusted"] for row in rows if row.get("drift_adjusted")]
+            table.append({"fit_from": "+".join(map(str, srcs)), "concurrency": c, "fitted_here": c in srcs,
+                          **{k: _spread(v) for k, v in errs.items()},
+                          "drift_adjusted": {k: _spread([a["error_pct"][k] for a in adjusted]) for k in METRICS}
+                          if len(adjusted) == len(rows) else None})
+    return table
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def print_table(table: list[dict], key: str | None = None) -> None:
+    print(f"  {'fit':>7} {'c':>3}  {'TTFT p50':>24}  {'TPOT p50':>24}  {'output tok/s':>24}")
+    for row in table:
+        cells_of = row if key is None else row[key]
+        cells = [f"{cells_of[k]['median']:+.1f}% [{cells_of[k]['min']:+.1f}, {cells_of[k]['max']:+.1f}]" for k in METRICS]
+        print(f"  {row['fit_from']:>7} {row['concurrency']:>2}{'*' if row['fitted_here'] else ' '}  "
+              f"{cells[0]:>24}  {cells[1]:>24}  {cells[2]:>24}")
