@@ -39,6 +39,13 @@ from tokenpace.simulator.engines import trtllm_bench_limits, with_engine
 from tokenpace.simulator.step_price import RooflineParams
 
 BEFORE = dict(admission="chunk", max_num_seqs=256, max_batched_tokens=8192)
+# The requests trtllm-bench ran for each (ISL, OSL) of TensorRT-LLM's perf-overview tables (its
+# "$num_requests" table, docs/source/performance/perf-overview.md at 00f3768: more for short
+# requests, "to guarantee that the system hit a steady state"). Other offline shapes: 8 batches'
+# worth, 500-3,000.
+TRTLLM_BENCH_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500, (1000, 2000): 1500,
+                         (2048, 128): 3000, (2048, 2048): 1500, (5000, 500): 1500, (1000, 1000): 3000,
+                         (500, 2000): 3000, (20000, 2000): 1000}
 
 
 @dataclass
@@ -147,7 +154,7 @@ def _setup(p: dict[str, Any]) -> Setup:
     if kind == "offline":
         after = with_engine(SimConfig(**base, kv_cache_dtype=kv, concurrency=1), "trtllm", offline=True)
         batch, tokens = trtllm_bench_limits(after, isl, osl)
-        n = min(3000, max(500, 8 * batch))
+        n = TRTLLM_BENCH_REQUESTS.get((isl, osl)) or min(3000, max(500, 8 * batch))
         after = dataclasses.replace(after, concurrency=n)
         before = SimConfig(**base, kv_cache_dtype=before_kv, concurrency=n, **BEFORE)
         notes.append(f"{n} requests queued at once; trtllm-bench heuristic: max batch {batch}, max tokens {tokens}")

@@ -13,7 +13,7 @@ from importlib.metadata import version
 
 import pytest
 
-from tokenpace.simulator import get_gpu
+from tokenpace.simulator import RooflineParams, RooflinePredictor, StepBatch, get_gpu, get_model, get_precision
 from tokenpace.simulator.catalog import ModelSpec
 from tokenpace.simulator.catalog.efficiency import FIGURES, get_efficiency
 from tokenpace.simulator.kernels import tables as kt
@@ -179,3 +179,24 @@ def test_a_part_with_the_same_silicon_and_less_bandwidth_prices_compute_bound_st
     assert 1.04 < small.step_s(decode) / big.step_s(decode) < 1.2
     weights = (model.attn_params_per_layer + model.expert_params) * model.num_layers * 2
     assert small.step_s(decode) > weights / 1.355e12
+
+
+def test_the_all_reduce_curve_is_the_measured_latency_and_the_roofline_prices_a_decode_step_with_it(derive):
+    t = kt.load_tables("h100-sxm", "trtllm")
+    bus, _, _ = derive.allreduce_efficiency([t], get_gpu("h100-sxm"))
+    rows = _raw(t, f"comm/trtllm/{t.version}/custom_allreduce_perf.parquet")
+    hit = rows[(rows.num_gpus == 8) & (rows.message_size == 2**20) & (rows.allreduce_dtype.astype(str) == "bfloat16")]
+    measured = hit.latency.iloc[0] * 1e-3
+    assert (8, 2**20, pytest.approx(measured, rel=1e-3)) in bus.by_rows
+    # Llama-3.1-405B (hidden 16,384) at TP8 under the TensorRT-LLM preset: a step of 64 decodes
+    # all-reduces 64 · 16,384 = 2^20 values twice in each of 126 layers, at the shipped curve's
+    # latency for that message; the two-figure line (latency + bytes at the bus bandwidth) prices
+    # that message at under half of it.
+    fp8 = get_precision("fp8")
+    p = RooflinePredictor(get_model("llama-3.1-405b"), get_gpu("h100-sxm"), fp8, fp8, 8,
+                          RooflineParams(step_overhead_s=0.0), engine="trtllm")
+    fixed = p.params.fixed_s(p.work(StepBatch(decode_context=(1000,) * 64)))
+    assert fixed == pytest.approx(252 * measured, rel=1e-3)
+    eff = get_efficiency("h100-sxm", "fp8", engine="trtllm")
+    line = eff.allreduce_base_latency_s + 14 * eff.allreduce_hop_latency_s + 1.75 * 2**21 / (450e9 * eff.allreduce_bus_bandwidth)
+    assert line < measured / 2

@@ -263,3 +263,44 @@ def test_a_tensor_capped_hopper_runs_prefill_near_its_cap():
     slow = gemm_s / 0.46 + work.compute_s[2] / 0.5
     assert t < slow / 1.6 and t > gemm_s  # faster than the H100 PCIe's fractions, never past the cap
     assert get_efficiency("h100-pcie", "fp8").gemm_flops == pytest.approx(0.46)  # unchanged
+
+
+def test_a_measured_all_reduce_curve_prices_each_message_where_it_has_the_gpu_count(tmp_path):
+    # TINY (hidden 64) at TP2: a step of k tokens all-reduces k · 64 values twice (one layer). The
+    # curve says 10 µs for 64 values (1 token) and 30 µs for 640 (10 tokens): 4 tokens (256
+    # values) take 10 + 20 · 192/576 = 16.667 µs each, 20 tokens (1,280 values, past the curve)
+    # twice the largest message's 30 µs.
+    path = tmp_path / "eff.json"
+    entry = {"gpu": ["tiny-gpu"], "compute": "*", **{k: {"value": v, "source": "test"} for k, v in FIGURES.items()},
+             "allreduce_bus_bandwidth": {"value": 0.5, "source": "test", "by_message": [[2, 64, 10e-6], [2, 640, 30e-6]]},
+             "allreduce_base_latency_s": {"value": 1e-6}, "allreduce_hop_latency_s": {"value": 0.0}}
+    path.write_text(json.dumps({"efficiency": [entry]}))
+    bf16 = get_precision("bf16")
+
+    def allreduces(tp, tokens, params=NO_OVERHEAD):
+        p = RooflinePredictor(TINY, FAST, bf16, bf16, tp, params, str(path))
+        return p.params.fixed_s(p.work(StepBatch(decode_context=(100,) * tokens)))
+
+    assert allreduces(2, 1) == pytest.approx(2 * 10e-6, rel=1e-9)
+    assert allreduces(2, 4) == pytest.approx(2 * 16.6667e-6, rel=1e-5)
+    assert allreduces(2, 20) == pytest.approx(2 * 60e-6, rel=1e-9)
+    # A calibration's all-reduce latency replaces the curve's smallest message's (10 µs): 4 tokens
+    # then pay 1 + 6.667 µs each.
+    fitted = RooflineParams(step_overhead_s=0.0, allreduce_latency_s=1e-6)
+    assert allreduces(2, 4, fitted) == pytest.approx(2 * 7.6667e-6, rel=1e-5)
+    # No curve at TP4: the line, 1 µs latency + 2 · 3/4 · 4 tokens · 64 · 2 B over 2 GB/s · 0.5
+    # (the link's 2 GB/s, 1 GB/s per direction).
+    assert allreduces(4, 4) == pytest.approx(2 * (1e-6 + 1.5 * 512 / 0.5e9), rel=1e-9)
+
+
+@pytest.mark.parametrize("by_message, why", [([[2, 640, 1e-5], [2, 64, 1e-5]], "ascending"),
+                                             ([[1, 64, 1e-5]], "ascending"), ([[2, 64, 0]], "out of range"),
+                                             ([[2, 64]], "by_message must be")])
+def test_a_bad_all_reduce_curve_is_a_usage_error(tmp_path, by_message, why):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps([{"gpu": "*", "allreduce_bus_bandwidth": {"value": 0.5, "by_message": by_message}}]))
+    with pytest.raises(UsageError, match=why):
+        get_efficiency("a100-80gb", "bf16", path)
+    path.write_text(json.dumps([{"gpu": "*", "weight_bandwidth": {"value": 0.5, "by_message": [[2, 64, 1e-5]]}}]))
+    with pytest.raises(UsageError, match="only allreduce_bus_bandwidth"):
+        get_efficiency("a100-80gb", "bf16", path)

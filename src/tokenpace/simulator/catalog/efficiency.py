@@ -21,6 +21,12 @@ layer whose GEMMs (one GPU's share of QKV, O, gate/up and down) hold that many w
 that efficiency at prefill rows, interpolated linearly in the logarithm of the size and held past
 either end, as larger matrices keep more of the tensor cores busy (FP8 GEMMs on Hopper: about 0.5
 of peak in layers of 100 M weights, 0.6-0.65 in layers of 300-400 M).
+``allreduce_bus_bandwidth`` may give ``by_message``, ``[[GPUs, elements, seconds], ...]``: one
+all-reduce's measured latency over that many GPUs for a message of that many 16-bit elements,
+ascending in GPUs then elements. The roofline interpolates it linearly at a step's message where
+it has the step's GPU count (past the largest message, proportionally to the size), as the line
+of latency plus bytes at the bus bandwidth is too fast for mid-size messages (0.5-32 MB, a decode
+step's); at other GPU counts it prices the line.
 """
 
 from __future__ import annotations
@@ -62,6 +68,16 @@ class Efficiency:
     attention_decode_by_group: tuple[tuple[int, float], ...] = ()
     # (weights of one layer's GEMMs on one GPU, efficiency); () where GEMM FLOPs are one value
     gemm_flops_by_size: tuple[tuple[float, float], ...] = ()
+    # (GPUs, 16-bit elements, seconds of one all-reduce); () where none is measured
+    allreduce_by_message: tuple[tuple[int, int, float], ...] = ()
+
+    def allreduce_curve(self, gpus: int) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
+        """(message elements, seconds) of one all-reduce over ``gpus`` GPUs as ``by_message``
+        gives them; None where it gives none at that count."""
+        points = [(e, s) for n, e, s in self.allreduce_by_message if n == gpus]
+        if not points:
+            return None
+        return tuple(e for e, _ in points), tuple(s for _, s in points)
 
     def gemm_flops_at(self, layer_weights: float) -> float:
         """The GEMM FLOPs efficiency of a layer whose GEMMs hold ``layer_weights`` weights on one
@@ -99,6 +115,8 @@ class Efficiency:
             out["attention_decode_bandwidth"]["by_group"] = [list(p) for p in self.attention_decode_by_group]
         if self.gemm_flops_by_size:
             out["gemm_flops"]["by_size"] = [list(p) for p in self.gemm_flops_by_size]
+        if self.allreduce_by_message:
+            out["allreduce_bus_bandwidth"]["by_message"] = [list(p) for p in self.allreduce_by_message]
         return out
 
 
@@ -153,7 +171,8 @@ def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | 
     return Efficiency(**{f: best[f][2] for f in FIGURES}, sources=tuple((f, best[f][3]) for f in FIGURES),
                       weight_bandwidth_by_rows=best["weight_bandwidth"][4],
                       attention_decode_by_group=best["attention_decode_bandwidth"][4],
-                      gemm_flops_by_size=best["gemm_flops"][4])
+                      gemm_flops_by_size=best["gemm_flops"][4],
+                      allreduce_by_message=best["allreduce_bus_bandwidth"][4])
 
 
 def _interpolate(curve: tuple, x: float, column: int) -> float:
@@ -168,9 +187,23 @@ def _interpolate(curve: tuple, x: float, column: int) -> float:
 
 
 def _figure(raw: Any, name: str) -> tuple[float, str, tuple]:
-    """(value, source, curve): the curve is ``by_rows``, ``by_group`` or ``by_size`` where the figure takes one."""
+    """(value, source, curve): the curve is ``by_rows``, ``by_group``, ``by_size`` or ``by_message``
+    where the figure takes one."""
     value, source = (raw.get("value"), str(raw.get("source", ""))) if isinstance(raw, dict) else (raw, "")
     value = _number(value, name)
+    if isinstance(raw, dict) and raw.get("by_message"):
+        if name != "allreduce_bus_bandwidth":
+            raise UsageError(f"efficiency figure {name} takes no by_message (only allreduce_bus_bandwidth does)")
+        try:
+            points = tuple((int(n), int(e), float(s)) for n, e, s in raw["by_message"])
+        except (TypeError, ValueError):
+            raise UsageError(f"{name} by_message must be [[GPUs, elements, seconds], ...]") from None
+        if not all(0 < s < 60 for _, _, s in points):  # (a gigabyte over PCIe takes about a second)
+            raise UsageError(f"{name} by_message seconds out of range (0, 60)")
+        keys = [(n, e) for n, e, _ in points]
+        if keys != sorted(set(keys)) or min(n for n, _ in keys) < 2 or min(e for _, e in keys) < 1:
+            raise UsageError(f"{name} by_message must be ascending in GPUs (at least 2), then elements (at least 1)")
+        return value, source, points
     if isinstance(raw, dict) and raw.get("by_group"):
         if name != "attention_decode_bandwidth":
             raise UsageError(f"efficiency figure {name} takes no by_group (only attention_decode_bandwidth does)")

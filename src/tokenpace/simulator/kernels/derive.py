@@ -35,7 +35,12 @@ kernel per dtype, exact at grid points) over representative shapes:
   ``allreduce_bus_bandwidth`` = NCCL's bus bandwidth, 2(t−1)/t × bytes / latency, at messages of
   at least ``ALLREDUCE_LARGE_ELEMENTS`` 16-bit values, over one direction of the link;
   ``allreduce_base_latency_s`` and ``allreduce_hop_latency_s``: the least-squares line
-  base + 2(t−1)·hop through the latency of a ``ALLREDUCE_SMALL_ELEMENTS``-value message at each t.
+  base + 2(t−1)·hop through the latency of a ``ALLREDUCE_SMALL_ELEMENTS``-value message at each t;
+  ``by_message``: the measured latency itself at each GPU count and message size (with several
+  tables, their median at each size), which the roofline interpolates where it has the step's
+  GPU count: between the small-message latency and the bandwidth regime (0.5-32 MB, a decode
+  step's messages) the two-figure line runs up to 2.5 times faster than the tables (TP8 on H100,
+  1M elements: 14 against 35 µs).
 
 Each figure but the two lines (weight streaming, all-reduce latency) is the median of its
 samples, each sample counted at most 1 (``capped``); the spread (min, max, count), or the line's
@@ -78,7 +83,7 @@ class Figure:
     value: float
     samples: np.ndarray
     detail: str
-    by_rows: tuple[tuple, ...] = ()  # (rows, efficiency, latency per GEMM s), or (group, efficiency)
+    by_rows: tuple[tuple, ...] = ()  # (rows, efficiency, latency per GEMM s), (group, efficiency) or (GPUs, elements, s)
     statistic: str = ""  # what the value is, where not the median of the samples
 
     def spread(self) -> str:
@@ -216,6 +221,7 @@ def allreduce_efficiency(tables: list[KernelTables], gpu: GPU) -> tuple[Figure, 
     is their median."""
     link = gpu.link_bytes_s_per_direction
     busbw, by_n, sources = [], {}, set()
+    curves: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for t in tables:
         for n in ALLREDUCE_GPUS:
             try:
@@ -227,6 +233,7 @@ def allreduce_efficiency(tables: list[KernelTables], gpu: GPU) -> tuple[Figure, 
             big = size >= ALLREDUCE_LARGE_ELEMENTS
             busbw += list(2 * (n - 1) / n * size[big] * 2 / lat[big] / link)
             by_n.setdefault(n, []).append(float(np.interp(ALLREDUCE_SMALL_ELEMENTS, size, lat)))
+            curves.setdefault(n, []).append((size, lat))
     small = {n: float(np.median(v)) for n, v in sorted(by_n.items())}
     if len(small) < 2 or not busbw:
         return None
@@ -236,11 +243,25 @@ def allreduce_efficiency(tables: list[KernelTables], gpu: GPU) -> tuple[Figure, 
     hop, base = max(float(hop), 0.0), max(float(base), 0.0)
     said = f"{'; '.join(sorted(sources))}, over {', '.join(map(str, small))} GPUs"
     bus = figure(busbw, f"{said}: bus bandwidth 2(t-1)/t x 2 B x elements / latency at >= "
-                        f"{ALLREDUCE_LARGE_ELEMENTS} elements, of {link / 1e9:g} GB/s per direction")
+                        f"{ALLREDUCE_LARGE_ELEMENTS} elements, of {link / 1e9:g} GB/s per direction; "
+                        f"by_message: [GPUs, 16-bit elements, seconds] as measured"
+                        + (" (the tables' median at each size)" if len(tables) > 1 else ""),
+                 by_rows=allreduce_curves(curves))
     lat_said = (f"{said}: least squares of base + 2(t-1) hop through the latency of a "
                 f"{ALLREDUCE_SMALL_ELEMENTS}-element message ({', '.join(f'{v * 1e6:.1f}' for v in lat)} us)")
     fit = f"least-squares line through {len(lat)} GPU counts"
     return bus, Figure(base, lat, lat_said, statistic=fit), Figure(hop, lat, lat_said, statistic=fit)
+
+
+def allreduce_curves(curves: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> tuple[tuple[int, int, float], ...]:
+    """(GPUs, elements, seconds) at every message size of the first table for each GPU count:
+    the tables' median latency there (each table interpolated onto those sizes)."""
+    out = []
+    for n, got in sorted(curves.items()):
+        sizes = got[0][0]
+        lat = np.median([np.interp(sizes, s, l) for s, l in got], axis=0)
+        out += [(n, int(s), float(f"{v:.4g}")) for s, v in zip(sizes, lat)]
+    return tuple(out)
 
 
 COMMAND = "python scripts/derive_efficiency.py --write"
@@ -255,7 +276,8 @@ def _as_entry(figures: dict[str, Figure], where: str) -> dict:
     for name, f in figures.items():
         e = {"value": round(f.value, 4) if f.value >= 1e-3 else float(f"{f.value:.4g}"), "source": _source(f, where)}
         if f.by_rows:  # weight streaming's by rows, decode attention's by group, GEMM FLOPs' by size
-            key = {"attention_decode_bandwidth": "by_group", "gemm_flops": "by_size"}.get(name, "by_rows")
+            key = {"attention_decode_bandwidth": "by_group", "gemm_flops": "by_size",
+                   "allreduce_bus_bandwidth": "by_message"}.get(name, "by_rows")
             e[key] = [list(p) for p in f.by_rows]
         out[name] = e
     return out
