@@ -23,8 +23,8 @@ with its source; ``mfu`` and ``mbu`` replace them all where given, as a calibrat
   the TensorRT-LLM preset, its kernels' fusions: rotary inside the attention, and only the QKV and
   gate/up inputs quantized by a pass of their own); each pass also a fixed time per kernel.
 
-Then two ring all-reduces per layer under TP (at the measured latency by message size where the
-catalog has one for the GPU count) and the costs beyond the operator groups: the
+Then two all-reduces per layer under TP (``allreduce.AllReduceCost``: the measured latency by
+message size where the catalog has one for the GPU count, else a ring at the bus bandwidth) and the costs beyond the operator groups: the
 parameters that price a step's work, its overheads and its GEMM rows' kernels, are
 ``step_price``'s (``RooflineParams``, ``StepWork``).
 """
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenpace.simulator.allreduce import AllReduceCost
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.catalog.efficiency import Efficiency, get_efficiency
 from tokenpace.simulator.memory import kv_heads_per_gpu
@@ -129,19 +130,8 @@ class RooflinePredictor:
         # Each elementwise kernel's fixed GPU time, once per layer and kernel invocation of a step.
         self._elementwise_latency = gemm.elementwise_latency_s
         self._elementwise_fixed_s = self.elementwise_fixed_s(fused, fused)
-        ring = 2 * (tp - 1) / tp
-        comm = gemm
-        self._ar_s_tok = (ring * model.hidden_size * 2 / (gpu.link_bytes_s_per_direction * comm.allreduce_bus_bandwidth)
-                          if tp > 1 else 0.0)
-        self._ar_count = 2 * model.num_layers if tp > 1 else 0
-        self._ar_latency = comm.allreduce_base_latency_s + 2 * (tp - 1) * comm.allreduce_hop_latency_s
-        # The measured latency by message size where the catalog has this GPU count (``by_message``):
-        # its smallest message's latency is the latency each all-reduce pays (what a calibration's
-        # ``allreduce_latency_s`` replaces), the rest of a message's time its link time.
-        curve = comm.allreduce_curve(tp) if tp > 1 else None
-        self._ar_curve = (list(map(float, curve[0])), list(curve[1])) if curve else None
-        if curve:
-            self._ar_latency = curve[1][0]
+        self.allreduce = AllReduceCost.of(model, gpu, tp, gemm)
+        self._ar_count, self._ar_latency = self.allreduce.count, self.allreduce.latency_s
 
     def elementwise_s_per_token(self, kernel_fusions: bool = False, rotary_in_attention: bool = False) -> float:
         """Seconds one token's memory-bound elementwise passes take (all layers, at the catalog's
@@ -272,7 +262,7 @@ class RooflinePredictor:
         tokens, prompts = dt + p_tokens, len(batch.prefill)
         if tokens == 0:
             return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0, (), 0
-        rest = (self._ar_count * self._allreduce_link_s(tokens), self._ar_count, nd + prompts)
+        rest = (self._ar_count * self.allreduce.link_s(tokens), self._ar_count, nd + prompts)
         scan = _other_cells(nd, g, d_kv, p_tokens, p_kv, p_own)  # (kv_scan_s)
         tile = self.params.attention_tile_rows
         tiled = scan if tile and tokens >= tile else 0  # other sequences' cells computed as attention pairs
@@ -334,21 +324,6 @@ class RooflinePredictor:
                  tokens * self._elementwise_mem_tok),
                 decode_cmp, eff, lat)
 
-    def _allreduce_link_s(self, tokens: int) -> float:
-        """One all-reduce's seconds beyond its latency for a step of ``tokens`` tokens: the ring's
-        bytes at the bus bandwidth, or the measured curve (``by_message``) at tokens × hidden
-        elements less its smallest message's latency (past its largest message, that one's time
-        scaled by size)."""
-        if self._ar_curve is None:
-            return tokens * self._ar_s_tok
-        sizes, secs = self._ar_curve
-        elements = tokens * self.model.hidden_size
-        if elements >= sizes[-1]:
-            s = secs[-1] * elements / sizes[-1]
-        else:
-            s = float(np.interp(elements, sizes, secs))
-        return s - self._ar_latency
-
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
         eff = {"gemm_precision": self.gemm_precision, "attention_precision": self.attention_precision,
@@ -359,7 +334,7 @@ class RooflinePredictor:
                "elementwise_bandwidth": gemm.elementwise_bandwidth, "elementwise_latency_s": gemm.elementwise_latency_s,
                "elementwise_fused": self.fused_elementwise,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
-               "allreduce_measured": self._ar_curve is not None,  # the catalog's by_message at this TP
+               "allreduce_measured": self.allreduce.measured,  # the catalog's by_message at this TP
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
                "engine": self.engine or "*",
                "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else ""),
