@@ -148,7 +148,7 @@ def _setup(p: dict[str, Any]) -> Setup:
     weights = p["precision"]
     kv = "fp8" if str(p["kv_dtype"]).startswith("fp8") else weights
     base = dict(model=p["model"], gpu=p["gpu"], weights=weights, tp=tp)
-    before_kv = "bf16" if weights == "fp8" else weights  # before: --quant fp8 alone gave a BF16 KV cache
+    before_kv = "bf16" if weights in ("fp8", "nvfp4") else weights  # before: --quant fp8 alone gave a BF16 KV cache
     notes = [f"engine: {p['engine']}", f"KV {kv} (published: {p['kv_dtype']}); before: {before_kv}"]
     kind = load["kind"]
     if kind == "offline":

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     systems: dict[str, list[str]] = {}
     for gpu_id, system in GPU_SYSTEMS.items():
         systems.setdefault(system, []).append(gpu_id)
-    for compute, bpw in (("bf16", 2), ("fp8", 1)):
+    for compute, (_, bpw, _) in derive.DTYPES.items():
         shapes = derive.serving_configs(bytes_per_weight=bpw)
         print(f"aiconfigurator-core {aic}; {compute} shapes: " + ", ".join(f"{m.id} TP{tp}" for m, tp in shapes))
     entries = []

@@ -64,8 +64,8 @@ def test_same_command_same_seed_gives_identical_files(tmp_path):
 def test_list_prints_every_catalog(tmp_path):
     proc = run_cli("sim", "--list")
     assert proc.returncode == 0, proc.stderr
-    for name in (*REFERENCE_GPUS, *REFERENCE_MODELS, "int4", "fp8", "static", "prefill-first",
-                 "decode-first", "chunked-prefill"):
+    for name in (*REFERENCE_GPUS, *REFERENCE_MODELS, "B200", "GB200", "int4", "fp8", "nvfp4", "static",
+                 "prefill-first", "decode-first", "chunked-prefill"):
         assert name in proc.stdout, name
 
 
@@ -156,3 +156,13 @@ def test_long_prompts_at_saturation_do_not_thrash(tmp_path, engine):
     assert set(cfg["engine"]["set"]) >= {"admission", "max_num_seqs", "max_batched_tokens", "memory_model",
                                          "gpu_memory_utilization", "step_overhead_s"}
     assert doc["engine"]["memory"]["memory_model"] == cfg["memory_model"]
+
+
+def test_a_blackwell_nvfp4_deployment_runs_with_its_fp8_kv_implied(tmp_path):
+    # TensorRT-LLM's published B200 runs: Llama 3.3 70B from NVIDIA's NVFP4 checkpoint at TP1.
+    proc, doc = sim(tmp_path, "--engine", "trtllm", "--model", "llama-3.1-70b", "--gpu", "b200", "--quant", "fp4",
+                    "--concurrency", "32", "--requests", "64", "--output-tokens", "64")
+    assert "llama-3.1-70b on b200" in proc.stdout and "weights nvfp4, KV fp8 (implied" in proc.stdout
+    assert doc["summary"]["counts"]["ok"] == 64
+    cfg = doc["engine"]["config"]
+    assert cfg["gpu"]["fp4_tflops"] == 9000 and cfg["weights"]["compute"] == "fp4"

@@ -98,14 +98,14 @@ def test_hf_moe_config_json(tmp_path):
 
 
 def test_user_catalog_file_extends_the_builtin_one(tmp_path):
-    mine = {"gpus": [{"id": "b200", "bf16_tflops": 2250, "fp8_tflops": 4500, "memory_gb": 180,
+    mine = {"gpus": [{"id": "my-accelerator", "bf16_tflops": 2250, "fp8_tflops": 4500, "memory_gb": 180,
                       "hbm_tb_s": 8.0, "link_gb_s": 1800}]}
     p = tmp_path / "my_gpus.json"
     p.write_text(json.dumps(mine))
     ids = [g.id for g in list_gpus(extra=p)]
-    assert "b200" in ids and "h100-sxm" in ids
+    assert "my-accelerator" in ids and "h100-sxm" in ids
     assert get_gpu(str(p)).hbm_tb_s == 8.0
-    assert get_gpu("b200", extra=p).memory_gb == 180
+    assert get_gpu("my-accelerator", extra=p).memory_gb == 180
 
 
 def test_unknown_names_are_usage_errors_listing_the_choices():

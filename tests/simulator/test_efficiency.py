@@ -97,7 +97,8 @@ def test_attention_runs_at_the_precision_of_its_kernel():
     assert RooflinePredictor(m, get_gpu("a100-80gb"), w, get_precision("fp8")).attention_precision == "bf16"
 
 
-MEASURED = {"h100-sxm": ("bf16", "fp8"), "h200": ("bf16", "fp8"), "a100-80gb": ("bf16",), "l40s": ("bf16", "fp8")}
+MEASURED = {"h100-sxm": ("bf16", "fp8"), "h200": ("bf16", "fp8"), "a100-80gb": ("bf16",), "l40s": ("bf16", "fp8"),
+            "b200": ("bf16", "fp8"), "gb200": ("bf16", "fp8")}
 DERIVED = ("gemm_flops", "weight_bandwidth", "attention_prefill_flops", "attention_decode_bandwidth",
            "allreduce_bus_bandwidth", "allreduce_base_latency_s", "allreduce_hop_latency_s")
 

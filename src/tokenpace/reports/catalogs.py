@@ -17,10 +17,11 @@ def _table(title: str, *columns: str) -> Table:
 
 
 def render_catalogs(console: Console) -> None:
-    gpus = _table("GPUs (dense peaks)", "id", "name", "BF16 TFLOPS", "FP8 TFLOPS", "memory GB",
-                  "HBM TB/s", "link GB/s", "link", "aliases")
+    gpus = _table("GPUs (dense peaks)", "id", "name", "BF16 TFLOPS", "FP8 TFLOPS", "FP4 TFLOPS",
+                  "memory GB", "HBM TB/s", "link GB/s", "link", "aliases")
     for g in list_gpus():
-        gpus.add_row(g.id, g.name, f"{g.bf16_tflops:g}", "—" if g.fp8_tflops is None else f"{g.fp8_tflops:g}",
+        peaks = ("—" if t is None else f"{t:g}" for t in (g.fp8_tflops, g.fp4_tflops))
+        gpus.add_row(g.id, g.name, f"{g.bf16_tflops:g}", *peaks,
                      f"{g.memory_gb:g}", f"{g.hbm_tb_s:g}", f"{g.link_gb_s:g}", g.link, ", ".join(g.aliases))
     console.print(gpus)
 

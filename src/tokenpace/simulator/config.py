@@ -140,11 +140,12 @@ class SimConfig:
 
 
 def implied_kv_dtype(weights: str | Precision) -> str:
-    """The KV cache an engine uses for these weights when not told: FP8 for FP8 (W8A8) weights."""
+    """The KV cache an engine uses for these weights when not told: FP8 for FP8 (W8A8) and NVFP4
+    (W4A4) weights, whose checkpoints ship FP8 KV scales (ModelOpt's ``kv_cache_quant_algo: FP8``)."""
     from tokenpace.simulator.catalog import get_precision
 
     try:
         p = weights if isinstance(weights, Precision) else get_precision(weights)
     except Exception:  # noqa: BLE001 - an unknown name fails later, where the catalogs are checked
         return "bf16"
-    return "fp8" if p.compute == "fp8" and p.bits == 8 else "bf16"
+    return "fp8" if p.compute in ("fp8", "fp4") and p.bits <= 8 else "bf16"

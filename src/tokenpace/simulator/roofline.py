@@ -19,7 +19,7 @@ with its source; ``mfu`` and ``mbu`` replace them all where given, as a calibrat
   units, as FlashAttention-3 and TensorRT-LLM's FP8 context attention do; else BF16);
 - the LM head (kept in 16 bits) for the tokens that need logits;
 - elementwise passes, memory-bound: two fused residual-add + RMSNorms per layer, rotary on Q and K,
-  the MLP activation, and with FP8 weights the per-token quantization of every GEMM's input (under
+  the MLP activation, and with FP8 or NVFP4 weights the per-token quantization of every GEMM's input (under
   the TensorRT-LLM preset, its kernels' fusions: rotary inside the attention, and only the QKV and
   gate/up inputs quantized by a pass of their own); each pass also a fixed time per kernel.
 
@@ -38,6 +38,7 @@ import numpy as np
 from tokenpace.simulator.allreduce import AllReduceCost
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
 from tokenpace.simulator.catalog.efficiency import Efficiency, get_efficiency
+from tokenpace.simulator.elementwise import QUANTIZED_INPUT_BYTES, elementwise_bytes, elementwise_kernels
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.step import StepBatch, context_total
 from tokenpace.simulator.step_price import (
@@ -48,7 +49,9 @@ GROUPS = ("attention_projections", "mlp", "attention", "lm_head", "elementwise")
 
 
 def compute_precision(gpu: GPU, compute: str) -> str:
-    """The tensor-core format a kernel runs in: FP8 only where the GPU has FP8 units."""
+    """The tensor-core format a kernel runs in: FP8 or FP4 only where the GPU has such units."""
+    if compute == "fp4" and gpu.fp4_tflops:
+        return "fp4"
     return "fp8" if compute == "fp8" and gpu.fp8_tflops else "bf16"
 
 
@@ -116,16 +119,16 @@ class RooflinePredictor:
         # The LM head (the embedding matrix when tied).
         self._lm_mem = model.vocab_size * model.hidden_size / tp * weights.embedding_bytes_per_value / bw
         self._lm_cmp_tok = 2 * model.vocab_size * model.hidden_size / tp / bf16
-        fp8_in = self.gemm_precision == "fp8"
+        quantized_bytes = QUANTIZED_INPUT_BYTES.get(self.gemm_precision, 0.0)
         # TensorRT-LLM's kernels do inside others what vLLM and SGLang run as passes of their own:
         # rotary in the attention op's QKV preprocessing, and the O and down projections' FP8 inputs
-        # written by the attention and activation kernels (see ``_elementwise_bytes``).
+        # written by the attention and activation kernels (see ``elementwise.elementwise_bytes``).
         self.fused_elementwise = engine == "trtllm"
         fused = self.fused_elementwise
-        self._elementwise_mem_tok = layers * _elementwise_bytes(model, tp, heads, kv_heads, fp8_in,
+        self._elementwise_mem_tok = layers * elementwise_bytes(model, tp, heads, kv_heads, quantized_bytes,
                                                                 kernel_fusions=fused, rotary_in_attention=fused) / bw
         self._elementwise_fused_mem_tok = {
-            rope: layers * _elementwise_bytes(model, tp, heads, kv_heads, fp8_in, kernel_fusions=True,
+            rope: layers * elementwise_bytes(model, tp, heads, kv_heads, quantized_bytes, kernel_fusions=True,
                                               rotary_in_attention=rope) / bw for rope in (False, True)}
         # Each elementwise kernel's fixed GPU time, once per layer and kernel invocation of a step.
         self._elementwise_latency = gemm.elementwise_latency_s
@@ -136,17 +139,17 @@ class RooflinePredictor:
     def elementwise_s_per_token(self, kernel_fusions: bool = False, rotary_in_attention: bool = False) -> float:
         """Seconds one token's memory-bound elementwise passes take (all layers, at the catalog's
         elementwise bandwidth efficiency, or ``mbu``). ``kernel_fusions``: only the passes a
-        kernel-table predictor adds (see ``_elementwise_bytes``)."""
+        kernel-table predictor adds (see ``elementwise.elementwise_bytes``)."""
         mem = self._elementwise_fused_mem_tok[rotary_in_attention] if kernel_fusions else self._elementwise_mem_tok
         return mem / (self._memory_eff[4] if self.params.mbu is None else self.params.mbu)
 
     def elementwise_fixed_s(self, kernel_fusions: bool, rotary_in_attention: bool) -> float:
         """The fixed seconds of one kernel invocation's elementwise kernels (all layers: the catalog's
-        ``elementwise_latency_s`` per pass ``_elementwise_kernels`` counts). Pricing leaves it out
+        ``elementwise_latency_s`` per pass ``elementwise.elementwise_kernels`` counts). Pricing leaves it out
         where ``mbu`` replaces the catalog, as it does the GEMM calls' (a calibration's overheads
         hold such costs)."""
-        fp8_in = self.gemm_precision == "fp8"
-        return self.model.num_layers * _elementwise_kernels(fp8_in, kernel_fusions, rotary_in_attention) \
+        quantized_in = self.gemm_precision in QUANTIZED_INPUT_BYTES
+        return self.model.num_layers * elementwise_kernels(quantized_in, kernel_fusions, rotary_in_attention) \
             * self._elementwise_latency
 
     def _memory_for(self, rows: float, mlp_rows: float, logit_rows: int, passes: int,
@@ -361,37 +364,3 @@ def _streaming_at(eff: Efficiency, rows: float, memo: dict[float, tuple[float, f
     if got is None:
         got = memo[rows] = (eff.weight_bandwidth_at(rows), eff.gemm_latency_at(rows))
     return got
-
-
-def _elementwise_kernels(fp8_activations: bool, kernel_fusions: bool = False, rotary_in_attention: bool = False) -> int:
-    """The elementwise kernels of one layer, the passes ``_elementwise_bytes`` counts: two
-    residual-add + RMSNorms, rotary (unless in the attention), the MLP activation, and with FP8
-    GEMMs a quantization per GEMM input that has a pass of its own (4; 2 with ``kernel_fusions``)."""
-    quant = (2 if kernel_fusions else 4) if fp8_activations else 0
-    return 2 + (0 if rotary_in_attention else 1) + 1 + quant
-
-
-def _elementwise_bytes(model: ModelSpec, tp: int, heads: float, kv_heads: float, fp8_activations: bool,
-                       *, kernel_fusions: bool = False, rotary_in_attention: bool = False) -> float:
-    """Bytes one token moves through one layer's memory-bound elementwise passes (16-bit activations):
-    two fused residual-add + RMSNorms (read x and the residual, write both: replicated across TP),
-    rotary on Q and K (read and write), the MLP activation (SiLU-and-mul reads gate and up, writes
-    one; else read and write one), and with FP8 GEMMs each GEMM input quantized (read 2 bytes, write
-    1) for QKV, O, the MLP's first and second matrices.
-
-    ``kernel_fusions``: the passes left beside measured kernels, as aiconfigurator-core's own
-    Llama op list counts them (``sdk/models/llama.py``, whose tables the kernel predictor reads):
-    the O and down projections take FP8 input straight from the attention and activation kernels
-    (its GEMMs with ``low_precision_input``), so only the QKV and gate/up inputs are quantized by a
-    pass of their own. ``rotary_in_attention``: rotary is inside the measured attention op
-    (TensorRT-LLM's attention op applies RoPE in its QKV preprocessing kernel; vLLM and SGLang
-    apply it before attention, so their tables leave it out)."""
-    h, hd = model.hidden_size, model.head_dim
-    inter = model.intermediate_size / tp * model.experts_per_token
-    norms = 2 * 4 * h * 2
-    activation = (3 if model.gated_mlp else 2) * inter * 2
-    rotary = 0.0 if rotary_in_attention else 2 * (heads + kv_heads) * hd * 2
-    if kernel_fusions:
-        return norms + rotary + activation + (3 * (h + h) if fp8_activations else 0.0)
-    quant = 3 * (h + heads * hd + h + inter) if fp8_activations else 0.0
-    return norms + rotary + activation + quant

@@ -26,6 +26,7 @@ class GPU:
     link: str = "nvlink"
     aliases: tuple[str, ...] = field(default=())
     cuda_memory_gib: float | None = None  # total memory as CUDA reports it (None: 0.99 × memory_gb)
+    fp4_tflops: float | None = None  # dense peak of FP4 (NVFP4) tensor cores; None: none (Blackwell has them)
 
     @property
     def cuda_memory_bytes(self) -> int:
@@ -46,14 +47,17 @@ class GPU:
         return self.link_gb_s * 1e9 / 2
 
     def peak_flops(self, compute: str) -> float:
-        """Peak FLOP/s for matmuls in ``compute`` ("bf16" or "fp8"); FP8 falls back to BF16."""
+        """Peak FLOP/s for matmuls in ``compute`` ("bf16", "fp8" or "fp4"); FP8 and FP4 fall back
+        to BF16 on a GPU without such units (weights dequantized, as W4A16/W8A16 kernels run)."""
+        if compute == "fp4" and self.fp4_tflops:
+            return self.fp4_tflops * 1e12
         if compute == "fp8" and self.fp8_tflops:
             return self.fp8_tflops * 1e12
         return self.bf16_tflops * 1e12
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GPU:
-        fp8 = d.get("fp8_tflops")
+        fp8, fp4 = d.get("fp8_tflops"), d.get("fp4_tflops")
         peak = d["bf16_tflops"] if "bf16_tflops" in d or "peak_tflops" not in d else d["peak_tflops"]
         bandwidth = d["hbm_tb_s"] if "hbm_tb_s" in d or "bandwidth_gb_s" not in d else float(d["bandwidth_gb_s"]) / 1e3
         gpu = cls(
@@ -67,6 +71,7 @@ class GPU:
             link=str(d.get("link", "pcie")),
             aliases=tuple(d.get("aliases", ())),
             cuda_memory_gib=None if d.get("cuda_memory_gib") is None else float(d["cuda_memory_gib"]),
+            fp4_tflops=None if fp4 is None else float(fp4),
         )
         for label, value in (("peak FLOP/s", gpu.bf16_tflops), ("memory", gpu.memory_gb),
                              ("bandwidth", gpu.hbm_tb_s), ("link bandwidth", gpu.link_gb_s)):
@@ -80,4 +85,5 @@ class GPU:
             "bf16_tflops": self.bf16_tflops, "fp8_tflops": self.fp8_tflops,
             "memory_gb": self.memory_gb, "hbm_tb_s": self.hbm_tb_s,
             "link_gb_s": self.link_gb_s, "link": self.link, "cuda_memory_gib": self.cuda_memory_gib,
+            **({"fp4_tflops": self.fp4_tflops} if self.fp4_tflops is not None else {}),
         }

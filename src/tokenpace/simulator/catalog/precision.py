@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+COMPUTES = ("bf16", "fp8", "fp4")  # tensor-core formats; each falls back to BF16 on GPUs without it
+
+
 @dataclass(frozen=True, slots=True)
 class Precision:
     id: str
@@ -19,7 +22,7 @@ class Precision:
     bits: float
     group_size: int | None = None  # values sharing one scale; None: per channel (negligible)
     scale_bytes: float = 0.0
-    compute: str = "bf16"  # "bf16" or "fp8": the format matmuls run in
+    compute: str = "bf16"  # "bf16", "fp8" or "fp4": the format matmuls run in
     aliases: tuple[str, ...] = field(default=())
     embedding_bits: float | None = None  # None: 16
 
@@ -38,8 +41,8 @@ class Precision:
         group = d.get("group_size")
         compute = str(d.get("compute", "bf16"))
         emb = d.get("embedding_bits")
-        if compute not in ("bf16", "fp8"):
-            raise ValueError(f"compute must be 'bf16' or 'fp8', not {compute!r}")
+        if compute not in COMPUTES:
+            raise ValueError(f"compute must be one of {', '.join(map(repr, COMPUTES))}, not {compute!r}")
         return cls(
             id=str(d["id"]),
             name=str(d.get("name", d["id"])),

@@ -72,7 +72,9 @@ ALLREDUCE_SMALL_ELEMENTS = 4096  # one token of a 4,096-wide model
 ALLREDUCE_LARGE_ELEMENTS = 2**25  # 64 MB of 16-bit values: NCCL's bandwidth regime
 ALLREDUCE_GPUS = (2, 4, 8)
 SERVING_WEIGHT_BYTES = 40e9  # a model is served at the smallest TP whose 16-bit weights per GPU fit this
-DTYPES = {"bf16": ("bfloat16", 2, "bfloat16"), "fp8": ("fp8", 1, "fp8")}  # compute -> (GEMM, bytes, KV dtype)
+# compute -> (GEMM dtype, bytes per weight, KV dtype); NVFP4 weights come with an FP8 KV cache, whose
+# attention the "fp8" entry prices (the roofline attends at the KV's precision), so "fp4" has GEMMs only.
+DTYPES = {"bf16": ("bfloat16", 2, "bfloat16"), "fp8": ("fp8", 1, "fp8"), "fp4": ("nvfp4", 0.5 + 1 / 16, "fp8")}
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def capped(samples) -> np.ndarray:
     return np.minimum(np.asarray(samples, dtype=float), 1.0)
 
 
-def serving_configs(models: list[ModelSpec] | None = None, bytes_per_weight: int = 2) -> list[tuple[ModelSpec, int]]:
+def serving_configs(models: list[ModelSpec] | None = None, bytes_per_weight: float = 2) -> list[tuple[ModelSpec, int]]:
     """Every dense catalog model at the smallest TP (1, 2, 4 or 8) whose weights per GPU, at
     ``bytes_per_weight``, fit in ``SERVING_WEIGHT_BYTES``, and at twice that TP (up to 8)."""
     out = []
@@ -123,7 +125,7 @@ def _layer(configs):
 
 
 def gemm_efficiency(tables: list[KernelTables], gpu: GPU, compute: str, configs) -> tuple[Figure, Figure]:
-    """(gemm_flops, weight_bandwidth) for ``compute`` ("bf16" or "fp8") GEMMs, the samples of every
+    """(gemm_flops, weight_bandwidth) for ``compute`` ("bf16", "fp8" or "fp4") GEMMs, the samples of every
     table in ``tables`` pooled."""
     dtype, bpw, _ = DTYPES[compute]
     peak, bw = gpu.peak_flops(compute), gpu.hbm_bytes_s
@@ -288,7 +290,7 @@ def catalog_entries(gpu_ids: list[str], gpu: GPU, tables: list[KernelTables], ai
     """The efficiency-catalog entries for the GPUs ``gpu_ids`` (measured on ``gpu``, the table's
     ``device``): per engine and for no engine ("*": the engines' samples pooled), per compute
     precision the GEMM and attention figures, and the all-reduce figures."""
-    computes = ["bf16"] + (["fp8"] if gpu.fp8_tflops else [])
+    computes = ["bf16"] + (["fp8"] if gpu.fp8_tflops else []) + (["fp4"] if gpu.fp4_tflops else [])
     shapes = {c: serving_configs(bytes_per_weight=DTYPES[c][1]) if configs is None else configs for c in computes}
     entries = []
     for engine, ts in [(t.backend, [t]) for t in tables] + [("*", tables)]:
@@ -302,7 +304,7 @@ def catalog_entries(gpu_ids: list[str], gpu: GPU, tables: list[KernelTables], ai
             have = [t for t in ts if dtype in t.gemm_dtypes()]
             if have:
                 figs["gemm_flops"], figs["weight_bandwidth"] = gemm_efficiency(have, gpu, compute, shapes[compute])
-            attn = attention_efficiency(ts, gpu, compute, shapes[compute])
+            attn = attention_efficiency(ts, gpu, compute, shapes[compute]) if compute != "fp4" else None
             if attn:
                 figs["attention_prefill_flops"], figs["attention_decode_bandwidth"] = attn
             if figs:

@@ -37,7 +37,7 @@ from tokenpace.simulator.kernels.table_cache import table_columns
 INSTALL = "pip install 'tokenpace[kernels]'"
 # Our GPU catalog ids → aiconfigurator's system names (A100 40 GB runs the same kernels as 80 GB).
 GPU_SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "a100-80gb": "a100_sxm", "a100-40gb": "a100_sxm",
-               "l40s": "l40s"}
+               "l40s": "l40s", "b200": "b200_sxm", "gb200": "gb200"}
 # The GPUs that take another part's tables (the same SMs and clocks, less memory bandwidth): the
 # GPU the tables were measured on, and this part's measured device-memory copy rate (1e12 bytes/s),
 # the most its HBM streams whatever the kernel. A memory-bound kernel that the measured part's SMs
@@ -49,11 +49,13 @@ BORROWED = {
 }
 BACKENDS = ("vllm", "sglang", "trtllm")
 # Our weight precisions → the tables' gemm_dtype.
-GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int8": "int8_wo", "int4": "int4_wo"}
+GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int8": "int8_wo", "int4": "int4_wo",
+               "nvfp4": "nvfp4"}
 # Kernels each engine runs by default on these GPUs, best first; otherwise the kernel with most rows.
 _PREFERRED_KERNELS = (
     "torch.nn.functional.linear", "CutlassFP8ScaledMMLinearKernel", "sglang_torch_linear",
     "sglang_sgl_kernel_fp8_scaled_mm", "vllm_default", "sglang", "torch_flow",
+    "FlashInferCuteDslNvFp4LinearKernel", "sglang_flashinfer_cutedsl_nvfp4",
     "vllm_flash_attn_fa3", "fa3", "vllm_flash_attn", "vllm_flash_attn_fa2", "flash_attention",
     "vllm_flashinfer_trtllmdecode", "vllm_flashinfer_trtllmprefill", "flashinfer",
     "vLLM_custom_graph", "SGLang_CustomAllReduce_graph", "TRTLLM", "NCCL",
