@@ -24,8 +24,15 @@ Per step, for all layers on one GPU:
   bandwidth; ``tables.BORROWED``), each GEMM and the decode attention at least their bytes at this
   part's measured copy rate: the measured part's SMs stream faster than this part's HBM can.
 
+- a mixture of experts: the router's GEMM (16-bit, one logit per expert) and the MoE layer from the
+  MoE table at this model's exact expert shape and TP (``moe.moe_table``: the routing, the experts'
+  GEMMs and the sum back, measured with tokens routed by a power law over the experts, as
+  aiconfigurator prices such models), interpolated over tokens like the GEMMs; a shape the tables
+  lack is a usage error, not a guess. On a part that borrows the tables, at least the touched
+  experts' weights at this part's copy rate, as for the GEMMs.
+
 The tables are those of the engine preset (``--engine``; vLLM's without one) at the newest version
-the package ships, for the GPU. Dense models only. For a fixed decode batch the step time is
+the package ships, for the GPU (a MoE table: that version, else the newest that measured the shape). For a fixed decode batch the step time is
 piecewise affine in the total context (linear between the table's KV-length grid points);
 ``decode_run_s`` prices a run of such steps as arrays, float for float what ``step_s`` gives each.
 """
@@ -38,7 +45,10 @@ import numpy as np
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
-from tokenpace.simulator.kernels.tables import BORROWED, GEMM_DTYPES, KernelTables, interp, load_tables
+from tokenpace.simulator.kernels.moe import moe_table
+from tokenpace.simulator.kernels.tables import (
+    BORROWED, GEMM_DTYPES, KernelTables, interp, interp_array, load_tables,
+)
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
 from tokenpace.simulator.step import StepBatch, context_total
@@ -50,9 +60,6 @@ class KernelPredictor:
     def __init__(self, model: ModelSpec, gpu: GPU, weights: Precision, kv: Precision, tp: int = 1,
                  params: RooflineParams | None = None, efficiency: str | None = None,
                  engine: str | None = None, tables: KernelTables | None = None) -> None:
-        if model.is_moe:
-            raise UsageError(f"--predictor kernels prices dense models; {model.id} is a mixture of experts "
-                             "(use --predictor roofline)")
         self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
         self.roofline = RooflinePredictor(model, gpu, weights, kv, tp, params, efficiency, engine)
         self.params = self.roofline.params
@@ -74,8 +81,17 @@ class KernelPredictor:
         borrowed = BORROWED.get(gpu.id)
         self.copy_bytes_s = borrowed[1] * 1e12 if borrowed else None
         grid = t.gemm_rows(dtype)
+        self.moe = None
+        if model.is_moe:  # the measured MoE layer at this exact shape; its token grid joins the GEMMs'
+            self.moe = moe_table(t, weights.id, h, model.intermediate_size, model.experts_per_token,
+                                 model.num_experts, tp, model.gated_mlp)
+            grid = np.union1d(grid, self.moe.tokens)
         per_layer = sum(self._streamed(t.gemm_curve(dtype, n, k, grid) * MS, grid, n, k, weights.bytes_per_value)
                         for n, k in self.shapes.values())
+        if self.moe is not None:
+            # The router (16-bit, one logit per expert), then the MoE layer itself.
+            per_layer = per_layer + t.gemm_curve("bfloat16", model.num_experts, h, grid) * MS \
+                + self._moe_streamed(interp_array(self.moe.tokens, self.moe.ms, grid) * MS, grid)
         self._m = grid.tolist()
         self._gemm_s = (per_layer * layers).tolist()
         head_grid = t.gemm_rows("bfloat16")
@@ -159,6 +175,19 @@ class KernelPredictor:
             return seconds
         return np.maximum(seconds, (n * k * bytes_per_weight + rows * (n + k) * 2) / self.copy_bytes_s)
 
+    def _moe_streamed(self, seconds: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The MoE layer's measured seconds over ``rows`` tokens, on a part that borrows the tables:
+        at least the weights of the experts the tokens touch (uniform routing, as the roofline counts
+        them) and the 16-bit rows in and out, at this part's copy rate."""
+        if not self.copy_bytes_s:
+            return seconds
+        m = self.model
+        e, k = m.num_experts, m.experts_per_token
+        expert = (3 if m.gated_mlp else 2) * m.hidden_size * m.intermediate_size / self.tp
+        touched = e * (1.0 - (1.0 - k / e) ** rows)
+        return np.maximum(seconds, (touched * expert * self.weights.bytes_per_value + rows * m.hidden_size * 4)
+                          / self.copy_bytes_s)
+
     def allreduce_s(self, tokens: int) -> float:
         """Seconds a step of ``tokens`` tokens spends in all-reduces (all layers; 0 without TP)."""
         if not self._ar_s:
@@ -175,6 +204,9 @@ class KernelPredictor:
                            "context_attention": _attn(self.context),
                            "generation_attention": _attn(self.generation),
                            "allreduce": self.allreduce_source,
+                           **({"moe": {"version": self.moe.version, "kernel": self.moe.kernel,
+                                       "moe_dtype": self.moe.dtype, "distribution": self.moe.distribution}}
+                              if self.moe is not None else {}),
                            **({"measured_on": BORROWED[self.gpu.id][0],
                                "streaming_at_most_tb_s": BORROWED[self.gpu.id][1],
                                "streaming_source": BORROWED[self.gpu.id][2]} if self.copy_bytes_s else {})},
@@ -187,9 +219,12 @@ def attention_heads_per_gpu(model: ModelSpec, tp: int) -> tuple[int, int]:
 
 
 def layer_gemm_shapes(model: ModelSpec, tp: int) -> dict[str, tuple[int, int]]:
-    """The (n, k) of one layer's GEMMs on one GPU under TP: QKV, O, the MLP's up (and gate), down."""
+    """The (n, k) of one layer's GEMMs on one GPU under TP: QKV, O, the MLP's up (and gate), down
+    (a mixture of experts: QKV and O; its experts are the MoE table's)."""
     h, hd = model.hidden_size, model.head_dim
     heads, kv_heads = attention_heads_per_gpu(model, tp)
+    if model.is_moe:
+        return {"qkv": ((heads + 2 * kv_heads) * hd, h), "o": (h, heads * hd)}
     inter = model.intermediate_size // tp
     up = 2 * inter if model.gated_mlp else inter
     return {"qkv": ((heads + 2 * kv_heads) * hd, h), "o": (h, heads * hd), "up": (up, h), "down": (h, inter)}
