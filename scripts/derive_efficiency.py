@@ -1,7 +1,7 @@
 """Derive the roofline's efficiencies from aiconfigurator-core's measured kernel tables.
 
     python scripts/derive_efficiency.py                 # print every figure with its samples' spread
-    python scripts/derive_efficiency.py --write         # and rewrite data/efficiency_measured.json
+    python scripts/derive_efficiency.py --write         # and rewrite data/efficiency_measured.json and efficiency_moe.json
     python scripts/derive_efficiency.py --gpu h100-sxm  # one GPU
 
 Needs the kernels extra (``pip install 'tokenpace[kernels]'``). For every GPU of our catalog that
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -30,6 +31,11 @@ from tokenpace.simulator.kernels import derive
 from tokenpace.simulator.kernels.tables import BACKENDS, GPU_SYSTEMS, load_tables, tables_available
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "tokenpace" / "simulator" / "data" / "efficiency_measured.json"
+MOE_OUT = OUT.with_name("efficiency_moe.json")
+MOE_ABOUT = ("The moe_efficiency figures derived from NVIDIA aiconfigurator-core's measured MoE tables, written by "
+             "`python scripts/derive_efficiency.py --write`: do not edit by hand. Entries as in "
+             "efficiency_measured.json; read only to price a mixture of experts. by_size_rows: [one GPU's share "
+             "of an expert's weights (hidden x inter / tp), GEMM rows per touched expert, efficiency].")
 ABOUT = ("Efficiencies derived from NVIDIA aiconfigurator-core's silicon-measured kernel tables (Apache-2.0), "
          "written by `python scripts/derive_efficiency.py --write`: do not edit by hand. Same layout as "
          "efficiency.json, whose entries these join (an entry's `engine`, the --engine preset, matches "
@@ -66,9 +72,19 @@ def main(argv: list[str] | None = None) -> int:
         _print(gpu_ids, device, found)
         entries += found
     if ns.write:
-        OUT.write_text(json.dumps({"_about": ABOUT, "efficiency": entries}, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {len(entries)} entries to {OUT}")
+        dense, moe = derive.split_moe(entries)
+        OUT.write_text(json.dumps({"_about": ABOUT, "efficiency": dense}, indent=1) + "\n", encoding="utf-8")
+        MOE_OUT.write_text(_compact(json.dumps({"_about": MOE_ABOUT, "efficiency": moe}, indent=1)) + "\n",
+                           encoding="utf-8")
+        print(f"wrote {len(dense)} entries to {OUT} and {len(moe)} to {MOE_OUT}")
     return 0
+
+
+def _compact(text: str) -> str:
+    """``text`` with each innermost list of numbers on one line (a curve's points: [rows, efficiency,
+    latency]), not one number per line."""
+    return re.sub(r"\[\s+([-+0-9.eE,\s]+?)\s+\]", lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]",
+                  text)
 
 
 def _print(gpu_ids: list[str], device: str, entries: list[dict]) -> None:

@@ -79,13 +79,13 @@ def _version_1_efficiencies(monkeypatch) -> None:
     entry = {"gpu": "h100-sxm", "compute": "*", **figures, "allreduce_base_latency_s": saved["allreduce_latency_s"],
              "elementwise_latency_s": 0.0}
     builtin = efficiency.efficiency_entries
-    monkeypatch.setattr(efficiency, "efficiency_entries", lambda extra=None: [*builtin(extra)[:1], entry])
+    monkeypatch.setattr(efficiency, "efficiency_entries", lambda extra=None, moe=False: [*builtin(extra)[:1], entry])
     efficiency._builtin_efficiency.cache_clear()
     monkeypatch.setattr(efficiency, "_builtin_efficiency", _uncached(efficiency._resolve))
 
 
 def _uncached(resolve):
-    return lambda gpu, compute, engine: resolve(gpu, compute, None, engine)
+    return lambda gpu, compute, engine, moe=False: resolve(gpu, compute, None, engine, moe)
 
 
 # Deliberate model changes since version 1, each with its reason: (key, old value) -> new value.

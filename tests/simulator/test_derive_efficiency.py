@@ -157,7 +157,11 @@ def test_the_shipped_figures_are_what_the_installed_tables_give(derive):
     device = _raw(t, f"gemm/trtllm/{t.version}/gemm_perf.parquet").device.iloc[0]
     again = derive.catalog_entries(["l40s"], get_gpu("l40s"), [kt.load_tables("l40s", b) for b in kt.BACKENDS],
                                    version("aiconfigurator-core"), device)
-    assert json.loads(json.dumps(again)) == shipped
+    dense, moe = derive.split_moe(json.loads(json.dumps(again)))
+    assert dense == shipped
+    shipped_moe = json.loads(resources.files("tokenpace.simulator").joinpath("data", "efficiency_moe.json")
+                             .read_text("utf-8"))["efficiency"]
+    assert moe == [e for e in shipped_moe if e["gpu"] == ["l40s"]] and moe
 
 
 @pytest.mark.parametrize("engine", ["vllm", "trtllm", None])

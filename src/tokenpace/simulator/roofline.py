@@ -70,7 +70,7 @@ class RooflinePredictor:
         self.efficiency_file, self.engine = efficiency, engine
         self.gemm_precision = compute_precision(gpu, weights.compute)
         self.attention_precision = compute_precision(gpu, "fp8" if kv.compute == "fp8" else "bf16")
-        gemm = get_efficiency(gpu.id, self.gemm_precision, efficiency, engine)
+        gemm = get_efficiency(gpu.id, self.gemm_precision, efficiency, engine, moe=model.is_moe)
         attn = get_efficiency(gpu.id, self.attention_precision, efficiency, engine)
         head = get_efficiency(gpu.id, "bf16", efficiency, engine)
         self.efficiency = {"gemm": gemm, "attention": attn, "lm_head": head}
@@ -85,6 +85,11 @@ class RooflinePredictor:
         # ``by_size`` where it gives one: larger matrices run closer to peak).
         self.layer_gemm_weights = (model.attn_params_per_layer + model.expert_params) / tp
         gemm_eff = gemm.gemm_flops_at(self.layer_gemm_weights)
+        # A mixture of experts' layer at the catalog's MoE efficiency where it gives one, by one
+        # expert's weights on one GPU and the rows each touched expert gets (memoized by rows).
+        self._moe_efficiency = gemm if model.is_moe and gemm.moe_efficiency is not None else None
+        self._moe_expert_size = model.hidden_size * model.intermediate_size / tp
+        self._moe_at_rows: dict[float, float] = {}
         self._compute_eff = (gemm_eff, gemm_eff, attn.attention_prefill_flops, head.gemm_flops, 1.0)
         # Decode attention at the efficiency of this model's query heads per KV head (per GPU); a
         # kernel that reads each KV head once per query head (``decode_kv_reads``) reads G times the
@@ -273,22 +278,24 @@ class RooflinePredictor:
             # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
             p = self._groups(p_tokens, prompts, p_pairs + tiled, p_kv, 0, passes=1, logit_passes=prompts)
             if not dt:
-                return (*p[:2], *rest, self._compute_eff, p[3], self._ar_latency, tokens, p[2], 0, p[4], scan)
+                return (*p[:2], *rest, p[5], p[3], self._ar_latency, tokens, p[2], 0, p[4], scan)
             d = self._groups(dt, dt, d_pairs, d_kv, dt)
-            return (d[0] + p[0], d[1] + p[1], *rest, self._compute_eff * 2, d[3] + p[3],
+            return (d[0] + p[0], d[1] + p[1], *rest, d[5] + p[5], d[3] + p[3],
                     self._ar_latency, tokens, d[2] + p[2], dt, d[4] + p[4], scan)
-        c, m, decode_cmp, memory_eff, latency = self._groups(tokens, dt + prompts, d_pairs + p_pairs + tiled,
-                                                             d_kv + p_kv, dt)
-        return (c, m, *rest, self._compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens, latency,
+        c, m, decode_cmp, memory_eff, latency, compute_eff = self._groups(
+            tokens, dt + prompts, d_pairs + p_pairs + tiled, d_kv + p_kv, dt)
+        return (c, m, *rest, compute_eff, memory_eff, self._ar_latency, tokens, decode_cmp, tokens, latency,
                 scan)
 
     def _groups(self, tokens: int, logits: int, pairs: int, kv_tokens: int, dt: int,
                 passes: int | None = None, logit_passes: int | None = None) -> tuple:
         """Per operator group, the compute and memory seconds at peak of one kernel invocation over
         ``tokens`` rows (``dt`` of them decode tokens) of which ``logits`` need logits, the decode
-        tokens' share of the compute, and the groups' memory efficiencies and GEMM calls' fixed
+        tokens' share of the compute, and the groups' memory efficiencies, GEMM calls' fixed
         seconds at these rows (two GEMMs per layer and weight pass in the projections and the
-        MLP, one per LM-head pass).
+        MLP, one per LM-head pass) and compute efficiencies (a mixture of experts' MLP at the
+        catalog's MoE efficiency for these rows, where it gives one: both bounds, and no fixed
+        seconds of its own, as the measured layer holds them).
         ``passes``/``logit_passes``: reads of the weights / the LM head; None: as the row remainder
         says."""
         rg = self.params.row_group
@@ -317,6 +324,14 @@ class RooflinePredictor:
         eff, lat = (self._memory_for(rows, mlp_rows, logit_rows, passes, logit_passes) if self._by_rows
                     else (self._memory_eff, self._no_latency))
         lat = (*lat[:4], self._elementwise_fixed_s)  # the elementwise kernels' fixed time, once per invocation
+        compute_eff = self._compute_eff
+        if self._moe_efficiency is not None:
+            e = self._moe_at_rows.get(mlp_rows)
+            if e is None:
+                e = self._moe_efficiency.moe_efficiency_at(self._moe_expert_size, mlp_rows)
+                self._moe_at_rows[mlp_rows] = e
+            eff, lat = (eff[0], e, *eff[2:]), (lat[0], 0.0, *lat[2:])
+            compute_eff = (compute_eff[0], e, *compute_eff[2:])
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
         # the padding rows go to the prefill's share.
         decode_cmp = (min(dt, rows) * self._attn_proj_cmp_tok, min(dt, rows) * mlp_tok, 0.0,
@@ -325,7 +340,7 @@ class RooflinePredictor:
                  0.0),
                 (self._attn_proj_mem * passes, mlp_mem, kv_tokens * self._kv_mem_tok, self._lm_mem * logit_passes,
                  tokens * self._elementwise_mem_tok),
-                decode_cmp, eff, lat)
+                decode_cmp, eff, lat, compute_eff)
 
     def describe(self) -> dict[str, Any]:
         gemm, attn, head = self.efficiency["gemm"], self.efficiency["attention"], self.efficiency["lm_head"]
@@ -338,6 +353,9 @@ class RooflinePredictor:
                "elementwise_fused": self.fused_elementwise,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
                "allreduce_measured": self.allreduce.measured,  # the catalog's by_message at this TP
+               "moe_efficiency": (None if self._moe_efficiency is None else
+                                  {"expert_weights": self._moe_expert_size,
+                                   "by_size_rows": bool(self._moe_efficiency.moe_efficiency_by_size_rows)}),
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
                "engine": self.engine or "*",
                "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else ""),

@@ -27,6 +27,14 @@ ascending in GPUs then elements. The roofline interpolates it linearly at a step
 it has the step's GPU count (past the largest message, proportionally to the size), as the line
 of latency plus bytes at the bus bandwidth is too fast for mid-size messages (0.5-32 MB, a decode
 step's); at other GPU counts it prices the line.
+``moe_efficiency`` (optional: without it a mixture of experts' experts are priced with the GEMM
+figures) is a MoE layer's time as a fraction of its roofline at peak: max(the routed tokens'
+expert FLOPs at the compute peak, the touched experts' weight bytes at HBM bandwidth) over the
+measured latency; its ``by_size_rows``, ``[[expert weights, rows per expert, efficiency], ...]``
+ascending in weights then rows, gives it by one expert's weights on one GPU (hidden × expert
+intermediate / TP) and the GEMM rows each touched expert gets, interpolated linearly in rows and
+in the logarithm of the size, held past either end: fine-grained experts (Qwen3-30B-A3B's 2048 ×
+768) run their grouped GEMMs far further from peak than Mixtral's 4096 × 14336.
 """
 
 from __future__ import annotations
@@ -44,8 +52,12 @@ from tokenpace.simulator.catalog._files import builtin_entries, entries_of, norm
 FIGURES = ("gemm_flops", "weight_bandwidth", "attention_prefill_flops", "attention_decode_bandwidth",
            "elementwise_bandwidth", "allreduce_bus_bandwidth", "allreduce_base_latency_s",
            "allreduce_hop_latency_s", "elementwise_latency_s")
-_FRACTIONS = FIGURES[:6]
+OPTIONAL = ("moe_efficiency",)  # figures an entry may give and the catalog need not
+_FRACTIONS = FIGURES[:6] + OPTIONAL
 BUILTIN_FILES = ("efficiency", "efficiency_measured")  # data/<name>.json, in this order
+# data/efficiency_moe.json: the derived moe_efficiency figures (large curves), read only to price a
+# mixture of experts, so that a dense model's start-up does not parse them.
+MOE_FILE = "efficiency_moe"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +82,20 @@ class Efficiency:
     gemm_flops_by_size: tuple[tuple[float, float], ...] = ()
     # (GPUs, 16-bit elements, seconds of one all-reduce); () where none is measured
     allreduce_by_message: tuple[tuple[int, int, float], ...] = ()
+    moe_efficiency: float | None = None  # None: no MoE figure; experts priced as GEMMs
+    # (one expert's weights on one GPU, GEMM rows per touched expert, efficiency)
+    moe_efficiency_by_size_rows: tuple[tuple[float, float, float], ...] = ()
+
+    def moe_efficiency_at(self, expert_weights: float, rows: float) -> float | None:
+        """A MoE layer's efficiency for experts of ``expert_weights`` weights on one GPU, each
+        touched expert given ``rows`` rows: ``by_size_rows`` interpolated in rows and in log size
+        (held past the ends), else the one value; None where the catalog gives none."""
+        if not self.moe_efficiency_by_size_rows:
+            return self.moe_efficiency
+        sizes = sorted({w for w, _, _ in self.moe_efficiency_by_size_rows})
+        curves = {w: tuple((r, e) for ww, r, e in self.moe_efficiency_by_size_rows if ww == w) for w in sizes}
+        at = tuple((math.log(w), _interpolate(curves[w], rows, 1)) for w in sizes)
+        return _interpolate(at, math.log(max(expert_weights, 1.0)), 1)
 
     def allreduce_curve(self, gpus: int) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
         """(message elements, seconds) of one all-reduce over ``gpus`` GPUs as ``by_message``
@@ -117,36 +143,44 @@ class Efficiency:
             out["gemm_flops"]["by_size"] = [list(p) for p in self.gemm_flops_by_size]
         if self.allreduce_by_message:
             out["allreduce_bus_bandwidth"]["by_message"] = [list(p) for p in self.allreduce_by_message]
+        if self.moe_efficiency is not None:
+            out["moe_efficiency"] = {"value": self.moe_efficiency, "source": src.get("moe_efficiency", "")}
+            if self.moe_efficiency_by_size_rows:
+                out["moe_efficiency"]["by_size_rows"] = [list(p) for p in self.moe_efficiency_by_size_rows]
         return out
 
 
-def efficiency_entries(extra: str | Path | None = None) -> list[dict[str, Any]]:
-    """The built-in entries, then a user's (later entries win at the same specificity)."""
-    entries = [e for name in BUILTIN_FILES for e in builtin_entries("efficiency", name)]
+def efficiency_entries(extra: str | Path | None = None, moe: bool = False) -> list[dict[str, Any]]:
+    """The built-in entries (with ``moe``, the MoE figures' file too), then a user's (later entries
+    win at the same specificity)."""
+    names = BUILTIN_FILES + ((MOE_FILE,) if moe else ())
+    entries = [e for name in names for e in builtin_entries("efficiency", name)]
     if extra is not None:
         entries = entries + entries_of(read_json(extra), "efficiency")
     return entries
 
 
 def get_efficiency(gpu_id: str, compute: str, extra: str | Path | None = None,
-                   engine: str | None = None) -> Efficiency:
+                   engine: str | None = None, moe: bool = False) -> Efficiency:
     """Each figure from the most specific entry for ``gpu_id`` computing in ``compute`` under the
-    ``engine`` preset (None: entries for any engine only)."""
+    ``engine`` preset (None: entries for any engine only); ``moe``: with the built-in
+    ``moe_efficiency`` figures (a user's file may give one either way)."""
     gpu_id, compute = normalize(gpu_id), normalize(compute)
     engine = normalize(engine) if engine else None
     if extra is None:  # the built-in catalog alone: resolved once per process (a plan builds many predictors)
-        return _builtin_efficiency(gpu_id, compute, engine)
-    return _resolve(gpu_id, compute, extra, engine)
+        return _builtin_efficiency(gpu_id, compute, engine, moe)
+    return _resolve(gpu_id, compute, extra, engine, moe)
 
 
 @lru_cache(maxsize=256)
-def _builtin_efficiency(gpu_id: str, compute: str, engine: str | None) -> Efficiency:
-    return _resolve(gpu_id, compute, None, engine)
+def _builtin_efficiency(gpu_id: str, compute: str, engine: str | None, moe: bool = False) -> Efficiency:
+    return _resolve(gpu_id, compute, None, engine, moe)
 
 
-def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | None) -> Efficiency:
+def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | None,
+             moe: bool = False) -> Efficiency:
     best: dict[str, tuple] = {}  # figure -> (specificity, order, value, source, curve)
-    for order, e in enumerate(efficiency_entries(extra)):
+    for order, e in enumerate(efficiency_entries(extra, moe)):
         gpus = e.get("gpu", "*")
         gpus = [gpus] if isinstance(gpus, str) else list(gpus)
         on_gpu = gpu_id in {normalize(g) for g in gpus}
@@ -159,7 +193,7 @@ def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | 
         if eng not in ("*", engine):
             continue
         rank = 4 * on_gpu + 2 * (prec == compute) + (eng == engine)
-        for f in FIGURES:
+        for f in FIGURES + OPTIONAL:
             if f not in e:
                 continue
             value, source, curve = _figure(e[f], f)
@@ -168,11 +202,14 @@ def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | 
     missing = [f for f in FIGURES if f not in best]
     if missing:
         raise UsageError(f"efficiency catalog gives no {', '.join(missing)} for {gpu_id} {compute} (add a '*' entry)")
-    return Efficiency(**{f: best[f][2] for f in FIGURES}, sources=tuple((f, best[f][3]) for f in FIGURES),
+    moe = best.get("moe_efficiency")
+    given = [f for f in FIGURES + OPTIONAL if f in best]
+    return Efficiency(**{f: best[f][2] for f in FIGURES}, sources=tuple((f, best[f][3]) for f in given),
                       weight_bandwidth_by_rows=best["weight_bandwidth"][4],
                       attention_decode_by_group=best["attention_decode_bandwidth"][4],
                       gemm_flops_by_size=best["gemm_flops"][4],
-                      allreduce_by_message=best["allreduce_bus_bandwidth"][4])
+                      allreduce_by_message=best["allreduce_bus_bandwidth"][4],
+                      moe_efficiency=moe[2] if moe else None, moe_efficiency_by_size_rows=moe[4] if moe else ())
 
 
 def _interpolate(curve: tuple, x: float, column: int) -> float:
@@ -187,8 +224,8 @@ def _interpolate(curve: tuple, x: float, column: int) -> float:
 
 
 def _figure(raw: Any, name: str) -> tuple[float, str, tuple]:
-    """(value, source, curve): the curve is ``by_rows``, ``by_group``, ``by_size`` or ``by_message``
-    where the figure takes one."""
+    """(value, source, curve): the curve is ``by_rows``, ``by_group``, ``by_size``, ``by_message`` or
+    ``by_size_rows`` where the figure takes one."""
     value, source = (raw.get("value"), str(raw.get("source", ""))) if isinstance(raw, dict) else (raw, "")
     value = _number(value, name)
     if isinstance(raw, dict) and raw.get("by_message"):
@@ -203,6 +240,19 @@ def _figure(raw: Any, name: str) -> tuple[float, str, tuple]:
         keys = [(n, e) for n, e, _ in points]
         if keys != sorted(set(keys)) or min(n for n, _ in keys) < 2 or min(e for _, e in keys) < 1:
             raise UsageError(f"{name} by_message must be ascending in GPUs (at least 2), then elements (at least 1)")
+        return value, source, points
+    if isinstance(raw, dict) and raw.get("by_size_rows"):
+        if name != "moe_efficiency":
+            raise UsageError(f"efficiency figure {name} takes no by_size_rows (only moe_efficiency does)")
+        try:
+            triples = [(float(w), float(r), v) for w, r, v in raw["by_size_rows"]]
+        except (TypeError, ValueError):
+            raise UsageError(f"{name} by_size_rows must be [[expert weights, rows per expert, efficiency], "
+                             "...]") from None
+        points = tuple((w, r, _number(v, name)) for w, r, v in triples)
+        keys = [(w, r) for w, r, _ in points]
+        if keys != sorted(set(keys)) or min(w for w, _ in keys) < 1 or min(r for _, r in keys) < 1:
+            raise UsageError(f"{name} by_size_rows must be ascending in expert weights, then rows (each at least 1)")
         return value, source, points
     if isinstance(raw, dict) and raw.get("by_group"):
         if name != "attention_decode_bandwidth":

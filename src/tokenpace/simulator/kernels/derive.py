@@ -42,6 +42,17 @@ kernel per dtype, exact at grid points) over representative shapes:
   step's messages) the two-figure line runs up to 2.5 times faster than the tables (TP8 on H100,
   1M elements: 14 against 35 µs).
 
+- ``moe_efficiency``: every gated mixture-of-experts shape and TP the engine's MoE tables measured
+  without expert parallelism in the figure's precision (read as ``--predictor kernels`` reads
+  them: ``moe.moe_table``), at each token count measured: max(the routed tokens' expert FLOPs on
+  one GPU, k·T·(3·hidden·inter/tp)·2, at the compute peak; the touched experts' weight bytes on
+  one GPU at HBM bandwidth, E(1 − (1 − k/E)^T) experts as the roofline counts them) over the
+  measured latency. ``by_size_rows``: each shape's curve at the rows per touched expert of
+  ``MOE_ROWS`` (within the rows it measured), keyed by one GPU's share of an expert (hidden ×
+  inter / tp, as the roofline looks it up; the median where shapes share a size). Measured efficiencies differ by
+  expert size more than by anything else (B200 NVFP4 under TensorRT-LLM: 0.05-0.32 at
+  Qwen3-30B-A3B's 2048 × 768 experts, 0.19-0.34 at Mixtral's 4096 × 14336).
+
 Each figure but the two lines (weight streaming, all-reduce latency) is the median of its
 samples, each sample counted at most 1 (``capped``); the spread (min, max, count), or the line's
 error on the tables, goes in its source. The elementwise passes have no table on these GPUs and are not derived. Nothing here runs at simulation
@@ -56,6 +67,7 @@ import numpy as np
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, get_gpu, list_models
+from tokenpace.simulator.kernels.moe import moe_shapes, moe_table
 from tokenpace.simulator.kernels.predictor import attention_heads_per_gpu, layer_gemm_shapes
 from tokenpace.simulator.kernels.tables import BORROWED, KernelTables
 
@@ -71,6 +83,7 @@ DECODE_MIN_KV_BYTES = 128 << 20  # a layer's KV reads past every one of these GP
 ALLREDUCE_SMALL_ELEMENTS = 4096  # one token of a 4,096-wide model
 ALLREDUCE_LARGE_ELEMENTS = 2**25  # 64 MB of 16-bit values: NCCL's bandwidth regime
 ALLREDUCE_GPUS = (2, 4, 8)
+MOE_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # GEMM rows per touched expert
 SERVING_WEIGHT_BYTES = 40e9  # a model is served at the smallest TP whose 16-bit weights per GPU fit this
 # compute -> (GEMM dtype, bytes per weight, KV dtype); NVFP4 weights come with an FP8 KV cache, whose
 # attention the "fp8" entry prices (the roofline attends at the KV's precision), so "fp4" has GEMMs only.
@@ -217,6 +230,42 @@ def attention_efficiency(tables: list[KernelTables], gpu: GPU, compute: str,
     return p, d
 
 
+def moe_efficiency(tables: list[KernelTables], gpu: GPU, compute: str) -> Figure | None:
+    """``moe_efficiency`` for ``compute`` weights from the MoE tables of ``tables`` (pooled); None
+    where none measured a gated MoE at TP1 in that precision."""
+    _, bpw, _ = DTYPES[compute]
+    weights = {"bf16": "bf16", "fp8": "fp8", "fp4": "nvfp4"}[compute]
+    peak, bw = gpu.peak_flops(compute), gpu.hbm_bytes_s
+    samples, by_size, said = [], {}, set()
+    for t in tables:
+        for hidden, inter, k, e, tp in moe_shapes(t, weights):
+            try:
+                m = moe_table(t, weights, hidden, inter, k, e, tp=tp)
+            except UsageError:  # measured only with a kernel we do not read (min-latency, non-gated)
+                continue
+            said.add(f"{t.backend} {m.version} {m.kernel} {m.dtype} {m.distribution}")
+            tokens = m.tokens
+            expert = 3 * hidden * inter / tp  # one GPU's share of an expert
+            touched = e * (1.0 - (1.0 - k / e) ** tokens)
+            ideal = np.maximum(2 * tokens * k * expert / peak, touched * expert * bpw / bw)
+            eff = capped(ideal / (m.ms * MS))
+            samples += list(eff)
+            rows = tokens * k / touched
+            curve = by_size.setdefault(hidden * inter // tp, {})
+            for r in MOE_ROWS:
+                if rows[0] <= r <= rows[-1]:
+                    curve.setdefault(r, []).append(float(np.interp(r, rows, eff)))
+    if not samples:
+        return None
+    points = tuple((w, r, round(float(np.median(v)), 4)) for w, c in sorted(by_size.items()) for r, v in sorted(c.items()))
+    return figure(samples, f"MoE layers ({'; '.join(sorted(said))}), {len(by_size)} expert sizes on one GPU (every "
+                           f"shape and TP measured without expert parallelism), every token count measured: "
+                           f"max(2 k T 3 h i / tp / {peak / 1e12:g} TFLOP/s, touched experts x 3 h i / tp x {bpw:g} "
+                           f"B / {bw / 1e12:g} TB/s) / latency; by_size_rows: [h x i / tp, rows per touched expert, "
+                           "efficiency], each shape interpolated at those rows (the median where shapes share a "
+                           "size)", points)
+
+
 def allreduce_efficiency(tables: list[KernelTables], gpu: GPU) -> tuple[Figure, Figure, Figure] | None:
     """(allreduce_bus_bandwidth, allreduce_base_latency_s, allreduce_hop_latency_s); None where no
     all-reduce over 2, 4 or 8 GPUs is measured. With several tables, the latency at each GPU count
@@ -279,7 +328,7 @@ def _as_entry(figures: dict[str, Figure], where: str) -> dict:
         e = {"value": round(f.value, 4) if f.value >= 1e-3 else float(f"{f.value:.4g}"), "source": _source(f, where)}
         if f.by_rows:  # weight streaming's by rows, decode attention's by group, GEMM FLOPs' by size
             key = {"attention_decode_bandwidth": "by_group", "gemm_flops": "by_size",
-                   "allreduce_bus_bandwidth": "by_message"}.get(name, "by_rows")
+                   "allreduce_bus_bandwidth": "by_message", "moe_efficiency": "by_size_rows"}.get(name, "by_rows")
             e[key] = [list(p) for p in f.by_rows]
         out[name] = e
     return out
@@ -307,6 +356,9 @@ def catalog_entries(gpu_ids: list[str], gpu: GPU, tables: list[KernelTables], ai
             attn = attention_efficiency(ts, gpu, compute, shapes[compute]) if compute != "fp4" else None
             if attn:
                 figs["attention_prefill_flops"], figs["attention_decode_bandwidth"] = attn
+            moe = moe_efficiency(ts, gpu, compute)
+            if moe:
+                figs["moe_efficiency"] = moe
             if figs:
                 entries.append({"gpu": gpu_ids, "compute": compute, "engine": engine, **_as_entry(figs, where)})
         ar = allreduce_efficiency(ts, gpu)
@@ -322,6 +374,15 @@ def catalog_entries(gpu_ids: list[str], gpu: GPU, tables: list[KernelTables], ai
     for part in borrowed:
         out += [borrowed_part(e, gpu, part) for e in entries]
     return out
+
+
+def split_moe(entries: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``entries`` as the two catalog files hold them: every figure but ``moe_efficiency``
+    (data/efficiency_measured.json), and the ``moe_efficiency`` figures alone (data/efficiency_moe.json,
+    read only to price a mixture of experts)."""
+    dense = [{k: v for k, v in e.items() if k != "moe_efficiency"} for e in entries]
+    moe = [{k: e[k] for k in ("gpu", "compute", "engine", "moe_efficiency")} for e in entries if "moe_efficiency" in e]
+    return dense, moe
 
 
 def borrowed_part(entry: dict, measured: GPU, part: GPU) -> dict:

@@ -76,3 +76,17 @@ def moe_table(tables: KernelTables, weights: str, hidden: int, inter: int, topk:
     raise UsageError(f"no measured MoE layer of {experts} experts, top-{topk}, hidden {hidden}, expert "
                      f"intermediate {inter}, {weights} weights at TP{tp} for {tables.backend} on {tables.system}; "
                      "use --predictor roofline")
+
+
+def moe_shapes(tables: KernelTables, weights: str) -> list[tuple[int, int, int, int, int]]:
+    """(hidden, inter, topk, experts, TP) of every MoE shape this engine's tables measured without
+    expert parallelism in ``weights``' MoE dtypes, in any version."""
+    base = tables.dir / "moe" / tables.backend
+    dtypes = MOE_DTYPES.get(weights, ())
+    keys = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size")
+    shapes: set[tuple[int, int, int, int, int]] = set()
+    for path in sorted(base.glob("*/moe_perf.parquet")) if base.is_dir() else []:
+        d = _read(path, ["moe_dtype", *keys, "moe_ep_size"])
+        sel = (d["moe_ep_size"] == 1) & np.isin(d["moe_dtype"].astype(str), dtypes)
+        shapes |= {tuple(int(x) for x in row) for row in zip(*(d[c][sel] for c in keys))}
+    return sorted(shapes)
