@@ -14,8 +14,8 @@ from tokenpace.simulator.spec_decode import SpecDecodeConfig
 # Step-time models a config can name: what each prices a step from.
 PREDICTORS = {
     "roofline": "FLOPs and bytes at efficiencies by GPU, precision, engine and operator (data/efficiency.json; "
-                "measured GPUs: data/efficiency_measured.json, derived from aiconfigurator-core's tables)",
-    "kernels": "silicon-measured GEMM, attention and all-reduce tables (aiconfigurator-core; "
+                "measured GPUs: data/efficiency_measured.json, _moe.json, from aiconfigurator-core's tables)",
+    "kernels": "silicon-measured GEMM, attention, MoE and all-reduce tables (aiconfigurator-core; "
                "pip install 'tokenpace[kernels]'), the rest as the roofline",
 }
 

@@ -2,7 +2,8 @@
 extra: ``pip install 'tokenpace[kernels]'``).
 
 ``tables.py`` finds and reads the tables (GEMM, context and generation attention, all-reduce) for
-one GPU, engine and version and interpolates them; ``predictor.py`` prices an engine step from them
+one GPU, engine and version and interpolates them; ``moe.py`` reads a mixture of experts' layer
+from the MoE tables; ``predictor.py`` prices an engine step from them
 behind the ``StepPredictor`` interface, with lookups precomputed per model so a step costs
 microseconds.
 """
