@@ -149,6 +149,19 @@ def test_a_what_if_compares_a_candidate_with_its_twin_in_the_plans_own_figures(t
     assert f": {verdict}:" in line
 
 
+def test_a_what_if_on_a_gpu_without_a_price_says_the_cost_is_unknown(tmp_path):
+    """The B200 has no price in the example table: its what-if still compares the twins' replicas and
+    latencies, and says the cost is unknown (it crashed the whole plan before)."""
+    out = tmp_path / "plan.json"
+    proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "10", "--gpus", "b200", "--tp", "1",
+               "--input-tokens", "512", "--output-tokens", "128", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["unpriced"] and not doc["ranked"]
+    line = next(w for w in doc["what_ifs"] if w.startswith("FP8 weights on 1 x B200 TP1 BF16"))
+    assert "cost unknown (no price for b200)" in line and "replicas" in line and "TTFT p99" in line
+
+
 def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_left_out(tmp_path, kernel_tables):
     out = tmp_path / "plan.json"
     proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "10", "--gpus", "h100-sxm,l4", "--quant", "bf16",

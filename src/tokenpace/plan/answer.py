@@ -170,11 +170,15 @@ def _what_if(name: str, base: Evaluation, alt: Evaluation, t: Any) -> str:
     if not base.meets:
         return f"{name} on {where}: needed; with it the SLO is met ({alt.replicas} replicas), without it not"
     b, a = base.cost(t), alt.cost(t)
+    latency = (f"TTFT p99 {base.at_rate.ttft_p99_ms:,.0f} -> {alt.at_rate.ttft_p99_ms:,.0f} ms, "
+               f"TPOT p99 {_ms(base.at_rate.tpot_p99_ms)} -> {_ms(alt.at_rate.tpot_p99_ms)}")
+    if a is None or b is None:  # a GPU without a price (give one with --prices)
+        return (f"{name} on {where}: {base.replicas} -> {alt.replicas} replicas, cost unknown "
+                f"(no price for {base.candidate.gpu}), {latency}")
     verdict = ("pays" if a["usd_per_hour"] < b["usd_per_hour"] else
                "costs more" if a["usd_per_hour"] > b["usd_per_hour"] else "costs the same")
     return (f"{name} on {where}: {verdict}: {base.replicas} -> {alt.replicas} replicas, "
-            f"${b['usd_per_hour']:,.2f} -> ${a['usd_per_hour']:,.2f}/h, TTFT p99 {base.at_rate.ttft_p99_ms:,.0f} -> "
-            f"{alt.at_rate.ttft_p99_ms:,.0f} ms, TPOT p99 {_ms(base.at_rate.tpot_p99_ms)} -> {_ms(alt.at_rate.tpot_p99_ms)}")
+            f"${b['usd_per_hour']:,.2f} -> ${a['usd_per_hour']:,.2f}/h, {latency}")
 
 
 def _ms(v: float | None) -> str:
