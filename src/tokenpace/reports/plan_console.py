@@ -33,12 +33,17 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
     note = (f"; its median error on published measurements: throughput {band['throughput']:.0%}, TTFT "
             f"{band['ttft']:.0%}, TPOT {band['tpot']:.0%}" if band else f"; {pred['error_band'].get('note', '')}")
     console.print(f"priced by: {pred['name']}{note} ({pred['error_band']['source']})")
-    console.print(f"{doc['candidates']} candidates: {len(doc['ranked'])} meet the SLO, {len(doc['rejected'])} do not "
-                  f"or were not simulated")
+    unpriced = doc.get("unpriced") or []
+    console.print(f"{doc['candidates']} candidates: {len(doc['ranked'])} meet the SLO"
+                  + (f", {len(unpriced)} meet it on a GPU without a price" if unpriced else "")
+                  + f", {len(doc['rejected'])} do not or were not simulated")
     if doc["winner"]:
         console.print(f"\n[bold green]Winner[/]: {doc['winner']['sentence']}")
         for engine, line in doc["winner"]["flags"].items():
             console.print(f"  {engine}: {line}")
+    elif unpriced:
+        console.print("\n[bold yellow]No priced candidate meets the SLO;[/] those below do, on GPUs the price table "
+                      "lacks (give their prices with --prices FILE to rank them).")
     else:
         console.print("\n[bold red]No candidate meets the SLO at this traffic.[/]")
     if doc["ranked"]:
@@ -57,6 +62,16 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print(table)
         console.print("* on the Pareto frontier of cost against p99 TTFT; capacity and headroom are "
                       f"measured for the {doc['finalists']} cheapest")
+    if unpriced:
+        table = Table(title="Meet the SLO, no price (--prices FILE)", show_lines=False)
+        for col in ("deployment", "replicas", "GPUs", "max req/s each", "TTFT p99", "TPOT p99", "limit"):
+            table.add_column(col, justify="left" if col == "deployment" else "right")
+        for r in unpriced[:20]:
+            a = r["at_rate"]
+            table.add_row(r["candidate"]["label"], str(r["replicas"]), str(r["replicas"] * r["candidate"]["tp"]),
+                          _num(r["max_rps_per_replica"], "{:.2f}"), _ms(a["ttft_p99_ms"]), _ms(a["tpot_p99_ms"]),
+                          r["binding"] or "")
+        console.print(table)
     why = Counter(("no measured tables" if r["binding"] == "predictor" else "pruned" if r["pruned"]
                    else r["binding"] or "no price") for r in doc["rejected"])
     if why:

@@ -34,6 +34,9 @@ def render_plan_html(doc: dict[str, Any]) -> str:
     if w:
         flags = "".join(f"<li><b>{esc(k)}</b>: <code>{esc(v)}</code></li>" for k, v in w["flags"].items())
         winner = f'<p class="winner">{esc(w["sentence"])}</p><ul>{flags}</ul>'
+    elif doc.get("unpriced"):
+        winner = ("<p>No priced candidate meets the SLO; those under “Meet the SLO, no price” do, on GPUs the "
+                  "price table lacks (give their prices with <code>--prices FILE</code> to rank them).</p>")
     else:
         winner = "<p>No candidate meets the SLO at this traffic.</p>"
     figures = ""
@@ -54,6 +57,12 @@ def render_plan_html(doc: dict[str, Any]) -> str:
                      "—" if r["headroom"] is None else f"{r['headroom']:+.0%}",
                      num(r["at_rate"]["ttft_p99_ms"], 0), num(r["at_rate"]["tpot_p99_ms"], 1), r["binding"] or "—")
                     for r in doc["ranked"]])
+    unpriced = table(("deployment", "replicas", "GPUs", "capacity req/s each", "TTFT p99 ms", "TPOT p99 ms",
+                      "binding limit"),
+                     [(r["candidate"]["label"], r["replicas"], r["replicas"] * r["candidate"]["tp"],
+                       num(r["max_rps_per_replica"], 2), num(r["at_rate"]["ttft_p99_ms"], 0),
+                       num(r["at_rate"]["tpot_p99_ms"], 1), r["binding"] or "—")
+                      for r in doc.get("unpriced") or []])
     why = Counter(("no measured kernel tables for its GPU" if r["binding"] == "predictor" else
                    "pruned (costs more than the finalists at best)" if r["pruned"] else
                    {"memory": "does not fit in memory"}.get(r["binding"], f"misses {r['binding']} even nearly idle"))
@@ -64,6 +73,7 @@ def render_plan_html(doc: dict[str, Any]) -> str:
     body = (f"<h1>{esc(title)}</h1>" + section("asked", "What was asked", asked)
             + section("winner", "Winner", winner) + (section("curves", "Curves", figures) if figures else "")
             + section("ranked", "Meet the SLO, cheapest first", ranked)
+            + (section("unpriced", "Meet the SLO, no price", unpriced) if doc.get("unpriced") else "")
             + section("rejected", "The rest", rejected) + section("prices", "Prices", prices))
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")
