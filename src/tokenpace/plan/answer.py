@@ -53,7 +53,7 @@ def answer(config: Any, evaluations: list[Evaluation]) -> dict[str, Any]:
 
 def _predictor(config: Any, band: dict[str, Any]) -> dict[str, Any]:
     if getattr(config, "predictor", "roofline") == "kernels":
-        return {"name": "kernels", "detail": "step costs from aiconfigurator-core's measured GEMM, attention "
+        return {"name": "kernels", "detail": "step costs from aiconfigurator-core's measured GEMM, attention, MoE "
                 "and all-reduce tables; queueing from the event simulation", "error_band": band["kernels"]}
     if config.calibration:
         return {"name": "calibration", "file": config.calibration,
