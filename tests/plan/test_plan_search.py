@@ -150,21 +150,21 @@ def test_a_what_if_compares_a_candidate_with_its_twin_in_the_plans_own_figures(t
 
 
 def test_a_gpu_without_a_price_is_shown_as_meeting_the_slo_and_its_what_if_says_the_cost_is_unknown(tmp_path):
-    """The B200 has no price in the example table. Its candidates that meet the SLO are listed as such
+    """The GB200 has no price in the example table. Its candidates that meet the SLO are listed as such
     (the console said "No candidate meets the SLO" before), and its what-if still compares the twins'
     replicas and latencies, saying the cost is unknown (it crashed the whole plan before)."""
     out, html = tmp_path / "plan.json", tmp_path / "plan.html"
-    proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "10", "--gpus", "b200", "--tp", "1",
+    proc = cli("plan", "--model", "llama-3.1-8b", "--rate", "10", "--gpus", "gb200", "--tp", "1",
                "--input-tokens", "512", "--output-tokens", "128", "--out", str(out), "--html", str(html))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["unpriced"] and not doc["ranked"] and doc["winner"] is None
-    line = next(w for w in doc["what_ifs"] if w.startswith("FP8 weights on 1 x B200 TP1 BF16"))
-    assert "cost unknown (no price for b200)" in line and "replicas" in line and "TTFT p99" in line
+    line = next(w for w in doc["what_ifs"] if w.startswith("FP8 weights on 1 x GB200"))
+    assert "cost unknown (no price for gb200)" in line and "replicas" in line and "TTFT p99" in line
     assert f"{len(doc['unpriced'])} meet it on a GPU without a price" in proc.stdout
     assert "No candidate meets the SLO" not in proc.stdout and "--prices FILE" in proc.stdout
     page = html.read_text()
-    assert 'Meet the SLO, no price' in page and "1 x B200 TP1 BF16 (vllm)" in page
+    assert 'Meet the SLO, no price' in page and "1 x GB200 (one Blackwell GPU of a GB200 NVL72) TP1 BF16 (vllm)" in page
 
 
 def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_left_out(tmp_path, kernel_tables):
