@@ -32,8 +32,9 @@ Per step, for all layers on one GPU:
   experts' weights at this part's copy rate, as for the GEMMs.
 
 The tables are those of the engine preset (``--engine``; vLLM's without one) at the newest version
-the package ships, for the GPU (a MoE table: that version, else the newest that measured the shape). For a fixed decode batch the step time is
-piecewise affine in the total context (linear between the table's KV-length grid points);
+the package ships, for the GPU (a MoE table: that version, else the newest that measured the
+shape). For a fixed decode batch the step time is piecewise affine in the total context (linear
+between the table's KV-length grid points);
 ``decode_run_s`` prices a run of such steps as arrays, float for float what ``step_s`` gives each.
 """
 
