@@ -10,7 +10,8 @@ fitted to any point.
 
 Then, apart, the extra published points of ``extra_points.json`` (beside this script: NIM's
 closed-loop table under load, read over its steady state, and vLLM CI latency runs under TP), with
-medians of their own, so the issue's figures stay comparable from run to run.
+medians of their own, so the issue's figures stay comparable from run to run, and again for their
+dense models alone (mixture-of-experts rows left out), so those stay comparable as MoE rows join.
 
     .venv/bin/python benchmarks/sim_fidelity.py                          # ../shared/published_points.json
     .venv/bin/python benchmarks/sim_fidelity.py --points PATH --json     # another file; machine-readable
@@ -36,7 +37,7 @@ from _fidelity_points import Setup, published_points, reference_points  # noqa: 
 import dataclasses  # noqa: E402
 
 from tokenpace.errors import UsageError  # noqa: E402
-from tokenpace.simulator import RooflineParams, SimConfig, SimRequest, simulate  # noqa: E402
+from tokenpace.simulator import RooflineParams, SimConfig, SimRequest, get_model, simulate  # noqa: E402
 from tokenpace.simulator.kernels import tables_available  # noqa: E402
 
 WHENS = ("before", "after", "kernels", "aic")
@@ -125,7 +126,7 @@ def run(setups: list[Setup]) -> list[dict]:
         for metric, published in s.published.items():
             row = {"point": s.name, "metric": metric, "group": group_of(metric), "published": published,
                    "source": s.source, "kind": s.kind, "input": s.prompt, "output": s.output, "requests": s.n,
-                   "assumptions": s.assumptions, "wall_s": round(wall, 2)}
+                   "assumptions": s.assumptions, "wall_s": round(wall, 2), "moe": get_model(s.after.model).is_moe}
             for when, m in got.items():
                 if metric not in m:
                     continue
@@ -210,6 +211,7 @@ def main() -> None:
     extra_summ = summary(extra_rows)
     if args.json:
         print(json.dumps({"roofline": RooflineParams().to_dict(), "summary": summ, "extra_summary": extra_summ,
+                          "extra_dense_summary": summary([r for r in extra_rows if not r["moe"]]),
                           "rows": rows + extra_rows}, indent=2))
         return
     print("Roofline: library defaults " + ", ".join(f"{k}={v}" for k, v in RooflineParams().to_dict().items())
@@ -217,6 +219,10 @@ def main() -> None:
     report(rows, summ, "the issue's points (REFERENCE section 5 and published_points.json)")
     if extra_rows:
         report(extra_rows, extra_summ, f"the extra points ({args.extra.name}), apart from the issue's")
+        dense = [r for r in extra_rows if not r["moe"]]
+        if len(dense) < len(extra_rows):  # the dense rows' medians stay comparable as MoE rows are added
+            print("\nThe extra points' dense models alone (mixtures of experts left out):")
+            medians(summary(dense))
 
 
 def report(rows: list[dict], summ: dict, title: str) -> None:
@@ -242,6 +248,16 @@ def report(rows: list[dict], summ: dict, title: str) -> None:
               f"{kern}{pre}")
     print("\nMedian |error| by metric group (before -> after roofline; kernels, and the roofline on the "
           "points the kernels cover):")
+    medians(summ)
+    for when in ("after", "kernels", "aic"):
+        worst = sorted((r for r in rows if r.get(f"{when}_error_pct") is not None),
+                       key=lambda r: -abs(r[f"{when}_error_pct"]))[:6]
+        print(f"\nWorst points, {when}:")
+        for r in worst:
+            print(f"  {r[f'{when}_error_pct']:+6.1f}%  {r['point']} {r['metric']}")
+
+
+def medians(summ: dict) -> None:
     for g, v in summ.items():
         if v["points"]:
             print(f"  {g:<11} {v['points']:>2} points  {v['before_median_abs_error_pct']:>5}% -> "
@@ -254,12 +270,6 @@ def report(rows: list[dict], summ: dict, title: str) -> None:
                       f"kernels {v['kernels_on_aic_points_median_abs_error_pct']}% on those)")
         else:
             print(f"  {g:<11}  0 points")
-    for when in ("after", "kernels", "aic"):
-        worst = sorted((r for r in rows if r.get(f"{when}_error_pct") is not None),
-                       key=lambda r: -abs(r[f"{when}_error_pct"]))[:6]
-        print(f"\nWorst points, {when}:")
-        for r in worst:
-            print(f"  {r[f'{when}_error_pct']:+6.1f}%  {r['point']} {r['metric']}")
 
 
 if __name__ == "__main__":
