@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from tokenpace.simulator.allreduce import AllReduceCost
-from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
-from tokenpace.simulator.catalog.efficiency import Efficiency, get_efficiency
+from tokenpace.simulator.catalog import GPU, ModelSpec, Precision, experts_touched
+from tokenpace.simulator.catalog.efficiency import Efficiency, curve_at, get_efficiency
 from tokenpace.simulator.elementwise import QUANTIZED_INPUT_BYTES, elementwise_bytes, elementwise_kernels
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.step import StepBatch, context_total
@@ -85,11 +85,11 @@ class RooflinePredictor:
         # ``by_size`` where it gives one: larger matrices run closer to peak).
         self.layer_gemm_weights = (model.attn_params_per_layer + model.expert_params) / tp
         gemm_eff = gemm.gemm_flops_at(self.layer_gemm_weights)
-        # A mixture of experts' layer at the catalog's MoE efficiency where it gives one, by one
-        # expert's weights on one GPU and the rows each touched expert gets (memoized by rows).
-        self._moe_efficiency = gemm if model.is_moe and gemm.moe_efficiency is not None else None
+        # A mixture of experts' layer at the catalog's MoE efficiency where it gives one: its curve
+        # by the rows each touched expert gets, at one expert's weights on one GPU.
         self._moe_expert_size = model.hidden_size * model.intermediate_size / tp
-        self._moe_at_rows: dict[float, float] = {}
+        self._moe_curve = (gemm.moe_curve_at(self._moe_expert_size)
+                           if model.is_moe and gemm.moe_efficiency is not None else None)
         self._compute_eff = (gemm_eff, gemm_eff, attn.attention_prefill_flops, head.gemm_flops, 1.0)
         # Decode attention at the efficiency of this model's query heads per KV head (per GPU); a
         # kernel that reads each KV head once per query head (``decode_kv_reads``) reads G times the
@@ -312,7 +312,7 @@ class RooflinePredictor:
         model = self.model
         if model.is_moe:
             e, k = model.num_experts, model.experts_per_token
-            touched = e * (1.0 - (1.0 - k / e) ** tokens)
+            touched = experts_touched(e, k, tokens)
             mlp_tok = k * self._expert_cmp_tok + self._router_cmp_tok
             mlp_cmp = rows * mlp_tok
             mlp_mem = touched * self._expert_mem * passes
@@ -325,11 +325,8 @@ class RooflinePredictor:
                     else (self._memory_eff, self._no_latency))
         lat = (*lat[:4], self._elementwise_fixed_s)  # the elementwise kernels' fixed time, once per invocation
         compute_eff = self._compute_eff
-        if self._moe_efficiency is not None:
-            e = self._moe_at_rows.get(mlp_rows)
-            if e is None:
-                e = self._moe_efficiency.moe_efficiency_at(self._moe_expert_size, mlp_rows)
-                self._moe_at_rows[mlp_rows] = e
+        if self._moe_curve is not None:
+            e = curve_at(self._moe_curve, mlp_rows)
             eff, lat = (eff[0], e, *eff[2:]), (lat[0], 0.0, *lat[2:])
             compute_eff = (compute_eff[0], e, *compute_eff[2:])
         # The decode tokens' share of the GEMMs' FLOPs (their rows, each with its logits); under "pad"
@@ -353,9 +350,9 @@ class RooflinePredictor:
                "elementwise_fused": self.fused_elementwise,
                "allreduce_bus_bandwidth": gemm.allreduce_bus_bandwidth, "allreduce_latency_s": self._ar_latency,
                "allreduce_measured": self.allreduce.measured,  # the catalog's by_message at this TP
-               "moe_efficiency": (None if self._moe_efficiency is None else
+               "moe_efficiency": (None if self._moe_curve is None else
                                   {"expert_weights": self._moe_expert_size,
-                                   "by_size_rows": bool(self._moe_efficiency.moe_efficiency_by_size_rows)}),
+                                   "by_rows": [list(p) for p in self._moe_curve]}),
                "replaced_by": [k for k in ("mfu", "mbu") if getattr(self.params, k) is not None],
                "engine": self.engine or "*",
                "catalog": "data/efficiency.json" + (f" + {self.efficiency_file}" if self.efficiency_file else ""),

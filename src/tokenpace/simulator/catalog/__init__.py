@@ -18,14 +18,14 @@ from tokenpace.simulator.catalog._files import (
     build, builtin_entries, entries_of, find, looks_like_path, read_json,
 )
 from tokenpace.simulator.catalog.gpu import GPU
-from tokenpace.simulator.catalog.model import ModelSpec, from_hf_config
+from tokenpace.simulator.catalog.model import ModelSpec, experts_touched, from_hf_config
 from tokenpace.simulator.catalog.precision import Precision
 
 __all__ = [
     "GPU", "ModelSpec", "Precision",
     "get_gpu", "get_model", "get_precision",
     "list_gpus", "list_models", "list_precisions",
-    "is_gguf_file", "load_model_file",
+    "is_gguf_file", "load_model_file", "experts_touched",
 ]
 
 

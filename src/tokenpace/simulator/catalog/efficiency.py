@@ -86,16 +86,30 @@ class Efficiency:
     # (one expert's weights on one GPU, GEMM rows per touched expert, efficiency)
     moe_efficiency_by_size_rows: tuple[tuple[float, float, float], ...] = ()
 
-    def moe_efficiency_at(self, expert_weights: float, rows: float) -> float | None:
-        """A MoE layer's efficiency for experts of ``expert_weights`` weights on one GPU, each
-        touched expert given ``rows`` rows: ``by_size_rows`` interpolated in rows and in log size
-        (held past the ends), else the one value; None where the catalog gives none."""
+    def moe_curve_at(self, expert_weights: float) -> tuple[tuple[float, float], ...] | None:
+        """(rows per touched expert, efficiency) of a MoE layer whose experts hold ``expert_weights``
+        weights on one GPU: ``by_size_rows`` interpolated in log size between the two sizes around
+        it (held past the ends), on the union of their rows, so that ``curve_at`` interpolating
+        it in rows is exact; the one value where there is no curve; None where there is no figure."""
+        if self.moe_efficiency is None:
+            return None
         if not self.moe_efficiency_by_size_rows:
-            return self.moe_efficiency
+            return ((1.0, self.moe_efficiency),)
         sizes = sorted({w for w, _, _ in self.moe_efficiency_by_size_rows})
         curves = {w: tuple((r, e) for ww, r, e in self.moe_efficiency_by_size_rows if ww == w) for w in sizes}
-        at = tuple((math.log(w), _interpolate(curves[w], rows, 1)) for w in sizes)
-        return _interpolate(at, math.log(max(expert_weights, 1.0)), 1)
+        x = math.log(max(expert_weights, 1.0))
+        i = bisect.bisect_left([math.log(w) for w in sizes], x)
+        lo, hi = sizes[max(i - 1, 0)], sizes[min(i, len(sizes) - 1)]
+        share = 0.0 if lo == hi else (x - math.log(lo)) / (math.log(hi) - math.log(lo))
+        rows = sorted({r for r, _ in curves[lo]} | {r for r, _ in curves[hi]})
+        return tuple((r, curve_at(curves[lo], r) * (1 - share) + curve_at(curves[hi], r) * share) for r in rows)
+
+    def moe_efficiency_at(self, expert_weights: float, rows: float) -> float | None:
+        """A MoE layer's efficiency for experts of ``expert_weights`` weights on one GPU, each
+        touched expert given ``rows`` rows (``moe_curve_at`` at those rows); None where the
+        catalog gives none."""
+        curve = self.moe_curve_at(expert_weights)
+        return None if curve is None else curve_at(curve, rows)
 
     def allreduce_curve(self, gpus: int) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
         """(message elements, seconds) of one all-reduce over ``gpus`` GPUs as ``by_message``
@@ -210,6 +224,11 @@ def _resolve(gpu_id: str, compute: str, extra: str | Path | None, engine: str | 
                       gemm_flops_by_size=best["gemm_flops"][4],
                       allreduce_by_message=best["allreduce_bus_bandwidth"][4],
                       moe_efficiency=moe[2] if moe else None, moe_efficiency_by_size_rows=moe[4] if moe else ())
+
+
+def curve_at(curve: tuple, x: float) -> float:
+    """A curve of (x, y) points, x ascending: piecewise-linear, held past either end."""
+    return _interpolate(curve, x, 1)
 
 
 def _interpolate(curve: tuple, x: float, column: int) -> float:

@@ -109,6 +109,12 @@ class ModelSpec:
         }
 
 
+def experts_touched(num_experts: int, experts_per_token: int, tokens):
+    """How many distinct experts ``tokens`` tokens touch on average when each picks ``experts_per_token``
+    of ``num_experts`` uniformly: E·(1 − (1 − k/E)^T) (``tokens`` a number or a NumPy array)."""
+    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** tokens)
+
+
 def from_hf_config(cfg: dict[str, Any], model_id: str) -> ModelSpec:
     """A ModelSpec from a Hugging Face ``config.json`` of a Llama-family decoder (Llama, Mistral,
     Mixtral, Qwen2/3 and their MoE variants). Raises KeyError for a missing required field."""

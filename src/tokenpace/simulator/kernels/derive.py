@@ -42,16 +42,7 @@ kernel per dtype, exact at grid points) over representative shapes:
   step's messages) the two-figure line runs up to 2.5 times faster than the tables (TP8 on H100,
   1M elements: 14 against 35 µs).
 
-- ``moe_efficiency``: every gated mixture-of-experts shape and TP the engine's MoE tables measured
-  without expert parallelism in the figure's precision (read as ``--predictor kernels`` reads
-  them: ``moe.moe_table``), at each token count measured: max(the routed tokens' expert FLOPs on
-  one GPU, k·T·(3·hidden·inter/tp)·2, at the compute peak; the touched experts' weight bytes on
-  one GPU at HBM bandwidth, E(1 − (1 − k/E)^T) experts as the roofline counts them) over the
-  measured latency. ``by_size_rows``: each shape's curve at the rows per touched expert of
-  ``MOE_ROWS`` (within the rows it measured), keyed by one GPU's share of an expert (hidden ×
-  inter / tp, as the roofline looks it up; the median where shapes share a size). Measured efficiencies differ by
-  expert size more than by anything else (B200 NVFP4 under TensorRT-LLM: 0.05-0.32 at
-  Qwen3-30B-A3B's 2048 × 768 experts, 0.19-0.34 at Mixtral's 4096 × 14336).
+- ``moe_efficiency``: ``derive_moe.moe_efficiency``.
 
 Each figure but the two lines (weight streaming, all-reduce latency) is the median of its
 samples, each sample counted at most 1 (``capped``); the spread (min, max, count), or the line's
@@ -61,17 +52,15 @@ time: ``scripts/derive_efficiency.py`` writes the figures into ``data/efficiency
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, get_gpu, list_models
-from tokenpace.simulator.kernels.moe import moe_shapes, moe_table
+from tokenpace.simulator.kernels.derive_moe import moe_efficiency
+from tokenpace.simulator.kernels.figure import DTYPES, MS, Figure, capped, figure
 from tokenpace.simulator.kernels.predictor import attention_heads_per_gpu, layer_gemm_shapes
 from tokenpace.simulator.kernels.tables import BORROWED, KernelTables
 
-MS = 1e-3
 PREFILL_ROWS = (2048, 4096, 8192)
 CURVE_ROWS = (1, 8, 16, 32, 64, 96, 128, 160, 192, 256, 384, 512, 768, 1024, 2048)
 DECODE_ROWS = tuple(m for m in CURVE_ROWS if m <= 256)
@@ -83,40 +72,7 @@ DECODE_MIN_KV_BYTES = 128 << 20  # a layer's KV reads past every one of these GP
 ALLREDUCE_SMALL_ELEMENTS = 4096  # one token of a 4,096-wide model
 ALLREDUCE_LARGE_ELEMENTS = 2**25  # 64 MB of 16-bit values: NCCL's bandwidth regime
 ALLREDUCE_GPUS = (2, 4, 8)
-MOE_ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)  # GEMM rows per touched expert
 SERVING_WEIGHT_BYTES = 40e9  # a model is served at the smallest TP whose 16-bit weights per GPU fit this
-# compute -> (GEMM dtype, bytes per weight, KV dtype); NVFP4 weights come with an FP8 KV cache, whose
-# attention the "fp8" entry prices (the roofline attends at the KV's precision), so "fp4" has GEMMs only.
-DTYPES = {"bf16": ("bfloat16", 2, "bfloat16"), "fp8": ("fp8", 1, "fp8"), "fp4": ("nvfp4", 0.5 + 1 / 16, "fp8")}
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One derived figure: its value, its samples (or the line's errors), what they were, and its
-    curve where it has one (weight streaming by rows, decode attention by group)."""
-
-    value: float
-    samples: np.ndarray
-    detail: str
-    by_rows: tuple[tuple, ...] = ()  # (rows, efficiency, latency per GEMM s), (group, efficiency) or (GPUs, elements, s)
-    statistic: str = ""  # what the value is, where not the median of the samples
-
-    def spread(self) -> str:
-        s = self.samples
-        return self.statistic or f"median of {len(s)}, min {s.min():.3g}, max {s.max():.3g}"
-
-
-def figure(samples, detail: str, by_rows: tuple[tuple, ...] = ()) -> Figure:
-    """The median of ``samples``, each counted at most 1 (see ``capped``)."""
-    s = capped(samples)
-    return Figure(float(np.median(s)), s, detail, by_rows)
-
-
-def capped(samples) -> np.ndarray:
-    """Fractions of a peak, each at most 1. A table entry faster than the HBM peak had its operands
-    in the L2 cache between the collector's repeated calls (small GEMMs on the L40S's 96 MB L2); in a
-    model the next layer's weights are not there, and HBM is the bound."""
-    return np.minimum(np.asarray(samples, dtype=float), 1.0)
 
 
 def serving_configs(models: list[ModelSpec] | None = None, bytes_per_weight: float = 2) -> list[tuple[ModelSpec, int]]:
@@ -228,42 +184,6 @@ def attention_efficiency(tables: list[KernelTables], gpu: GPU, compute: str,
                        f"of query heads per KV head",
                tuple((g, round(float(np.median(capped(v))), 4)) for g, v in sorted(by_group.items())))
     return p, d
-
-
-def moe_efficiency(tables: list[KernelTables], gpu: GPU, compute: str) -> Figure | None:
-    """``moe_efficiency`` for ``compute`` weights from the MoE tables of ``tables`` (pooled); None
-    where none measured a gated MoE at TP1 in that precision."""
-    _, bpw, _ = DTYPES[compute]
-    weights = {"bf16": "bf16", "fp8": "fp8", "fp4": "nvfp4"}[compute]
-    peak, bw = gpu.peak_flops(compute), gpu.hbm_bytes_s
-    samples, by_size, said = [], {}, set()
-    for t in tables:
-        for hidden, inter, k, e, tp in moe_shapes(t, weights):
-            try:
-                m = moe_table(t, weights, hidden, inter, k, e, tp=tp)
-            except UsageError:  # measured only with a kernel we do not read (min-latency, non-gated)
-                continue
-            said.add(f"{t.backend} {m.version} {m.kernel} {m.dtype} {m.distribution}")
-            tokens = m.tokens
-            expert = 3 * hidden * inter / tp  # one GPU's share of an expert
-            touched = e * (1.0 - (1.0 - k / e) ** tokens)
-            ideal = np.maximum(2 * tokens * k * expert / peak, touched * expert * bpw / bw)
-            eff = capped(ideal / (m.ms * MS))
-            samples += list(eff)
-            rows = tokens * k / touched
-            curve = by_size.setdefault(hidden * inter // tp, {})
-            for r in MOE_ROWS:
-                if rows[0] <= r <= rows[-1]:
-                    curve.setdefault(r, []).append(float(np.interp(r, rows, eff)))
-    if not samples:
-        return None
-    points = tuple((w, r, round(float(np.median(v)), 4)) for w, c in sorted(by_size.items()) for r, v in sorted(c.items()))
-    return figure(samples, f"MoE layers ({'; '.join(sorted(said))}), {len(by_size)} expert sizes on one GPU (every "
-                           f"shape and TP measured without expert parallelism), every token count measured: "
-                           f"max(2 k T 3 h i / tp / {peak / 1e12:g} TFLOP/s, touched experts x 3 h i / tp x {bpw:g} "
-                           f"B / {bw / 1e12:g} TB/s) / latency; by_size_rows: [h x i / tp, rows per touched expert, "
-                           "efficiency], each shape interpolated at those rows (the median where shapes share a "
-                           "size)", points)
 
 
 def allreduce_efficiency(tables: list[KernelTables], gpu: GPU) -> tuple[Figure, Figure, Figure] | None:

@@ -1,5 +1,12 @@
 """The measured mixture-of-experts layer (aiconfigurator-core's ``moe_perf`` tables) for the kernel
-predictor: one layer's latency by tokens, at one model's exact expert shape."""
+predictor: one layer's latency by tokens, at one model's exact expert shape.
+
+``moe/<backend>/<version>/moe_perf.parquet`` (beside the tables ``tables.py`` reads): one
+mixture-of-experts layer (routing's permutation, the experts' gated GEMMs, the weighted sum back)
+over ``num_tokens`` tokens, per ``hidden_size``, ``inter_size`` (one expert's), ``topk``,
+``num_experts``, ``moe_dtype``, ``moe_tp_size``, ``moe_ep_size``, ``distribution`` (how unevenly the
+tokens spread over the experts) and ``kernel_source`` → ``latency`` (ms).
+"""
 
 from __future__ import annotations
 

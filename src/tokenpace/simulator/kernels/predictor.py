@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.errors import UsageError
-from tokenpace.simulator.catalog import GPU, ModelSpec, Precision
+from tokenpace.simulator.catalog import GPU, ModelSpec, Precision, experts_touched
 from tokenpace.simulator.kernels.moe import moe_table
 from tokenpace.simulator.kernels.tables import (
     BORROWED, GEMM_DTYPES, KernelTables, interp, interp_array, load_tables,
@@ -183,9 +183,8 @@ class KernelPredictor:
         if not self.copy_bytes_s:
             return seconds
         m = self.model
-        e, k = m.num_experts, m.experts_per_token
         expert = (3 if m.gated_mlp else 2) * m.hidden_size * m.intermediate_size / self.tp
-        touched = e * (1.0 - (1.0 - k / e) ** rows)
+        touched = experts_touched(m.num_experts, m.experts_per_token, rows)
         return np.maximum(seconds, (touched * expert * self.weights.bytes_per_value + rows * m.hidden_size * 4)
                           / self.copy_bytes_s)
 

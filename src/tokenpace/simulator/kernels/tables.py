@@ -11,11 +11,6 @@ latencies in milliseconds measured on the silicon, one row per kernel call:
   ``kv_cache_dtype``, ``kernel_source``, ``window_size`` → ``latency`` (one layer);
 - ``attention/.../generation_attention_perf.parquet``: one decode step of ``batch_size`` sequences
   with ``step`` tokens of KV each, same keys → ``latency`` (one layer);
-- ``moe/.../moe_perf.parquet``: one mixture-of-experts layer (routing's permutation, the experts'
-  gated GEMMs, the weighted sum back) over ``num_tokens`` tokens, per ``hidden_size``,
-  ``inter_size`` (one expert's), ``topk``, ``num_experts``, ``moe_dtype``, ``moe_tp_size``,
-  ``moe_ep_size``, ``distribution`` (how unevenly the tokens spread over the experts) and
-  ``kernel_source`` → ``latency``;
 - ``comm/<backend>/.../custom_allreduce_perf.parquet`` (the engine's own all-reduce) and
   ``comm/nccl/.../nccl_perf.parquet``: ``num_gpus``, ``message_size`` (bytes) → ``latency``.
 
