@@ -11,6 +11,7 @@ tokens spread over the experts) and ``kernel_source`` → ``latency`` (ms).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -52,16 +53,10 @@ def moe_table(tables: KernelTables, weights: str, hidden: int, inter: int, topk:
     if dtypes is None:
         raise UsageError(f"--predictor kernels has no MoE tables for {weights} weights "
                          f"(it has {', '.join(sorted(MOE_DTYPES))}); use --predictor roofline")
-    base = tables.dir / "moe" / tables.backend
-    versions = sorted((p.name for p in base.iterdir() if (p / "moe_perf.parquet").is_file()),
-                      key=_version_key, reverse=True) if base.is_dir() else []
-    if tables.version in versions:
-        versions.remove(tables.version)
-        versions.insert(0, tables.version)
     cols = ["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
             "moe_tp_size", "moe_ep_size", "distribution", "latency"]
-    for version in versions:
-        d = _read(base / version / "moe_perf.parquet", cols)
+    for version, path in _moe_files(tables):
+        d = _read(path, cols)
         kernels = d["kernel_source"].astype(str)
         min_latency = np.char.find(kernels, "min_latency") >= 0
         nongated = np.char.find(kernels, "nongated") >= 0
@@ -88,12 +83,21 @@ def moe_table(tables: KernelTables, weights: str, hidden: int, inter: int, topk:
 def moe_shapes(tables: KernelTables, weights: str) -> list[tuple[int, int, int, int, int]]:
     """(hidden, inter, topk, experts, TP) of every MoE shape this engine's tables measured without
     expert parallelism in ``weights``' MoE dtypes, in any version."""
-    base = tables.dir / "moe" / tables.backend
     dtypes = MOE_DTYPES.get(weights, ())
     keys = ("hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size")
     shapes: set[tuple[int, int, int, int, int]] = set()
-    for path in sorted(base.glob("*/moe_perf.parquet")) if base.is_dir() else []:
+    for _, path in _moe_files(tables):
         d = _read(path, ["moe_dtype", *keys, "moe_ep_size"])
         sel = (d["moe_ep_size"] == 1) & np.isin(d["moe_dtype"].astype(str), dtypes)
         shapes |= {tuple(int(x) for x in row) for row in zip(*(d[c][sel] for c in keys))}
     return sorted(shapes)
+
+
+def _moe_files(tables: KernelTables) -> list[tuple[str, Path]]:
+    """(version, path) of this engine's MoE tables: the version of ``tables`` first, then the others
+    newest first."""
+    base = tables.dir / "moe" / tables.backend
+    versions = sorted((p.name for p in base.iterdir() if (p / "moe_perf.parquet").is_file()),
+                      key=_version_key, reverse=True) if base.is_dir() else []
+    versions.sort(key=lambda v: v != tables.version)  # stable: the rest keep their order
+    return [(v, base / v / "moe_perf.parquet") for v in versions]
