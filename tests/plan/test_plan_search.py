@@ -174,7 +174,11 @@ def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_lef
                "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    assert doc["predictor"]["name"] == "kernels" and "5i" in doc["predictor"]["error_band"]["source"]
+    from importlib import resources
+
+    bands = json.loads(resources.files("tokenpace.plan").joinpath("data/error_band.json").read_text("utf-8"))
+    assert bands["kernels"] != bands["roofline"]
+    assert doc["predictor"]["name"] == "kernels" and doc["predictor"]["error_band"] == bands["kernels"]
     assert [r["candidate"]["gpu"] for r in doc["ranked"]] == ["h100-sxm"]
     assert all(r["candidate"]["predictor"] == "kernels" for r in doc["ranked"])
     (l4,) = doc["rejected"]

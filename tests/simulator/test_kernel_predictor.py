@@ -185,6 +185,36 @@ def test_prefill_attention_past_the_longest_measured_prompt_keeps_growing_with_t
     assert double / at_edge > 1.8
 
 
+def test_a_steps_prompts_share_one_context_attention_call_per_layer(h100_vllm):
+    """The engines run every prompt chunk of a step in one (varlen) context-attention kernel, so 32
+    prompts of 128 tokens cost the table's batch-32 entry, not 32 separate batch-1 calls."""
+    from tokenpace.simulator.kernels.predictor import MS, KernelPredictor
+
+    p = KernelPredictor(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), get_precision("bf16"),
+                        get_precision("bf16"), engine="vllm")
+    rows = _raw(h100_vllm, f"attention/vllm/{h100_vllm.version}/context_attention_perf.parquet")
+    hit = rows[(rows.kernel_source == p.context.kernel) & (rows.num_heads == 32) & (rows.num_key_value_heads == 8)
+               & (rows.head_dim == 128) & (rows.kv_cache_dtype == "bfloat16") & (rows.window_size == 0)
+               & (rows.batch_size == 32) & (rows.isl == 128)]
+    assert len(hit) == 1
+    many = StepBatch(prefill=((128, 0),) * 32)
+    with_attention = p.step_s(many)
+
+    class NoAttention:
+        def ms(self, batch: float, tokens: float) -> float:
+            return 0.0
+
+    p.context = NoAttention()
+    attention = with_attention - p.step_s(many)
+    layers = get_model("llama-3.1-8b").num_layers
+    assert attention == pytest.approx(hit.latency.iloc[0] * MS * layers, rel=1e-9)
+    # One call for 32 prompts is far cheaper than 32 calls of one (each pays the kernel's fixed time).
+    one = rows[(rows.kernel_source == hit.kernel_source.iloc[0]) & (rows.num_heads == 32)
+               & (rows.num_key_value_heads == 8) & (rows.head_dim == 128) & (rows.kv_cache_dtype == "bfloat16")
+               & (rows.window_size == 0) & (rows.batch_size == 1) & (rows.isl == 128)].latency.iloc[0]
+    assert attention < 0.5 * 32 * one * MS * layers
+
+
 def test_the_allreduce_is_looked_up_by_elements_not_bytes(h100_vllm):
     # The all-reduce table's message_size counts bfloat16 values (aiconfigurator's collector
     # all-reduces a [size / 4096, 4096] tensor). A 2,048-token step of Llama-3.1-70B at TP4 moves

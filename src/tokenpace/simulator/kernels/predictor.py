@@ -133,13 +133,23 @@ class KernelPredictor:
             if self.copy_bytes_s:
                 attn = max(attn, (ctx + nd * g) * self._kv_bytes_tok / self.copy_bytes_s)
             t += attn * self._layers
-        top = self._context_max
-        for n, c in batch.prefill:
-            tokens += n
-            logits += 1
-            whole = n + c
-            at = whole if whole <= top else top  # past the grid: the longest prompt, scaled by pairs
-            t += self.context.ms(1, at) * (n * c + n * (n + 1) / 2) / (at * (at + 1) / 2) * MS * self._layers
+        if batch.prefill:
+            # Every prompt chunk of the step in one context-attention call per layer, as the engines
+            # run them (one varlen FMHA launch): the table's batch of b prompts at their mean length
+            # (a length past the grid counts as the longest measured), scaled by the (query, key)
+            # pairs the chunks hold against the b causal prompts of that length.
+            top = self._context_max
+            b = len(batch.prefill)
+            pairs = 0.0
+            lengths = 0
+            for n, c in batch.prefill:
+                tokens += n
+                pairs += n * c + n * (n + 1) / 2
+                whole = n + c
+                lengths += whole if whole <= top else top
+            logits += b
+            at = lengths / b
+            t += self.context.ms(b, at) * pairs / (b * at * (at + 1) / 2) * MS * self._layers
         if tokens == 0:
             return t
         t += interp(self._m, self._gemm_s, tokens) + interp(self._head_m, self._head_s, logits)
