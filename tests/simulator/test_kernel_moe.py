@@ -105,3 +105,30 @@ def test_a_moe_model_simulates_end_to_end_with_measured_step_costs(b200_trtllm):
                              predictor="kernels"), reqs)
     assert all(r.status == "ok" for r in res.records) and len(res.records) == 32
     assert res.config["predictor"]["tables"]["moe"]["distribution"] == "power_law_1.2"
+
+
+def test_fp8_weights_take_the_engines_faster_fp8_moe_kernel(kernel_tables):
+    """vLLM's tables on H100 measured Qwen3-30B-A3B's FP8 MoE per tensor (its ModelOpt FlashInfer-CUTLASS
+    path) and with block scales (its Triton kernel); the per-tensor rows run slower than the BF16 MoE.
+    FP8 weights take the faster, so FP8 does not price a MoE model slower than BF16."""
+    import pyarrow.parquet as pq
+
+    tables = kernel_tables.load_tables("h100-sxm", "vllm")
+    got = moe_table(tables, "fp8", **QWEN, tp=1)
+    rows = pq.read_table(tables.dir / f"moe/vllm/{got.version}/moe_perf.parquet").to_pandas()
+    rows = rows[(rows.hidden_size == 2048) & (rows.inter_size == 768) & (rows.topk == 8) & (rows.num_experts == 128)
+                & (rows.moe_tp_size == 1) & (rows.moe_ep_size == 1) & (rows.distribution == got.distribution)]
+    per_tensor, block = (rows[rows.moe_dtype == d].set_index("num_tokens").latency for d in ("fp8", "fp8_block"))
+    shared = per_tensor.index.intersection(block.index)
+    assert len(shared) >= 10 and (block[shared] < per_tensor[shared]).mean() > 0.5
+    assert got.dtype == "fp8_block"
+    mine = rows[(rows.moe_dtype == "fp8_block") & (rows.kernel_source == got.kernel)]
+    assert sorted(mine.num_tokens) == got.tokens.tolist() and set(mine.latency) == set(got.ms)
+    bf16 = moe_table(tables, "bf16", **QWEN, tp=1)
+    parts = (get_model("qwen3-30b-a3b"), get_gpu("h100-sxm"))
+    fp8 = KernelPredictor(*parts, get_precision("fp8"), get_precision("fp8"), engine="vllm", tables=tables)
+    b16 = KernelPredictor(*parts, get_precision("bf16"), get_precision("bf16"), engine="vllm", tables=tables)
+    assert bf16.dtype == "bfloat16"
+    for n in (8, 64, 512):
+        batch = StepBatch(decode_context=(1000,) * n)
+        assert fp8.step_s(batch) < b16.step_s(batch)

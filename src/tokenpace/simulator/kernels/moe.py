@@ -18,8 +18,11 @@ import numpy as np
 from tokenpace.errors import UsageError
 from tokenpace.simulator.kernels.tables import KernelTables, _pick_kernel, _read, _version_key
 
-# Our weight precisions → the MoE tables' moe_dtype, best first (FP8 per tensor, as the FP8
-# checkpoints of the catalog are, else FP8 with block scales).
+# Our weight precisions → the MoE tables' moe_dtype. FP8 weights: FP8 per tensor (ModelOpt's
+# checkpoints) or with block scales (Qwen's and DeepSeek's own FP8 checkpoints); where an engine's
+# tables measured both, the faster (``_faster``): a deployment picks its FP8 checkpoint and MoE backend
+# by speed, and vLLM 0.24.0's per-tensor rows on H100 are its ModelOpt FlashInfer-CUTLASS path, 2-3x
+# slower than its BF16 MoE there, while its block-scaled Triton kernel is faster than BF16.
 MOE_DTYPES = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8", "fp8_block"), "nvfp4": ("nvfp4",),
               "int4": ("int4_wo",)}
 # How unevenly tokens are routed, best first: aiconfigurator's own default for these models (a
@@ -63,6 +66,7 @@ def moe_table(tables: KernelTables, weights: str, hidden: int, inter: int, topk:
         sel = ((d["hidden_size"] == hidden) & (d["inter_size"] == inter) & (d["topk"] == topk)
                & (d["num_experts"] == experts) & (d["moe_tp_size"] == tp) & (d["moe_ep_size"] == 1)
                & ~min_latency & (nongated != gated))
+        found = []
         for dtype in dtypes:
             at = sel & (d["moe_dtype"].astype(str) == dtype)
             for dist in MOE_DISTRIBUTIONS:
@@ -73,11 +77,27 @@ def moe_table(tables: KernelTables, weights: str, hidden: int, inter: int, topk:
                 kernel = next((k for k in _MOE_PREFERRED if k in names), None) or _pick_kernel(kernels[rows])
                 rows &= kernels == kernel
                 tokens, idx = np.unique(d["num_tokens"][rows], return_index=True)
-                return MoETable(tokens.astype(float), d["latency"][rows][idx].astype(float), kernel, version,
-                                dtype, dist)
+                found.append(MoETable(tokens.astype(float), d["latency"][rows][idx].astype(float), kernel, version,
+                                      dtype, dist))
+                break
+        if found:
+            return _faster(found)
     raise UsageError(f"no measured MoE layer of {experts} experts, top-{topk}, hidden {hidden}, expert "
                      f"intermediate {inter}, {weights} weights at TP{tp} for {tables.backend} on {tables.system}; "
                      "use --predictor roofline")
+
+
+def _faster(tables: list[MoETable]) -> MoETable:
+    """The fastest of one shape's tables in several dtypes (FP8 per tensor and block-scaled): the
+    lowest geometric-mean latency over the token counts they all span (the first where they share
+    none)."""
+    if len(tables) == 1:
+        return tables[0]
+    lo, hi = max(t.tokens[0] for t in tables), min(t.tokens[-1] for t in tables)
+    grid = np.unique(np.concatenate([t.tokens[(t.tokens >= lo) & (t.tokens <= hi)] for t in tables]))
+    if not len(grid):
+        return tables[0]
+    return min(tables, key=lambda t: float(np.mean(np.log(np.interp(grid, t.tokens, t.ms)))))
 
 
 def moe_shapes(tables: KernelTables, weights: str) -> list[tuple[int, int, int, int, int]]:
