@@ -153,6 +153,23 @@ def test_a_gpu_without_tables_is_refused_naming_those_with_them(h100_vllm):
         simulate(SimConfig(gpu="rtx-a6000", predictor="kernels", concurrency=1), [SimRequest(16, 2)])
 
 
+def test_a_kv_dtype_the_engines_tables_lack_is_refused_naming_those_they_have(kernel_tables):
+    """A KV cache dtype the engine's attention tables never measured is refused in one line that
+    names, as --kv-dtype spells them, the dtypes they did measure at that head dim (SGLang's on the
+    H100, where the FP8 KV that FP8 weights imply was missing in aiconfigurator-core 0.12)."""
+    sglang = kernel_tables.load_tables("h100-sxm", "sglang")
+    rows = _raw(sglang, f"attention/sglang/{sglang.version}/context_attention_perf.parquet")
+    if "attn_dtype" in rows:
+        rows = rows[rows.attn_dtype == "bfloat16"]
+    if "window_size" in rows:
+        rows = rows[rows.window_size == 0]
+    have = sorted({"bf16" if k == "bfloat16" else k for k in rows[rows.head_dim == 128].kv_cache_dtype})
+    assert have
+    with pytest.raises(UsageError) as refused:
+        sglang.attention("context", 32, 8, 128, "int4")
+    assert str(refused.value).endswith(f"give --kv-dtype {' or '.join(have)} (measured), or use --predictor roofline")
+
+
 def test_sim_list_shows_the_predictors_and_the_gpus_with_measured_tables():
     proc = subprocess.run([sys.executable, "-m", "tokenpace", "sim", "--list"], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "COLUMNS": "200"})

@@ -46,10 +46,9 @@ import numpy as np
 
 from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision, experts_touched
+from tokenpace.simulator.kernels.interp import interp, interp_array
 from tokenpace.simulator.kernels.moe import moe_table
-from tokenpace.simulator.kernels.tables import (
-    BORROWED, GEMM_DTYPES, KernelTables, interp, interp_array, load_tables,
-)
+from tokenpace.simulator.kernels.tables import BORROWED, GEMM_DTYPES, KernelTables, load_tables
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
 from tokenpace.simulator.step import StepBatch, context_total

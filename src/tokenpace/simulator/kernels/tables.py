@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from tokenpace.errors import UsageError
+from tokenpace.simulator.kernels.interp import interp, interp_array, interp_exact
 from tokenpace.simulator.kernels.table_cache import table_columns
 
 INSTALL = "pip install 'tokenpace[kernels]'"
@@ -51,6 +52,7 @@ BACKENDS = ("vllm", "sglang", "trtllm")
 # Our weight precisions → the tables' gemm_dtype.
 GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int8": "int8_wo", "int4": "int4_wo",
                "nvfp4": "nvfp4"}
+_KV_FLAG = {"bfloat16": "bf16"}  # the tables' kv_cache_dtype as --kv-dtype names it
 # Kernels each engine runs by default on these GPUs, best first; otherwise the kernel with most rows.
 _PREFERRED_KERNELS = (
     "torch.nn.functional.linear", "CutlassFP8ScaledMMLinearKernel", "sglang_torch_linear",
@@ -141,42 +143,6 @@ def _pick_kernel(kernels: np.ndarray) -> str:
         if k in names:
             return k
     return str(names[int(np.argmax(counts))])
-
-
-def interp(xs: list[float], ys: list[float], x: float) -> float:
-    """Piecewise-linear through (xs, ys) (xs ascending), the end segments extended; exact at a grid
-    point. A scalar lookup in pure Python: faster than numpy for one value."""
-    n = len(xs)
-    if n == 1:
-        return ys[0]
-    i = bisect.bisect_left(xs, x)
-    if i < n and xs[i] == x:
-        return ys[i]
-    i = min(max(i, 1), n - 1)
-    x0, x1 = xs[i - 1], xs[i]
-    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
-
-
-def interp_array(xs: np.ndarray, ys: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``interp`` over an array of x."""
-    if len(xs) == 1:
-        return np.full(np.shape(x), ys[0], dtype=float)
-    i = np.clip(np.searchsorted(xs, x, side="left"), 1, len(xs) - 1)
-    x0, x1 = xs[i - 1], xs[i]
-    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)
-
-
-def interp_exact(xs: np.ndarray, ys: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``interp`` over an array of x, float for float what ``interp`` gives each (a grid point's own
-    value where x is one; the same operations in the same order elsewhere)."""
-    n = len(xs)
-    if n == 1:
-        return np.full(np.shape(x), ys[0], dtype=float)
-    i = np.searchsorted(xs, x, side="left")
-    at = np.minimum(i, n - 1)
-    j = np.clip(i, 1, n - 1)
-    x0, x1 = xs[j - 1], xs[j]
-    return np.where(xs[at] == x, ys[at], ys[j - 1] + (ys[j] - ys[j - 1]) * (x - x0) / (x1 - x0))
 
 
 class Grid2D:
@@ -324,11 +290,13 @@ class KernelTables:
         cols = ["kernel_source", "batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim",
                 "kv_cache_dtype", "attn_dtype", "window_size", "latency"]
         d = _read(path, cols, {"window_size": 0, "attn_dtype": "bfloat16"})
-        sel = ((d["window_size"] == 0) & (d["attn_dtype"].astype(str) == "bfloat16")
-               & (d["kv_cache_dtype"].astype(str) == kv_dtype) & (d["head_dim"] == head_dim))
-        if not sel.any():
-            raise UsageError(f"no measured {phase} attention with head dim {head_dim} and a {kv_dtype} KV cache "
-                             f"for {self.backend} {self.version} on {self.system}; use --predictor roofline")
+        shape = (d["window_size"] == 0) & (d["attn_dtype"].astype(str) == "bfloat16") & (d["head_dim"] == head_dim)
+        sel = shape & (d["kv_cache_dtype"].astype(str) == kv_dtype)
+        if not sel.any():  # name the KV dtypes it measured at this head dim, as --kv-dtype spells them
+            have = sorted({_KV_FLAG.get(k, k) for k in d["kv_cache_dtype"][shape].astype(str)})
+            raise UsageError(f"no measured {phase} attention with head dim {head_dim} and a {kv_dtype} KV cache for "
+                             f"{self.backend} {self.version} on {self.system}; " + (f"give --kv-dtype {' or '.join(have)}"
+                             f" (measured), or use --predictor roofline" if have else "use --predictor roofline"))
         kernel = _pick_kernel(d["kernel_source"][sel])
         sel &= d["kernel_source"].astype(str) == kernel
         shapes = sorted({(int(h), int(kv)) for h, kv in zip(d["num_heads"][sel], d["num_key_value_heads"][sel])})
