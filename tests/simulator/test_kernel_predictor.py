@@ -296,3 +296,22 @@ def test_a_part_that_borrows_tables_streams_no_faster_than_its_own_memory(kernel
     run = small.decode_run_s(long, 5)
     assert run[0] == small.step_s(long)
     assert run[4] == small.step_s(StepBatch(decode_context=(16004,) * 64))
+
+
+def test_a_simulated_sweep_on_the_kernel_predictor_says_so_in_its_header(h100_vllm, tmp_path):
+    """The sweep's header (console and HTML, from ``sweep_provenance``) named the roofline whatever
+    --predictor was."""
+    import json
+
+    from tokenpace.reports.sweep_provenance import provenance
+
+    out = tmp_path / "sweep.json"
+    proc = subprocess.run([sys.executable, "-m", "tokenpace", "sweep", "--sim", "--engine", "trtllm",
+                           "--predictor", "kernels", "--quant", "fp8", "--concurrency", "1,2",
+                           "--requests-per-step", "4", "--input-tokens", "128", "--output-tokens", "8",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "250"})
+    assert proc.returncode == 0, proc.stderr
+    said = dict(provenance(json.loads(out.read_text())))["Step-time predictor"]
+    assert said.startswith("kernels: aiconfigurator-core's measured kernel tables (trtllm's, h100-sxm)")
+    assert "Step-time predictor  kernels" in proc.stdout

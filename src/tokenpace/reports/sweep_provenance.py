@@ -90,7 +90,13 @@ def _scheduling(engine: dict[str, Any]) -> str:
 def predictor(c: dict[str, Any]) -> str:
     if c.get("calibration"):
         return f"roofline calibrated from {c['calibration']}"
-    roof = (c.get("engine") or {}).get("roofline") or {}
+    engine = c.get("engine") or {}
+    if engine.get("step_predictor") == "kernels":
+        preset = (engine.get("engine") or {}).get("preset")
+        tables = preset if preset in ("vllm", "sglang", "trtllm") else "vllm"
+        return (f"kernels: aiconfigurator-core's measured kernel tables ({tables}'s, {engine.get('gpu')}); "
+                "what they leave out priced as the roofline does")
+    roof = engine.get("roofline") or {}
     fixed = [f"{k.upper()} {roof[k]:g}" for k in ("mfu", "mbu") if roof.get(k) is not None]
     catalog = "efficiencies from the catalog (data/efficiency.json, efficiency_measured.json" + (
         f" + {c['engine']['efficiency_file']})" if (c.get("engine") or {}).get("efficiency_file") else ")")
