@@ -22,6 +22,8 @@ How each source's load is simulated (``Setup.kind``):
 
 Nothing is fitted to a point: every efficiency is the roofline's library default. One setup
 sets a host time from its source's profile (the mid-2024 host-bound point: see its assumptions).
+The trtllm preset's host time per request (``RooflineParams.host_seq_s``) applies to the PyTorch
+backend's points only; the C++-runtime sources (v0.5/v0.6, NIM) run without it.
 The TensorRT-LLM v0.5 and v0.6 setups read a grouped-query model's KV once per query head, as that
 release's decode kernel did (``RooflineParams.decode_kv_reads``; only Llama-2-70B's decode changes).
 """
@@ -68,7 +70,7 @@ def reference_points() -> list[Setup]:
     where the engine is known)."""
     nim = dict(model="llama-3.3-70b", gpu="h100-sxm", weights="fp8", tp=2, concurrency=1, max_batched_tokens=8192)
     ft = dict(model="gpt-13b", gpu="a100-40gb", weights="fp16", kv_cache_dtype="fp16", concurrency=1)
-    nim_after = with_engine(SimConfig(**nim), "trtllm", given={"max_batched_tokens"})
+    nim_after = with_engine(SimConfig(**nim), "trtllm", given={"max_batched_tokens", "host_seq_s"})  # C++ runtime
     sgl = dict(model="qwen3-8b", gpu="h20", weights="fp8", kv_cache_dtype="bf16", max_batched_tokens=8192,
                concurrency=64)
     out = [
@@ -195,6 +197,11 @@ def _setup(p: dict[str, Any]) -> Setup:
         notes.append(f"{b} requests at once; E2E until the last token")
     else:
         raise ValueError(f"{p['id']}: unknown load kind {kind!r}")
+    if after.roofline.host_seq_s and "PyTorch backend" not in p["engine"]:
+        # The preset's per-request host time is the PyTorch backend's Python executor; a C++ runtime
+        # (gptSessionBenchmark, NIM's engines) has none.
+        after = dataclasses.replace(after, roofline=dataclasses.replace(after.roofline, host_seq_s=0.0))
+        notes.append("no per-request host time (a C++ runtime, not the PyTorch backend's executor)")
     if _mmha_era(p["engine"]):
         # TensorRT-LLM before its GQA decode kernels: the KV read once per query head.
         after = dataclasses.replace(after, roofline=dataclasses.replace(after.roofline, decode_kv_reads="per-query-head"))

@@ -108,6 +108,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="host time a request's arrival takes from the engine's core, added to the step it arrives "
                         "during (an engine whose HTTP threads share the compute core, e.g. llama-server on one "
                         "pinned core; default 0)")
+    g.add_argument("--host-seq-us", type=float, metavar="US",
+                   help="host time per sequence that a step overlaps with the GPU (an overlap scheduler): a step "
+                        "takes at least sequences x this (default 0; TensorRT-LLM preset 29.4)")
     g.add_argument("--join-window-ms", type=float, metavar="MS",
                    help="after a step during which requests arrived, form the next batch this long after its end, "
                         "taking in the requests that arrive meanwhile (an engine that sets up new requests between "
@@ -158,7 +161,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
     for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
                         ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms),
-                        ("--kv-scan-ns", ns.kv_scan_ns), ("--join-window-ms", ns.join_window_ms)):
+                        ("--kv-scan-ns", ns.kv_scan_ns), ("--join-window-ms", ns.join_window_ms),
+                        ("--host-seq-us", getattr(ns, "host_seq_us", None))):
         if value is not None:
             _at_least_zero(flag, value)
     tile_rows = getattr(ns, "attention_tile_rows", None)
@@ -175,6 +179,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         gemv_row_s=r.gemv_row_s if ns.gemv_row_ms is None else ns.gemv_row_ms / 1e3,
         gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
         arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
+        host_seq_s=r.host_seq_s if getattr(ns, "host_seq_us", None) is None else ns.host_seq_us / 1e6,
         kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9,
         attention_tile_rows=_given(tile_rows, r.attention_tile_rows),
         decode_kv_reads=_given(getattr(ns, "decode_kv_reads", None), r.decode_kv_reads),
@@ -201,11 +206,11 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
 
         flags = {"policy": ns.policy, "max_num_seqs": seqs_given,
                  "max_batched_tokens": ns.max_batched_tokens, "gpu_memory_utilization": ns.gpu_memory_utilization,
-                 "step_overhead_s": ns.step_overhead_ms}
+                 "step_overhead_s": ns.step_overhead_ms, "host_seq_s": getattr(ns, "host_seq_us", None)}
         given = {k for k, v in flags.items() if v is not None}
         if cal is not None:  # what a calibration states counts as given
-            given |= {k for k in ("policy", "max_num_seqs", "max_batched_tokens", "step_overhead_s")
-                      if getattr(cal, k, None) is not None or k == "step_overhead_s"}
+            given |= {k for k in ("policy", "max_num_seqs", "max_batched_tokens", "step_overhead_s", "host_seq_s")
+                      if getattr(cal, k, None) is not None or k in ("step_overhead_s", "host_seq_s")}
         config = with_engine(config, engine, given=given)
     if config.predictor != "roofline":  # a missing extra or table fails now, in one line
         from tokenpace.simulator.simulate import build_predictor
@@ -322,6 +327,8 @@ def engine_argv(config: SimConfig) -> list[str]:
                  "--gemm-step-ms", repr(r.gemm_step_s * 1e3)]
     if r.arrival_s:
         argv += ["--arrival-ms", repr(r.arrival_s * 1e3)]
+    if r.host_seq_s or config.engine:  # 0 stated too under a preset, whose own figure would apply
+        argv += ["--host-seq-us", repr(r.host_seq_s * 1e6)]
     if r.kv_scan_s:
         argv += ["--kv-scan-ns", repr(r.kv_scan_s * 1e9)]
     if r.attention_tile_rows:

@@ -61,7 +61,7 @@ class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
                  timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0,
-                 join_window_s: float = 0.0, join_after: str = "arrival") -> None:
+                 join_window_s: float = 0.0, join_after: str = "arrival", host_seq_s: float = 0.0) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -72,6 +72,7 @@ class Engine:
         self.decode_tokens = 1 + (spec.num_draft_tokens if spec else 0)
         self.max_seq_tokens = self.kv.num_blocks * self.kv.block_size
         self.steps = 0  # engine steps run so far (the index of the next one)
+        self.host_seq_s = host_seq_s  # a step takes at least its sequences x this (host work it overlaps)
         # Plain decodes advanced as one cohort (cohort.py): not for a driver that reads every
         # sequence's tokens after each step, nor with speculative decoding or a prefix cache.
         if cohort and spec is None and not self.kv.prefix_caching and scheduler.supports_cohort:
@@ -286,9 +287,10 @@ class Engine:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _price(self, batch: StepBatch) -> float:
-        if self.spec is not None:
-            return spec_step_s(self.predictor, batch, self.spec)
-        return self.predictor.step_s(batch)
+        t = spec_step_s(self.predictor, batch, self.spec) if self.spec is not None else self.predictor.step_s(batch)
+        if self.host_seq_s:  # the host's work for the step's sequences, overlapped with the GPU's
+            return max(t, self.host_seq_s * (len(batch.decode_context) + len(batch.prefill)))
+        return t
 
     def _step_batch(self, batch: Batch, ahead: int) -> StepBatch:
         """The StepBatch of this batch's decode step ``ahead`` steps from now."""
@@ -362,6 +364,8 @@ class Engine:
             return ends, len(ends), d0
         # Plain decodes: every context grows by one token a step, priced for all steps at once.
         seconds = np.asarray(decode_run_s(self.predictor, first, k), dtype=float)
+        if self.host_seq_s:
+            seconds = np.maximum(seconds, self.host_seq_s * len(first.decode_context))
         # rint rounds half to even, as round() does for one step: the same nanoseconds.
         durations = np.maximum(np.rint(seconds * 1e9).astype(np.int64), 1)
         ends = t_ns + np.cumsum(durations)

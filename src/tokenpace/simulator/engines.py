@@ -37,6 +37,7 @@ class EnginePreset:
     limits: tuple[dict[str, Any], ...]  # tried in order; the first that matches the GPU applies
     step_overhead_ms: float
     heuristic: str | None = None  # "trtllm-bench": limits from the workload's lengths
+    host_seq_us: float = 0.0  # host time per sequence a step overlaps with the GPU (RooflineParams.host_seq_s)
     sources: tuple[str, ...] = ()
     aliases: tuple[str, ...] = field(default=())
 
@@ -49,6 +50,7 @@ class EnginePreset:
             memory_model=str(mem.get("model", "vllm")), memory_fraction=float(mem.get("fraction", 0.9)),
             limits=tuple(d.get("limits") or ({"max_num_seqs": 256, "max_batched_tokens": 8192},)),
             step_overhead_ms=float(d.get("step_overhead_ms", 1.75)), heuristic=d.get("heuristic"),
+            host_seq_us=float(d.get("host_seq_us", 0.0)),
             sources=tuple(d.get("sources", ())), aliases=tuple(d.get("aliases", ())),
         )
         if preset.admission not in ADMISSIONS:
@@ -57,6 +59,8 @@ class EnginePreset:
             raise ValueError("heuristic must be trtllm-bench or absent")
         if not 0 < preset.memory_fraction <= 1:
             raise ValueError("memory fraction must lie in (0, 1]")
+        if not 0 <= preset.host_seq_us < float("inf"):
+            raise ValueError("host_seq_us must be >= 0")
         return preset
 
     def limits_for(self, gpu_id: str, cuda_memory_gib: float) -> dict[str, Any]:
@@ -88,7 +92,7 @@ def with_engine(config: SimConfig, name: str | EnginePreset, *, given: frozenset
                 offline: bool = False) -> SimConfig:
     """``config`` with ``name``'s values in the fields not in ``given``. Fields a preset sets: policy,
     admission, chunked_prompts, memory_model, gpu_memory_utilization (the engine's fraction),
-    max_num_seqs, max_batched_tokens, and the roofline's step_overhead_s. ``offline``: every request
+    max_num_seqs, max_batched_tokens, and the roofline's step_overhead_s and host_seq_s. ``offline``: every request
     is queued at once (vLLM's LLM class uses its larger token budget then)."""
     preset = get_engine(name)
     gpu = get_gpu(config.gpu)
@@ -108,6 +112,9 @@ def with_engine(config: SimConfig, name: str | EnginePreset, *, given: frozenset
         values_set = {**values, "step_overhead_s": roofline.step_overhead_s}
     else:
         values_set = dict(values)
+    if preset.host_seq_us and "host_seq_s" not in given:
+        roofline = dataclasses.replace(roofline, host_seq_s=preset.host_seq_us / 1e6)
+        values_set["host_seq_s"] = roofline.host_seq_s
     if preset.heuristic and not {"max_num_seqs", "max_batched_tokens"} & set(given):
         values_set["limits_heuristic"] = preset.heuristic
     try:

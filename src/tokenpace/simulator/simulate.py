@@ -70,7 +70,8 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
                     jump=config.jump_decode_steps if jump is None else jump, timeline=timeline, cohort=cohort,
                     arrival_s=getattr(getattr(predictor, "params", None), "arrival_s", 0.0),
                     join_window_s=getattr(getattr(predictor, "params", None), "join_window_s", 0.0),
-                    join_after=getattr(getattr(predictor, "params", None), "join_after", "arrival"))
+                    join_after=getattr(getattr(predictor, "params", None), "join_after", "arrival"),
+                    host_seq_s=getattr(getattr(predictor, "params", None), "host_seq_s", 0.0))
     return engine, capacity
 
 

@@ -68,6 +68,11 @@ template and tokenizes the prompt (``tokenize_input_prompts``) before it queues 
 one thread that runs the model, on the same core. A GPU engine does this on other cores
 (0). The engine (``engine.Engine``) applies it, as only the event loop knows when requests
 arrive; a calibration fits it from the steps' arrival counts (``ObservedStep.arrivals``).
+The host time per sequence that overlaps the GPU (``host_seq_s``; 0 by default). An engine whose
+scheduler prepares the next step on the host while the GPU runs this one (TensorRT-LLM's PyTorch
+backend with its overlap scheduler: scheduling, sampling bookkeeping and request updates in Python,
+per request) takes, per step, the longer of the GPU's time and that host time, sequences × this.
+The engine (``engine.Engine``) applies it to every step it prices.
 The join window (``join_window_s``; 0 by default). After a step during which requests arrived, an
 engine that sets up new requests between steps takes in every request that reaches it meanwhile
 before it forms the next batch: llama-server streams a step's tokens, then processes its task
@@ -158,6 +163,7 @@ class RooflineParams:
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
     arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
+    host_seq_s: float = 0.0  # host time per sequence a step overlaps with the GPU: see the docstring
     join_window_s: float = 0.0  # after a step during which requests arrived, new ones taken in this long: see the docstring
     join_after: str = "arrival"  # the steps after which the window opens: one of JOIN_AFTER (see the docstring)
     kv_scan_s: float = 0.0  # per query row and KV cell of another sequence in the step (one shared KV buffer): see the docstring
@@ -181,6 +187,8 @@ class RooflineParams:
             raise ValueError("decode_mfu must be > 0")
         if not 0 <= self.arrival_s < float("inf"):
             raise ValueError("arrival_s must be >= 0")
+        if not 0 <= self.host_seq_s < float("inf"):
+            raise ValueError("host_seq_s must be >= 0")
         if not 0 <= self.join_window_s < 1.0:
             raise ValueError("join_window_s must lie in [0, 1) seconds")
         if self.join_after not in JOIN_AFTER:
@@ -201,6 +209,7 @@ class RooflineParams:
                 "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
                 "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
                 **({"kv_scan_s": self.kv_scan_s} if self.kv_scan_s else {}),
+                **({"host_seq_s": self.host_seq_s} if self.host_seq_s else {}),
                 **({"attention_tile_rows": self.attention_tile_rows} if self.attention_tile_rows else {}),
                 **({"decode_kv_reads": self.decode_kv_reads} if self.decode_kv_reads != "shared" else {}),
                 **({"join_window_s": self.join_window_s} if self.join_window_s else {}),
