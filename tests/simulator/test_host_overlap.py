@@ -57,3 +57,17 @@ def test_the_trtllm_preset_sets_it_and_says_so_and_a_flag_wins():
     assert parse("--host-seq-us", "12.5").roofline.host_seq_s == pytest.approx(12.5e-6)
     with pytest.raises(UsageError, match="--host-seq-us"):
         parse("--host-seq-us", "-1")
+
+
+def test_sim_list_shows_each_presets_host_time_per_sequence():
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "tokenpace", "sim", "--list"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "host µs/seq (overlapped)" in proc.stdout
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()
+            if line.split() and line.split()[0] in ("vllm", "trtllm", "sglang") and "×" in line}
+    assert rows["trtllm"][-1] == "29.4" and rows["vllm"][-1] == "-" and rows["sglang"][-1] == "-"

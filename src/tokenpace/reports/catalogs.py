@@ -48,13 +48,13 @@ def render_catalogs(console: Console) -> None:
     from tokenpace.simulator.engines import list_engines
 
     engines = _table("Engine presets (--engine)", "id", "admission", "KV sizing", "limits (seqs/tokens)",
-                     "step ms")
+                     "step ms", "host µs/seq (overlapped)")
     for e in list_engines():
         limits = " or ".join(f"{r['max_num_seqs']}/{r['max_batched_tokens']}" for r in e.limits)
         if e.heuristic:
             limits = f"{e.heuristic} ({limits} without a workload)"
         engines.add_row(e.id, e.admission, f"{e.memory_model} × {e.memory_fraction:g}", limits,
-                        f"{e.step_overhead_ms:g}")
+                        f"{e.step_overhead_ms:g}", f"{e.host_seq_us:g}" if e.host_seq_us else "-")
     console.print(engines)
     console.print("[dim]Catalogs are JSON files in tokenpace/simulator/data; --model, --gpu, --quant, "
                   "--kv-dtype and --engine also take a path to a JSON file in the same layout (--model: or a Hugging "
