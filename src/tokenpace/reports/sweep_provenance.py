@@ -92,8 +92,9 @@ def predictor(c: dict[str, Any]) -> str:
         return f"roofline calibrated from {c['calibration']}"
     engine = c.get("engine") or {}
     if engine.get("step_predictor") == "kernels":
-        preset = (engine.get("engine") or {}).get("preset")
-        tables = preset if preset in ("vllm", "sglang", "trtllm") else "vllm"
+        from tokenpace.simulator.kernels.tables import kernel_backend
+
+        tables = kernel_backend((engine.get("engine") or {}).get("preset"))
         return (f"kernels: aiconfigurator-core's measured kernel tables ({tables}'s, {engine.get('gpu')}); "
                 "what they leave out priced as the roofline does")
     roof = engine.get("roofline") or {}

@@ -159,10 +159,11 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
             _at_least_zero(flag, value)
     if ns.row_group is not None and ns.row_group < 1:
         raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
+    host_seq_us = getattr(ns, "host_seq_us", None)
     for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
                         ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms),
                         ("--kv-scan-ns", ns.kv_scan_ns), ("--join-window-ms", ns.join_window_ms),
-                        ("--host-seq-us", getattr(ns, "host_seq_us", None))):
+                        ("--host-seq-us", host_seq_us)):
         if value is not None:
             _at_least_zero(flag, value)
     tile_rows = getattr(ns, "attention_tile_rows", None)
@@ -179,7 +180,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         gemv_row_s=r.gemv_row_s if ns.gemv_row_ms is None else ns.gemv_row_ms / 1e3,
         gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
         arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
-        host_seq_s=r.host_seq_s if getattr(ns, "host_seq_us", None) is None else ns.host_seq_us / 1e6,
+        host_seq_s=r.host_seq_s if host_seq_us is None else host_seq_us / 1e6,
         kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9,
         attention_tile_rows=_given(tile_rows, r.attention_tile_rows),
         decode_kv_reads=_given(getattr(ns, "decode_kv_reads", None), r.decode_kv_reads),
@@ -206,7 +207,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
 
         flags = {"policy": ns.policy, "max_num_seqs": seqs_given,
                  "max_batched_tokens": ns.max_batched_tokens, "gpu_memory_utilization": ns.gpu_memory_utilization,
-                 "step_overhead_s": ns.step_overhead_ms, "host_seq_s": getattr(ns, "host_seq_us", None)}
+                 "step_overhead_s": ns.step_overhead_ms, "host_seq_s": host_seq_us}
         given = {k for k, v in flags.items() if v is not None}
         if cal is not None:  # what a calibration states counts as given
             given |= {k for k in ("policy", "max_num_seqs", "max_batched_tokens", "step_overhead_s", "host_seq_s")

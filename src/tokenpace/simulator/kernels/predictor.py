@@ -48,7 +48,7 @@ from tokenpace.errors import UsageError
 from tokenpace.simulator.catalog import GPU, ModelSpec, Precision, experts_touched
 from tokenpace.simulator.kernels.interp import interp, interp_array
 from tokenpace.simulator.kernels.moe import moe_table
-from tokenpace.simulator.kernels.tables import BORROWED, GEMM_DTYPES, KernelTables, load_tables
+from tokenpace.simulator.kernels.tables import BORROWED, GEMM_DTYPES, KernelTables, kernel_backend, load_tables
 from tokenpace.simulator.memory import kv_heads_per_gpu
 from tokenpace.simulator.roofline import RooflineParams, RooflinePredictor
 from tokenpace.simulator.step import StepBatch, context_total
@@ -63,7 +63,7 @@ class KernelPredictor:
         self.model, self.gpu, self.weights, self.kv, self.tp = model, gpu, weights, kv, tp
         self.roofline = RooflinePredictor(model, gpu, weights, kv, tp, params, efficiency, engine)
         self.params = self.roofline.params
-        backend = engine if engine in ("vllm", "sglang", "trtllm") else "vllm"
+        backend = kernel_backend(engine)
         self.tables = tables or load_tables(gpu.id, backend)
         dtype = GEMM_DTYPES.get(weights.id)
         if dtype is None:

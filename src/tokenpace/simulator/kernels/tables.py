@@ -49,6 +49,13 @@ BORROWED = {
                   "(PTsolvers gpu-workshop-JuliaCon23 perftest.jl's reference, issue #7)"),
 }
 BACKENDS = ("vllm", "sglang", "trtllm")
+
+
+def kernel_backend(engine: str | None) -> str:
+    """The engine whose tables price a step under the ``engine`` preset: its own, vLLM's without one."""
+    return engine if engine in BACKENDS else "vllm"
+
+
 # Our weight precisions → the tables' gemm_dtype.
 GEMM_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "int8": "int8_wo", "int4": "int4_wo",
                "nvfp4": "nvfp4"}
