@@ -16,6 +16,8 @@ dense models alone (mixture-of-experts rows left out), so those stay comparable 
     .venv/bin/python benchmarks/sim_fidelity.py                          # ../shared/published_points.json
     .venv/bin/python benchmarks/sim_fidelity.py --points PATH --json     # another file; machine-readable
     .venv/bin/python benchmarks/sim_fidelity.py --no-extra               # the issue's points only
+    .venv/bin/python benchmarks/sim_fidelity.py --write-band             # and update the validated error
+                                                                          # every sim and plan quotes
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _aic_estimate import estimate as aic_estimate  # noqa: E402
+from _fidelity_band import BAND_FILE, write_band  # noqa: E402
 from _fidelity_points import Setup, published_points, reference_points  # noqa: E402
 
 import dataclasses  # noqa: E402
@@ -193,7 +196,13 @@ def main() -> None:
     ap.add_argument("--no-extra", action="store_true", help="the issue's points only")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--only", metavar="TEXT", help="run the points whose id contains TEXT")
+    ap.add_argument("--write-band", action="store_true",
+                    help=f"write the medians and worst errors into {BAND_FILE.relative_to(ROOT)} (the validated "
+                         "error every simulated run and plan quotes); not with --only or --points")
     args = ap.parse_args()
+    if args.write_band and (args.only or args.no_extra or args.points != ap.get_default("points")
+                            or not args.points.exists()):
+        ap.error("--write-band needs the whole run: every default point, no --only, --no-extra or --points")
     setups = reference_points()
     if args.points.exists():
         setups += published_points(args.points)
@@ -209,6 +218,9 @@ def main() -> None:
         r["extra"] = True
     summ = summary(rows)
     extra_summ = summary(extra_rows)
+    if args.write_band:
+        write_band(rows, extra_rows, time.strftime("%Y-%m-%d"), "python benchmarks/sim_fidelity.py --write-band")
+        print(f"wrote {BAND_FILE.relative_to(ROOT)}", file=sys.stderr)
     if args.json:
         print(json.dumps({"roofline": RooflineParams().to_dict(), "summary": summ, "extra_summary": extra_summ,
                           "extra_dense_summary": summary([r for r in extra_rows if not r["moe"]]),

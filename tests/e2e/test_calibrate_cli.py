@@ -66,6 +66,11 @@ def test_calibrate_on_a_cpu_then_sim_predicts_with_the_fitted_engine(tmp_path):
     assert coverage["decode_batch_sizes"] == seen and coverage["fitted_on"] == [{"concurrency": 4, "rate": None}]
     assert max(coverage["simulated_decode_batch_sizes"]) == 8 and coverage["share_outside"] > 0.5
     assert coverage["extrapolates"] and "extrapolated" in " ".join(proc.stdout.split())
+    # Its validated error is a calibration's (fitted to the user's runs), not the published points' roofline.
+    from tokenpace.simulator.error_band import error_bands
+
+    assert doc["engine"]["validated_error"] == error_bands()["calibration"]
+    assert "Predicted by the calibrated roofline" in " ".join(proc.stdout.split())
     cli_ok(tmp_path, "sim", "--calibration", "cal.json", "--concurrency", "4", *LOAD, "--out", "pred4.json")
     within = json.loads((tmp_path / "pred4.json").read_text())["engine"]["calibration"]
     assert not within["extrapolates"] and within["share_outside"] < 0.1

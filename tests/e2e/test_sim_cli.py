@@ -166,3 +166,39 @@ def test_a_blackwell_nvfp4_deployment_runs_with_its_fp8_kv_implied(tmp_path):
     assert doc["summary"]["counts"]["ok"] == 64
     cfg = doc["engine"]["config"]
     assert cfg["gpu"]["fp4_tflops"] == 9000 and cfg["weights"]["compute"] == "fp4"
+
+
+def test_a_simulated_run_quotes_its_predictors_validated_error(tmp_path):
+    """The result, the console and the HTML report say how far this predictor has been off on
+    published measurements: the shipped file's entry (benchmarks/sim_fidelity.py --write-band)."""
+    from html.parser import HTMLParser
+
+    from tokenpace.simulator.error_band import error_bands
+
+    proc, doc = sim(tmp_path, "--concurrency", "4", "--requests", "40")
+    band = error_bands()["roofline"]
+    assert doc["engine"]["validated_error"] == band
+    m = band["median_abs_error"]
+    said = (f"Predicted by the roofline; median |error| throughput {m['throughput']:.1%}, TTFT {m['ttft']:.1%}, "
+            f"TPOT/ITL {m['tpot']:.1%}")
+    assert said in " ".join(proc.stdout.split())
+
+    report = run_cli("report", "sim.json", "--html", "sim.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+
+    class Note(HTMLParser):
+        inside, text = False, ""
+
+        def handle_starttag(self, tag, attrs):
+            self.inside = self.inside or ("id", "validated-error") in attrs
+
+        def handle_endtag(self, tag):
+            self.inside = self.inside and tag != "div"
+
+        def handle_data(self, data):
+            if self.inside:
+                self.text += data
+
+    note = Note()
+    note.feed((tmp_path / "sim.html").read_text())
+    assert f"throughput {m['throughput']:.1%}" in note.text and band["worst"] in note.text, note.text

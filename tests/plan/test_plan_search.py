@@ -176,7 +176,7 @@ def test_the_kernel_predictor_prices_what_it_has_tables_for_and_says_what_it_lef
     doc = json.loads(out.read_text())
     from importlib import resources
 
-    bands = json.loads(resources.files("tokenpace.plan").joinpath("data/error_band.json").read_text("utf-8"))
+    bands = json.loads(resources.files("tokenpace.simulator").joinpath("data/error_band.json").read_text("utf-8"))
     assert bands["kernels"] != bands["roofline"]
     assert doc["predictor"]["name"] == "kernels" and doc["predictor"]["error_band"] == bands["kernels"]
     assert [r["candidate"]["gpu"] for r in doc["ranked"]] == ["h100-sxm"]

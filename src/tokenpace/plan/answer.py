@@ -5,15 +5,14 @@ reproduce it, what-ifs (growth), and which predictor priced it with its validate
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from datetime import datetime, timezone
-from importlib import resources
 from typing import Any
 
 from tokenpace._version import __version__
 from tokenpace.plan.search import Evaluation
 from tokenpace.simulator.catalog import get_gpu, get_model
+from tokenpace.simulator.error_band import error_bands
 
 KIND = "plan"
 SCHEMA_VERSION = 1
@@ -25,7 +24,7 @@ def answer(config: Any, evaluations: list[Evaluation]) -> dict[str, Any]:
                  key=lambda e: (e.cost(t)["usd_per_hour"], e.at_rate.ttft_p99_ms or math.inf))
     unpriced = [e for e in evaluations if e.meets and e.cost(t) is None]
     rest = [e for e in evaluations if not e.meets]
-    band = json.loads(resources.files("tokenpace.plan").joinpath("data/error_band.json").read_text("utf-8"))
+    band = error_bands()
     doc: dict[str, Any] = {
         "kind": KIND, "schema_version": SCHEMA_VERSION,
         "tool": {"name": "tokenpace", "version": __version__},

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tokenpace.config import DEFAULT_REQUESTS
 from tokenpace.reports.engine_metrics_console import engine_metrics_lines
+from tokenpace.reports.validated import band_text
 
 # (summary key, label) in the order a reader wants them. Names follow REFERENCE section 1.
 LATENCY_ROWS = (
@@ -286,7 +287,7 @@ def _engine_lines(engine: dict[str, Any] | None) -> list[str]:
     m, st = engine.get("memory") or {}, engine.get("stats") or {}
     hit = (f" · prefix-cache hit rate {_pct(st.get('prefix_cache_hit_rate'))}"
            if st.get("prefix_cache_queries_tokens") else "")
-    return [*_calibration_lines(engine.get("calibration")),
+    return [*_calibration_lines(engine.get("calibration")), *_validated_lines(engine),
         f"Engine memory per GPU: weights {m.get('weight_bytes_per_gpu', 0) / 2**30:.1f} GiB · KV cache "
         f"{m.get('kv_capacity_tokens', 0):,} tokens ({m.get('kv_blocks', 0):,} blocks, "
         f"{m.get('kv_bytes_per_token_per_gpu', 0) / 1024:g} KiB per token)",
@@ -297,6 +298,17 @@ def _engine_lines(engine: dict[str, Any] | None) -> list[str]:
         f"{_pct(st.get('mean_kv_usage'))} / peak {_pct(st.get('peak_kv_usage'))} · preemptions "
         f"{st.get('preemptions', 0)}{hit}",
     ]
+
+
+def _validated_lines(engine: dict[str, Any]) -> list[str]:
+    """How far this predictor has been off on published measurements (``simulator.error_band``)."""
+    band = engine.get("validated_error")
+    if not band:
+        return []
+    name = (engine.get("config") or {}).get("step_predictor", "roofline")
+    if engine.get("calibration"):
+        return [f"Predicted by the calibrated roofline; such calibrations so far: {band_text(band)}"]
+    return [f"Predicted by the {name}; {band_text(band, worst=False)} (benchmarks/sim_fidelity.py)"]
 
 
 def _calibration_lines(cal: dict[str, Any] | None) -> list[str]:

@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.reports.validated import band_text
+
 
 def input_words(t: dict[str, Any]) -> str:
     """The traffic's prompt lengths in words, with what it shares."""
@@ -29,9 +31,8 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
                   f"{input_words(t)}, output {t['output_tokens']}; SLO {slo['name'] or ''} ({limits}, "
                   f"{slo['attainment']:.0%} of requests)")
     pred = doc["predictor"]
-    band = pred["error_band"].get("median_abs_error")
-    note = (f"; its median error on published measurements: throughput {band['throughput']:.0%}, TTFT "
-            f"{band['ttft']:.0%}, TPOT {band['tpot']:.0%}" if band else f"; {pred['error_band'].get('note', '')}")
+    said = band_text(pred["error_band"], worst=False)
+    note = f"; validated on published measurements: {said}" if pred["error_band"].get("median_abs_error") else f"; {said}"
     console.print(f"priced by: {pred['name']}{note} ({pred['error_band']['source']})")
     unpriced = doc.get("unpriced") or []
     console.print(f"{doc['candidates']} candidates: {len(doc['ranked'])} meet the SLO"

@@ -59,6 +59,7 @@ from tokenpace.runner.sim_progress import SimProgress
 from tokenpace.runner.steady import steady_window
 from tokenpace.runner.virtual_client import ClientLimits, apply_client_limits
 from tokenpace.simulator import SimConfig, SimRequest, SimResult, SpecDecodeConfig, simulate
+from tokenpace.simulator.error_band import error_band
 from tokenpace.workload import WorkloadSpec, conversations_for, plan_requests
 from tokenpace.workload.build import workload_from_config
 from tokenpace.workload.plan import engine_block_hashes, planned_lengths
@@ -206,7 +207,7 @@ def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = Tr
         table = RecordTable.from_records(records)
     summary = summarize(table, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
                         token_prices=c.token_prices())
-    engine_doc = engine_section(sim, timeline_path, result_path)
+    engine_doc = engine_section(sim, timeline_path, result_path, calibrated=config.calibration is not None)
     if config.calibration is not None:
         from tokenpace.simulator.calibrate.coverage import coverage  # numpy, only when calibrated
 
@@ -340,8 +341,9 @@ def target_of(sim: SimResult) -> dict[str, Any]:
     }
 
 
-def engine_section(sim: SimResult, timeline_path: Path, result_path: Path) -> dict[str, Any]:
-    """The resolved engine (catalog entries, memory, predictor) and what it did over the run."""
+def engine_section(sim: SimResult, timeline_path: Path, result_path: Path, calibrated: bool = False) -> dict[str, Any]:
+    """The resolved engine (catalog entries, memory, predictor) and what it did over the run, with
+    the predictor's validated error on published measurements (``simulator.error_band``)."""
     cfg = dict(sim.config)
     resolved = cfg.pop("resolved")
     stats = {k: v for k, v in sim.stats.items() if k not in _IN_MEMORY_SECTION}
@@ -355,6 +357,7 @@ def engine_section(sim: SimResult, timeline_path: Path, result_path: Path) -> di
         "config": {**cfg, "spec_decode": spec, "model": resolved["model"], "gpu": resolved["gpu"],
                    "weights": resolved["weights"], "kv_cache_dtype": resolved["kv_cache_dtype"]},
         "memory": resolved["memory"],
+        "validated_error": error_band(cfg["step_predictor"], calibrated),
         "stats": {**stats, **timeline},
         "timeline_path": os.path.relpath(timeline_path, result_path.parent),
         "timeline_columns": "one row per scheduled batch (a row may cover several identical decode steps): "

@@ -19,6 +19,7 @@ from tokenpace.reports.html.markup import esc, plot, section, table
 from tokenpace.reports.html.style import CSS
 from tokenpace.results import RunData
 from tokenpace.reports.series import latency_samples_ms, load_over_time, request_bars
+from tokenpace.reports.validated import band_text
 
 DISTRIBUTION_METRICS = ("ttft", "tpot", "itl", "e2e")
 
@@ -81,7 +82,10 @@ def _banners(data: RunData) -> list[str]:
         out.append('<div class="note">Records only (e.g. a partial JSONL): the run\'s configuration, SLO '
                    "and price are not in this file; pass --slo / --gpu-hour-usd to judge them.</div>")
     if (doc.get("target") or {}).get("simulated"):
-        out.append('<div class="note">Simulation: timestamps are virtual time from t = 0.</div>')
+        band = (doc.get("engine") or {}).get("validated_error")
+        said = (f" Its predictor's validated error on published measurements: {esc(band_text(band))} "
+                f"({esc(band.get('source', ''))})." if band else "")
+        out.append(f'<div class="note" id="validated-error">Simulation: timestamps are virtual time from t = 0.{said}</div>')
     out += [f'<div class="note">{esc(note)}</div>' for note in data.notes]
     return out
 

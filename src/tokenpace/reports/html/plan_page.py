@@ -13,6 +13,7 @@ from tokenpace.reports.html.style import CSS
 from tokenpace.reports.html.svg import COLORS, figure, to_svg
 from tokenpace.reports.html.sweep_plots import PALETTE
 from tokenpace.reports.plan_console import input_words
+from tokenpace.reports.validated import band_text
 
 FINALIST_CURVES = 6
 
@@ -80,11 +81,7 @@ def render_plan_html(doc: dict[str, Any]) -> str:
 
 
 def _band(band: dict[str, Any]) -> str:
-    m = band.get("median_abs_error")
-    if not m:
-        return f"{band.get('note', '')} ({band['source']})"
-    return (f"median |error| throughput {m['throughput']:.0%}, TTFT {m['ttft']:.0%}, TPOT {m['tpot']:.0%}; "
-            f"worst {band.get('worst', '')} ({band['source']})")
+    return f"{band_text(band)} ({band['source']})"
 
 
 def frontier_svg(doc: dict[str, Any]) -> str:
