@@ -315,3 +315,10 @@ def test_a_simulated_sweep_on_the_kernel_predictor_says_so_in_its_header(h100_vl
     said = dict(provenance(json.loads(out.read_text())))["Step-time predictor"]
     assert said.startswith("kernels: aiconfigurator-core's measured kernel tables (trtllm's, h100-sxm)")
     assert "Step-time predictor  kernels" in proc.stdout
+    # And the kernel predictor's validated error, not the roofline's (simulator.error_band).
+    from tokenpace.simulator.error_band import error_bands
+
+    doc = json.loads(out.read_text())
+    assert doc["config"]["validated_error"] == error_bands()["kernels"]
+    m = error_bands()["kernels"]["median_abs_error"]
+    assert dict(provenance(doc))["Validated error"].startswith(f"median |error| throughput {m['throughput']:.1%}")

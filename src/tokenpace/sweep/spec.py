@@ -14,6 +14,7 @@ from tokenpace.config import BenchConfig
 from tokenpace.errors import UsageError
 from tokenpace.runner.counting import check_holdable
 from tokenpace.simulator.config import SimConfig
+from tokenpace.simulator.error_band import error_band
 from tokenpace.sweep.client_vary import CLIENT_KEYS, apply_client, check_client_key, on_off
 from tokenpace.sweep.rates import DEFAULT_AUTO_STEPS
 
@@ -229,6 +230,7 @@ class SweepConfig:
             "base": base,
             "engine": None if self.sim is None else self.sim.to_dict(),
             "calibration": None if self.calibration is None else self.calibration.get("path"),
+            "validated_error": None if self.sim is None else error_band(self.sim.predictor, self.calibration is not None),
             "fan_out": fan_out(self),
         }
 
