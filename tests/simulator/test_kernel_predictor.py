@@ -176,6 +176,11 @@ def test_sim_list_shows_the_predictors_and_the_gpus_with_measured_tables():
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "Step-time predictors (--predictor)" in out and "roofline" in out and "kernels" in out
+    from tokenpace.simulator.error_band import error_bands
+
+    for name in ("roofline", "kernels"):  # each with its validated error (simulator/data/error_band.json)
+        m = error_bands()[name]["median_abs_error"]
+        assert f"median |error| throughput {m['throughput']:.1%}, TTFT {m['ttft']:.1%}" in out
     if kt.tables_available():
         assert "Measured kernel tables" in out
         rows = [line.split() for line in out.splitlines() if line.startswith(("h100-sxm ", "a100-80gb "))]

@@ -96,13 +96,19 @@ def _render_predictors(console) -> None:
     from rich.markup import escape
 
     from tokenpace.reports.catalogs import _table
+    from tokenpace.reports.validated import band_text
     from tokenpace.simulator.config import PREDICTORS
+    from tokenpace.simulator.error_band import error_band
     from tokenpace.simulator.kernels import kernel_table_sets, tables_available
 
     table = _table("Step-time predictors (--predictor)", "id", "what it does")
     for name, summary in PREDICTORS.items():
         table.add_row(name, escape(summary))
     console.print(table)
+    validated = _table("Their validated error on published measurements (benchmarks/sim_fidelity.py)", "id", "error")
+    for name in PREDICTORS:
+        validated.add_row(name, escape(band_text(error_band(name), worst=False)))
+    console.print(validated)
     if not tables_available():
         console.print(escape("Measured kernel tables: not installed (pip install 'tokenpace[kernels]')"))
         return
