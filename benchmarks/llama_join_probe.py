@@ -15,9 +15,13 @@ token) or waited a step (it comes with the one after). Two cases:
 
 The result is the fraction of trials that joined, per case and offset. The client is pinned to CPU 0
 and sends on connections opened beforehand; offsets are from the client's receipt of X's token.
+With ``--decoders N``, N-1 more requests decode beside X, started before it, so that X holds the
+lowest slot of them and its token is the first of each step's tokens (llama-server sends them one by
+one in slot order): B is then sent while the step's other tokens are still going out.
 
     .venv/bin/python benchmarks/llama_join_probe.py                       # about 1-2 minutes
     .venv/bin/python benchmarks/llama_join_probe.py --trials 10 --deltas 0,1,2,4,8
+    .venv/bin/python benchmarks/llama_join_probe.py --words 64 --decoders 6
 
 Needs the engine: `python3 scripts/llama_engine.py ensure`.
 """
@@ -126,7 +130,7 @@ def trial(host: str, port: int, clock: Clock, delta_ms: float, waiting: bool, se
     b.join()
     if a is not None:
         a.join()
-    after = clock.next_after(n + 3)  # noqa: F841 - X's tokens of the two steps after t_k are in
+    clock.next_after(n + 3)  # X's tokens of the two steps after t_k are in
     ends = clock.times[n + 2: n + 4]  # the ends of the 1st and 2nd steps after t_k, as X saw them
     fb = b.times[0]
     joined = abs(fb - ends[0]) < abs(fb - ends[1])
@@ -144,9 +148,14 @@ def main() -> int:
                         help="offsets after X's token, ms")
     parser.add_argument("--words", type=int, default=12, metavar="N",
                         help="words in A's and B's prompts (default 12; calibrate_llama.py's are 64-192)")
+    parser.add_argument("--decoders", type=int, default=1, metavar="N",
+                        help="requests decoding throughout, X first (default 1; up to 6 leave two slots for A and B): "
+                             "with several, a step's tokens go out one by one, and B is sent after X's")
     parser.add_argument("--json", action="store_true", help="print every trial as JSON too")
     args = parser.parse_args()
     deltas = [float(d) for d in args.deltas.split(",")]
+    if not 1 <= args.decoders <= 6:
+        parser.error("--decoders: 1 to 6 (the server has 8 slots; A and B need two)")
     engine = ready_engine()
     if engine is None:
         return 2
@@ -160,17 +169,26 @@ def main() -> int:
         host, port = url.split("//")[1].split("/")[0].split(":")
         port = int(port)
         clock = Clock()
-        x = None
+        x, others = None, []
+        long = {"n_predict": 1800, "ignore_eos": True, "cache_prompt": False, "temperature": 0}
         plan = [(d, w, i) for i in range(args.trials) for w in (False, True) for d in deltas]
         for d, w, i in plan:
             if x is None or not x.thread.is_alive() or len(clock.times) > 1500:
-                if x is not None:
-                    x.join()
+                for s in [x, *others]:
+                    if s is not None:
+                        s.join()
+                # The other decoders first, X last: llama-server gives a new request the least recently
+                # used slot, the highest-numbered of equals, and sends a step's tokens in slot order; so
+                # X's token is the first of each step's tokens and the others' follow it.
+                others = [Stream(host, port, {**long, "prompt": prompt(16, 8 + k)}) for k in range(args.decoders - 1)]
+                for s in others:
+                    s.send()
+                    while not s.times:
+                        time.sleep(0.001)
                 clock = Clock()
-                x = Stream(host, port, {"prompt": prompt(16, 7), "n_predict": 1800, "ignore_eos": True,
-                                        "cache_prompt": False, "temperature": 0}, on_token=clock.tick)
+                x = Stream(host, port, {**long, "prompt": prompt(16, 7)}, on_token=clock.tick)
                 x.send()
-                clock.next_after(5)
+                clock.next_after(8)
             trials.append(trial(host, port, clock, d, w, len(trials), args.words))
     print(f"\n{args.trials} trials per cell; a trial joined when B's first token came with the first step "
           "after the token it was sent after (X's next token), not the one after\n")
@@ -186,7 +204,7 @@ def main() -> int:
     print(f"\nA (sent mid-step) ran in the next step in {sum(a_ok)}/{len(a_ok)} trials")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("reproduce: .venv/bin/python benchmarks/llama_join_probe.py "
-          f"--trials {args.trials} --deltas {args.deltas} --words {args.words}")
+          f"--trials {args.trials} --deltas {args.deltas} --words {args.words} --decoders {args.decoders}")
     if args.json:
         print(json.dumps(trials, indent=1))
     return 0
