@@ -10,7 +10,7 @@ from rich.table import Table
 
 from tokenpace.config import DEFAULT_REQUESTS
 from tokenpace.reports.engine_metrics_console import engine_metrics_lines
-from tokenpace.reports.validated import band_text
+from tokenpace.reports.validated import band_line
 
 # (summary key, label) in the order a reader wants them. Names follow REFERENCE section 1.
 LATENCY_ROWS = (
@@ -305,10 +305,8 @@ def _validated_lines(engine: dict[str, Any]) -> list[str]:
     band = engine.get("validated_error")
     if not band:
         return []
-    name = (engine.get("config") or {}).get("step_predictor", "roofline")
-    if engine.get("calibration"):
-        return [f"Predicted by the calibrated roofline; such calibrations so far: {band_text(band)}"]
-    return [f"Predicted by the {name}; {band_text(band, worst=False)} (benchmarks/sim_fidelity.py)"]
+    name = "calibrated roofline" if engine.get("calibration") else (engine.get("config") or {}).get("step_predictor", "roofline")
+    return [f"Predicted by the {name}; {band_line(band)} (its source: the result's engine.validated_error)"]
 
 
 def _calibration_lines(cal: dict[str, Any] | None) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.reports.validated import band_text
+from tokenpace.reports.validated import band_line
 
 
 def input_words(t: dict[str, Any]) -> str:
@@ -31,9 +31,7 @@ def render_plan(doc: dict[str, Any], console: Console | None = None) -> None:
                   f"{input_words(t)}, output {t['output_tokens']}; SLO {slo['name'] or ''} ({limits}, "
                   f"{slo['attainment']:.0%} of requests)")
     pred = doc["predictor"]
-    said = band_text(pred["error_band"], worst=False)
-    note = f"; validated on published measurements: {said}" if pred["error_band"].get("median_abs_error") else f"; {said}"
-    console.print(f"priced by: {pred['name']}{note} ({pred['error_band']['source']})")
+    console.print(f"priced by: {pred['name']}; {band_line(pred['error_band'])} ({pred['error_band']['source']})")
     unpriced = doc.get("unpriced") or []
     console.print(f"{doc['candidates']} candidates: {len(doc['ranked'])} meet the SLO"
                   + (f", {len(unpriced)} meet it on a GPU without a price" if unpriced else "")

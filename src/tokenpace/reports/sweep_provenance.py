@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenpace.errors import TokenpaceError
 from tokenpace.metrics import parse_slo
-from tokenpace.reports.validated import band_text
+from tokenpace.reports.validated import band_line
 from tokenpace.sweep.findings import dig, limits_text
 
 
@@ -24,9 +24,7 @@ def provenance(doc: dict[str, Any]) -> list[tuple[str, str]]:
                  ("Scheduling", _scheduling(engine) + (" (before the grid's changes)" if c.get("vary") else "")),
                  ("Step-time predictor", predictor(c))]
         if c.get("validated_error"):
-            band = c["validated_error"]
-            rows.append(("Validated error", band_text(band, worst=False) if band.get("median_abs_error")
-                         else f"a calibration's: {band_text(band)}"))
+            rows.append(("Validated error", band_line(c["validated_error"])))
     rows += [("Workload", workload(base)), ("Load", load(c)), ("SLO", slo(doc)),
              ("Price", f"${base['gpu_hour_usd']:g} per GPU-hour × {base.get('gpus', 1)} GPU"
               if base.get("gpu_hour_usd") is not None else "none given (cost in GPU-hours)"),

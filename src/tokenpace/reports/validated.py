@@ -19,3 +19,11 @@ def band_text(band: dict[str, Any], *, worst: bool = True) -> str:
     if band.get("worst_abs_error") is not None:
         return f"{text}, worst {band['worst_abs_error']:.0%}"
     return text
+
+
+def band_line(band: dict[str, Any]) -> str:
+    """The short form every header and console line uses: the medians and the largest |error|, or
+    for a calibration (fitted to the user's own runs) how such calibrations have done so far."""
+    if band.get("median_abs_error"):
+        return band_text(band, worst=False)
+    return f"calibrations so far: {band_text(band)}"

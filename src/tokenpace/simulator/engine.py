@@ -288,9 +288,14 @@ class Engine:
 
     def _price(self, batch: StepBatch) -> float:
         t = spec_step_s(self.predictor, batch, self.spec) if self.spec is not None else self.predictor.step_s(batch)
-        if self.host_seq_s:  # the host's work for the step's sequences, overlapped with the GPU's
-            return max(t, self.host_seq_s * (len(batch.decode_context) + len(batch.prefill)))
+        if self.host_seq_s:
+            return max(t, self._host_s(len(batch.decode_context) + len(batch.prefill)))
         return t
+
+    def _host_s(self, sequences: int) -> float:
+        """The host's work for a step of ``sequences``, which the step overlaps with the GPU's: a step
+        takes the longer of the two."""
+        return self.host_seq_s * sequences
 
     def _step_batch(self, batch: Batch, ahead: int) -> StepBatch:
         """The StepBatch of this batch's decode step ``ahead`` steps from now."""
@@ -365,7 +370,7 @@ class Engine:
         # Plain decodes: every context grows by one token a step, priced for all steps at once.
         seconds = np.asarray(decode_run_s(self.predictor, first, k), dtype=float)
         if self.host_seq_s:
-            seconds = np.maximum(seconds, self.host_seq_s * len(first.decode_context))
+            seconds = np.maximum(seconds, self._host_s(len(first.decode_context)))
         # rint rounds half to even, as round() does for one step: the same nanoseconds.
         durations = np.maximum(np.rint(seconds * 1e9).astype(np.int64), 1)
         ends = t_ns + np.cumsum(durations)
