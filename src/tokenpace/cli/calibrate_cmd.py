@@ -237,6 +237,10 @@ def _render(cal, out: Path, console) -> None:
         console.print(f"closed-loop client turnaround (end → next send, median of {t['sends']}): "
                       f"{t['median_ms']:.2f} ms; next requests waited a step {t['next_requests_waited_a_step']}× "
                       f"and joined it {t['next_requests_joined_the_step_begun']}×: {copied}")
+        if t.get("first_wave_gaps"):
+            console.print(f"closed-loop first wave: sent {t['first_wave_gap_ms']:.2f} ms apart (median of "
+                          f"{t['first_wave_gaps']} gaps); " + ("sim --calibration's clients send theirs as far apart"
+                                                                 if t["simulated_first_wave_gap_ms"] else "not copied"))
         if t.get("join_window_ms"):
             w = t["while_another_waited"]
             used = ("applied: the simulated clients wait the measured spread of turnarounds" if t["join_window_applied"]

@@ -197,7 +197,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
             gpu_memory_utilization=_given(ns.gpu_memory_utilization, _E.gpu_memory_utilization),
             num_gpu_blocks=ns.num_gpu_blocks, prefix_caching=ns.prefix_caching, spec_decode=spec, seed=seed,
             turnaround_s=cal.turnaround_s if cal else _E.turnaround_s,
-            turnarounds_s=cal.turnarounds_s if cal else _E.turnarounds_s)
+            turnarounds_s=cal.turnarounds_s if cal else _E.turnarounds_s,
+            first_wave_gap_s=cal.first_wave_gap_s if cal else _E.first_wave_gap_s)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_catalogs(config)

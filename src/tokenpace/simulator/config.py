@@ -72,6 +72,9 @@ class SimConfig:
     timeout_s: float | None = None
     ttft_timeout_s: float | None = None
     ramp_s: float = 0.0  # closed loop: client k of C starts at k * ramp_s / C (tokenpace.workload.ramp)
+    # Closed loop: the first wave's requests go out this far apart, as a real client sends them one
+    # after another (client k starts at k * max(first_wave_gap_s, ramp_s / C)); 0: all at once.
+    first_wave_gap_s: float = 0.0
     seed: int = 0
 
     # The simulator itself.
@@ -107,6 +110,8 @@ class SimConfig:
                 raise ValueError(f"{name} must be > 0")
         if not self.ramp_s >= 0:
             raise ValueError("ramp_s must be >= 0")
+        if not 0 <= self.first_wave_gap_s < 1:
+            raise ValueError("first_wave_gap_s must lie in [0, 1) seconds")
         if not 0 <= self.turnaround_s < 60 or not all(0 <= t < 60 for t in self.turnarounds_s):
             raise ValueError("turnaround_s must lie in [0, 60) seconds")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
@@ -133,7 +138,7 @@ class SimConfig:
             "max_in_flight": self.max_in_flight, "stop_issuing_s": self.stop_issuing_s,
             "turnaround_s": self.turnaround_s,
             **({"turnarounds_s": list(self.turnarounds_s)} if self.turnarounds_s else {}), "timeout_s": self.timeout_s, "ttft_timeout_s": self.ttft_timeout_s,
-            "ramp_s": self.ramp_s,
+            "ramp_s": self.ramp_s, **({"first_wave_gap_s": self.first_wave_gap_s} if self.first_wave_gap_s else {}),
             "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
             "engine": None if self.engine is None else {"preset": self.engine, "set": dict(self.engine_set)},
         }

@@ -118,10 +118,12 @@ class ClosedLoop:
     one ends (0: the same instant, so it joins the step that begins then; a real client takes a
     millisecond or so, and the engine's next step has begun without it). A tuple of turnarounds
     (a measured spread): the k-th request issued after an end waits ``turnaround_ns[k * 7 % n]``
-    (7 is prime, so with n not a multiple of 7 every value comes in turn, neighbours apart)."""
+    (7 is prime, so with n not a multiple of 7 every value comes in turn, neighbours apart).
+    ``first_gap_ns``: the first wave goes out one request after another this far apart, as a real
+    client sends it (client k starts at k × max(first_gap, ramp / C))."""
 
     def __init__(self, requests: Requests, concurrency: int, stop_ns: int | None = None,
-                 turnaround_ns: int | tuple[int, ...] = 0, ramp_ns: int = 0) -> None:
+                 turnaround_ns: int | tuple[int, ...] = 0, ramp_ns: int = 0, first_gap_ns: int = 0) -> None:
         if not requests.bounded and stop_ns is None:
             raise UsageError("closed loop: an endless request stream needs a stop time")
         if requests.bounded and any(requests[i].arrival_s is not None for i in range(len(requests))):
@@ -131,6 +133,7 @@ class ClosedLoop:
         self._stop_ns = stop_ns
         self._turnaround_ns = turnaround_ns
         self._ramp_ns = ramp_ns
+        self._first_gap_ns = first_gap_ns
         self._next = 0
         self._reissued = 0  # requests issued after an end so far
 
@@ -139,11 +142,12 @@ class ClosedLoop:
         return self._next
 
     def initial(self) -> list[tuple[int, int]]:
-        if not self._ramp_ns:
+        if not self._ramp_ns and not self._first_gap_ns:
             return self._issue(0, self._concurrency)
-        out = []  # a ramp: client k starts at k * ramp / C (tokenpace.workload.ramp)
+        # a ramp: client k starts at k * ramp / C (tokenpace.workload.ramp); sends one by one: k * gap
+        out = []
         for k in range(self._concurrency):
-            out += self._issue(round(k * self._ramp_ns / self._concurrency), 1)
+            out += self._issue(max(round(k * self._ramp_ns / self._concurrency), k * self._first_gap_ns), 1)
         return out
 
     def admit(self, index: int, t_ns: int) -> bool:

@@ -117,7 +117,8 @@ def simulate(config: SimConfig, requests: Iterable[SimRequest],
         load = SessionLoop(reqs, stop_ns, max_requests)
     else:
         turnaround = tuple(map(to_ns, config.turnarounds_s)) or to_ns(config.turnaround_s)
-        load = (ClosedLoop(reqs, config.concurrency, stop_ns, turnaround, to_ns(config.ramp_s))
+        load = (ClosedLoop(reqs, config.concurrency, stop_ns, turnaround, to_ns(config.ramp_s),
+                           to_ns(config.first_wave_gap_s))
                 if config.concurrency
                 else OpenLoop(reqs, config.max_in_flight, stop_ns))
     world = World(reqs, engine, load,

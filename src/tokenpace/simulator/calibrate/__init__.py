@@ -24,8 +24,8 @@ import numpy as np
 from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
-from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, join_window,
-                                                  turnaround_spread)
+from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, first_wave_gap,
+                                                  join_window, turnaround_spread)
 from tokenpace.simulator.calibrate.decode_table import MIN_STEPS as MIN_DECODE_STEPS, decode_deltas
 from tokenpace.simulator.calibrate.fit import (
     BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline, step_weights,
@@ -131,7 +131,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                         decode_prior=describe_decode_mfu_prior(hw))
     report["decode_corrections"] = corrections
     report["observations"]["runs"] = len(runs)
-    turnaround = 0.0
+    turnaround = first_gap = 0.0
     params, spread = fit.params, ()
     if closed_loop_concurrency:
         # Copied only where it mattered: where the clients' next requests mostly missed the step
@@ -145,6 +145,11 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         # (A window that opens after finishes is asked for: whether a send joins is then the window's
         # and the turnarounds' to decide, so the turnaround is copied whichever way most went.)
         turnaround = measured if waited > joined or after == "finish" else 0.0
+        # The first wave's sends, one after another: copied where the turnaround is (an engine that
+        # began its steps without the clients' late sends began its first step without the later
+        # first sends too).
+        gap, gaps_counted = first_wave_gap(runs)
+        first_gap = gap if turnaround else 0.0
         # Sends that joined a step although they came after the step before ended, while another
         # request waited to be taken in: the engine takes requests in between steps. The join window
         # and the clients' spread of turnarounds are measured and reported, and applied only when
@@ -164,6 +169,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                                        "next_requests_joined_the_step_begun": joined,
                                        "next_requests_waited_a_step": waited,
                                        "simulated_turnaround_ms": round(turnaround * 1e3, 3),
+                                       "first_wave_gap_ms": round(gap * 1e3, 3), "first_wave_gaps": gaps_counted,
+                                       "simulated_first_wave_gap_ms": round(first_gap * 1e3, 3),
                                        "while_another_waited": {
                                            "joined": len(offsets_joined), "waited": len(offsets_waited),
                                            "joined_delay_ms": _ms_range(offsets_joined),
@@ -174,7 +181,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                                        "join_window_applied": bool(spread)}
     return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=params, tp=tp,
                        policy=policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
-                       turnaround_s=turnaround, turnarounds_s=spread, fit=report, source=source or {})
+                       turnaround_s=turnaround, turnarounds_s=spread, first_wave_gap_s=first_gap, fit=report,
+                       source=source or {})
 
 
 def _ms_range(values: Sequence[float]) -> list[float] | None:

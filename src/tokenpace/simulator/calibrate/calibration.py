@@ -1,10 +1,10 @@
 """The calibration file: fitted step-time parameters, the engine they were fitted on, and how well.
 
-One versioned JSON document (``kind: "calibration"``, ``schema_version`` 11). It holds everything
+One versioned JSON document (``kind: "calibration"``, ``schema_version`` 13). It holds everything
 ``tokenpace sim --calibration`` needs, resolved, so that it runs without the files it was made from
 (the GGUF model, the hardware JSON): the model's shape, the hardware, the weight and KV precisions,
 the engine's limits when they were given, the roofline parameters, and a closed-loop client's
-measured turnaround (the simulator's clients copy it). Besides: the fit (method,
+measured turnaround and the gap between its first sends (the simulator's clients copy both). Besides: the fit (method,
 residuals, how well each parameter is determined) and its source (the run, its load and workload).
 """
 
@@ -24,9 +24,9 @@ from tokenpace.simulator.step_price import RooflineParams
 
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
 # 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
-# 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s; 11: join_after; 12: attention_tile_rows (older versions are
-# read, without them)
-SCHEMA_VERSION = 12
+# 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s; 11: join_after; 12: attention_tile_rows;
+# 13: client.first_wave_gap_s (older versions are read, without them)
+SCHEMA_VERSION = 13
 KIND = "calibration"
 
 
@@ -43,6 +43,7 @@ class Calibration:
     max_batched_tokens: int | None = None
     turnaround_s: float = 0.0  # a closed-loop client's time from an end to its next send
     turnarounds_s: tuple[float, ...] = ()  # its spread (quantiles), copied with a join window
+    first_wave_gap_s: float = 0.0  # a closed loop's first requests were sent this far apart
     fit: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
 
@@ -55,7 +56,7 @@ class Calibration:
                        "weights": self.weights.to_dict(), "kv_cache_dtype": self.kv_cache_dtype.to_dict(),
                        "tp": self.tp, "policy": self.policy, "max_num_seqs": self.max_num_seqs,
                        "max_batched_tokens": self.max_batched_tokens},
-            "client": {"turnaround_s": self.turnaround_s,
+            "client": {"turnaround_s": self.turnaround_s, "first_wave_gap_s": self.first_wave_gap_s,
                        **({"turnarounds_s": list(self.turnarounds_s)} if self.turnarounds_s else {})},
             "fit": self.fit, "source": self.source,
         }
@@ -88,6 +89,7 @@ class Calibration:
             max_num_seqs=_opt_int(e.get("max_num_seqs")), max_batched_tokens=_opt_int(e.get("max_batched_tokens")),
             turnaround_s=float((doc.get("client") or {}).get("turnaround_s", 0.0)),
             turnarounds_s=tuple(float(t) for t in (doc.get("client") or {}).get("turnarounds_s") or ()),
+            first_wave_gap_s=float((doc.get("client") or {}).get("first_wave_gap_s", 0.0)),
             fit=doc.get("fit") or {}, source=doc.get("source") or {},
         )
 
@@ -124,7 +126,8 @@ def load_calibration(path: str | Path) -> Calibration:
                  r.kv_scan_s, *cal.turnarounds_s)
     effs = (r.mfu, r.mbu) + (() if r.decode_mfu is None else (r.decode_mfu,))
     if not all(0 < v < float("inf") for v in effs) or \
-            not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60:
+            not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60 or \
+            not 0 <= cal.first_wave_gap_s < 1:
         raise UsageError(f"{label}: invalid roofline parameters {r.to_dict()}")
     return cal
 

@@ -13,6 +13,12 @@ after it has streamed a step's tokens) lets a send that comes soon enough after 
 next one. Calibration measures the engine's join window (``join_window``, from the sends that
 joined or missed: ``calibrate.steps``) and the turnarounds' spread (``turnaround_spread``), and the
 simulator copies both when asked (``calibrate(..., apply_join_window=True)``).
+
+A closed loop's first wave is sent one request after another, not at one instant (a real client
+takes a fraction of a millisecond per send), and an engine that begins a step as soon as a request
+arrives starts the first one alone: the others wait for its step. Which requests share a step then
+sets the phase of the whole run at low concurrency (RESULTS 7z). Calibration measures the gap
+between the first wave's sends (``first_wave_gap``) for the simulator's clients to copy.
 """
 
 from __future__ import annotations
@@ -44,6 +50,25 @@ def closed_loop_turnarounds(records: Iterable[RequestRecord], concurrency: int) 
         return np.zeros(0)
     i = np.searchsorted(ends, sends, side="right") - 1
     return (sends[i >= 0] - ends[i[i >= 0]]) / 1e9
+
+
+def first_wave_gap(runs: Iterable[Iterable[RequestRecord]]) -> tuple[float, int]:
+    """Median seconds between consecutive sends of the runs' first waves (the sends before any request
+    of the run ended), and how many gaps it is taken over (0: no run sent two requests before an end;
+    then 0 s)."""
+    gaps: list[np.ndarray] = []
+    for run in runs:
+        recs = [r for r in run if r.sent_ns is not None and not r.retried]
+        ends = [r.last_token_ns or r.done_ns for r in recs if (r.last_token_ns or r.done_ns)]
+        if not ends:
+            continue
+        sends = np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64))
+        first = sends[sends < min(ends)]
+        gaps.append(np.diff(first) / 1e9)
+    pooled = np.concatenate(gaps) if gaps else np.zeros(0)
+    if not len(pooled):
+        return 0.0, 0
+    return float(np.median(pooled)), int(len(pooled))
 
 
 def turnaround_spread(gaps: np.ndarray, n: int = 10) -> tuple[float, ...]:
