@@ -290,9 +290,8 @@ def main() -> int:
     parser.add_argument("--kv-cache", choices=sorted(KV_CACHE), default="unified",
                         help="llama-server's KV cache: one buffer for all slots (default), or a stream per "
                              "slot, where a step's cost depends on which slots its sequences sit in")
-    parser.add_argument("--join-window", choices=("arrival", "finish"),
-                        help="calibrate with `tokenpace calibrate --join-window MODE` (default: the window measured, "
-                             "not applied)")
+    parser.add_argument("--join-window", choices=("arrival", "finish", "none"),
+                        help="calibrate with `tokenpace calibrate --join-window MODE` (default: calibrate's, arrival)")
     parser.add_argument("--attention-tile-rows", type=int, metavar="N",
                         help="calibrate with `tokenpace calibrate --attention-tile-rows N` (default: calibrate's, 64 "
                              "with one KV buffer; 0: as before 2026-12-03, RESULTS 7u)")

@@ -65,10 +65,11 @@ def test_a_calibration_recovers_the_window_and_predicts_another_load(tmp_path):
     truth = dataclasses.replace(ENGINE, roofline=dataclasses.replace(ENGINE.roofline, join_window_s=0.0045),
                                 turnarounds_s=spread)
     records = run(tmp_path, 4, truth, requests=96).records
-    measured_only = fit(records, closed_loop_concurrency=4)  # the default: measured, reported, not applied
+    measured_only = fit(records, closed_loop_concurrency=4, apply_join_window="none")  # measured, reported
     assert measured_only.roofline.join_window_s == 0 and not measured_only.turnarounds_s
     assert measured_only.fit["client_turnaround"]["join_window_applied"] is False
-    cal = fit(records, closed_loop_concurrency=4, apply_join_window=True)
+    cal = fit(records, closed_loop_concurrency=4)  # the default: applied where the run shows one
+    assert fit(records, closed_loop_concurrency=4, apply_join_window=False).roofline == measured_only.roofline
     t = cal.fit["client_turnaround"]
     assert t["join_window_applied"] and t["join_window_ms"] == measured_only.fit["client_turnaround"]["join_window_ms"]
     assert t["while_another_waited"]["joined"] and t["while_another_waited"]["waited"]

@@ -59,12 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --shared-kv: a step of at least N query rows computes attention in tiles over every "
                         "KV cell in use, the other sequences' cells at the attention's FLOPs (default 64, llama.cpp's "
                         "CPU flash attention tile; 0: never)")
-    g.add_argument("--join-window", nargs="?", const="arrival", choices=("arrival", "finish"), metavar="arrival|finish",
+    g.add_argument("--join-window", nargs="?", const="arrival", default="arrival", choices=("arrival", "finish", "none"),
+                   metavar="arrival|finish|none",
                    help="closed loop: give the simulated engine the join window the run shows (sends after a step "
                         "that still joined the next one while another request waited to be taken in) and its clients "
-                        "the measured spread of turnarounds (default: measured and reported only); 'finish': the window "
-                        "also opens after a step in which a sequence finished, measured from every send just after a "
-                        "step (see sim --join-after)")
+                        "the measured spread of turnarounds (default: arrival, where the run shows one); 'finish': the "
+                        "window also opens after a step in which a sequence finished, measured from every send just "
+                        "after a step (see sim --join-after); 'none': measured and reported only")
     p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
     p.set_defaults(func=run)
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                     kv_cache_dtype=args.kv_dtype, tp=args.tp, policy=args.policy, max_num_seqs=args.max_num_seqs,
                     max_batched_tokens=args.max_batched_tokens,
                     closed_loop_concurrency=_closed_loop_concurrency(sources), shared_kv=args.shared_kv,
-                    attention_tile_rows=args.attention_tile_rows, apply_join_window=args.join_window or False,
+                    attention_tile_rows=args.attention_tile_rows, apply_join_window=args.join_window,
                     source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
     out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
     write_calibration(cal, out)
@@ -243,8 +244,8 @@ def _render(cal, out: Path, console) -> None:
                                                                  if t["simulated_first_wave_gap_ms"] else "not copied"))
         if t.get("join_window_ms"):
             w = t["while_another_waited"]
-            used = ("applied: the simulated clients wait the measured spread of turnarounds" if t["join_window_applied"]
-                    else "not applied (calibrate --join-window applies it; sim --join-window-ms tries it)")
+            used = ("applied: the simulated clients wait the measured spread of turnarounds (--join-window none: not)"
+                    if t["join_window_applied"] else "not applied (sim --join-window-ms tries it)")
             basis = ("from every send just after a step; it opens after a step with an arrival or a finish"
                      if t.get("join_window_after") == "finish" else "")
             console.print(f"join window {t['join_window_ms']:.2f} ms{f' ({basis})' if basis else ''}: sends while "

@@ -85,7 +85,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
               policy: str | None = None, max_num_seqs: int | None = None,
               max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
               source: dict[str, Any] | None = None, shared_kv: bool = False,
-              attention_tile_rows: int | None = None, apply_join_window: bool | str = False) -> Calibration:
+              attention_tile_rows: int | None = None, apply_join_window: bool | str = "arrival") -> Calibration:
     """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
     run's engine steps.
 
@@ -102,10 +102,12 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     attention tile (``LLAMA_CPP_ATTENTION_TILE_ROWS``) with ``shared_kv``, else 0. ``apply_join_window``: where closed-loop sends that came after a
     step ended still joined the next one while another request waited to be taken in, the
     simulated engine gets the measured join window and its clients the measured spread of
-    turnarounds (else both are only reported, ``fit["client_turnaround"]``). ``apply_join_window=
-    "finish"``: the window opens after a step in which a sequence finished too (``RooflineParams.
-    join_after``), and is measured from every send just after a step, whether or not another
-    request waited."""
+    turnarounds (the default, "arrival" or True; False or "none": both are only reported,
+    ``fit["client_turnaround"]``). ``apply_join_window="finish"``: the window opens after a step in
+    which a sequence finished too (``RooflineParams.join_after``), and is measured from every send
+    just after a step, whether or not another request waited."""
+    if apply_join_window == "none":
+        apply_join_window = False
     m, hw = get_model(model), get_gpu(hardware)
     if weights is None:
         weights = model if isinstance(model, str) and is_gguf_file(model) else "bf16"
@@ -152,9 +154,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         first_gap = gap if turnaround else 0.0
         # Sends that joined a step although they came after the step before ended, while another
         # request waited to be taken in: the engine takes requests in between steps. The join window
-        # and the clients' spread of turnarounds are measured and reported, and applied only when
-        # asked (``join_window``): on the benchmark's llama.cpp runs they made the fitted level's
-        # TTFT worse (RESULTS 7q).
+        # and the clients' spread of turnarounds are measured, reported and (unless told not to)
+        # applied: with the first wave's gap, they brought the fitted level's TTFT within 2% on two
+        # sets of llama.cpp runs, where without them it missed by 7% (RESULTS 7z; before the gap,
+        # 7q found them making it worse).
         offsets_joined, offsets_waited = observed.join_offsets
         basis = observed.join_offsets_any if after == "finish" else (offsets_joined, offsets_waited)
         window = join_window(*basis) if turnaround else 0.0

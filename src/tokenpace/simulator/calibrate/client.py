@@ -12,7 +12,7 @@ An engine that takes requests in between steps (llama-server launches waiting re
 after it has streamed a step's tokens) lets a send that comes soon enough after a step join the
 next one. Calibration measures the engine's join window (``join_window``, from the sends that
 joined or missed: ``calibrate.steps``) and the turnarounds' spread (``turnaround_spread``), and the
-simulator copies both when asked (``calibrate(..., apply_join_window=True)``).
+simulator copies both unless told not to (``calibrate(..., apply_join_window=False)``).
 
 A closed loop's first wave is sent one request after another, not at one instant (a real client
 takes a fraction of a millisecond per send), and an engine that begins a step as soon as a request
