@@ -42,10 +42,8 @@ def closed_loop_turnaround(records: Iterable[RequestRecord], concurrency: int) -
 def closed_loop_turnarounds(records: Iterable[RequestRecord], concurrency: int) -> np.ndarray:
     """Every send's seconds since the latest end before it, the first wave left out (empty where
     none followed an end)."""
-    recs = [r for r in records if r.sent_ns is not None and not r.retried]
-    ends = np.sort(np.array([r.last_token_ns or r.done_ns for r in recs if (r.last_token_ns or r.done_ns)],
-                            dtype=np.int64))
-    sends = np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64))[concurrency:]  # the first wave
+    sends, ends = _sends_and_ends(records)
+    sends = sends[concurrency:]  # the first wave
     if not len(ends) or not len(sends):
         return np.zeros(0)
     i = np.searchsorted(ends, sends, side="right") - 1
@@ -58,17 +56,21 @@ def first_wave_gap(runs: Iterable[Iterable[RequestRecord]]) -> tuple[float, int]
     then 0 s)."""
     gaps: list[np.ndarray] = []
     for run in runs:
-        recs = [r for r in run if r.sent_ns is not None and not r.retried]
-        ends = [r.last_token_ns or r.done_ns for r in recs if (r.last_token_ns or r.done_ns)]
-        if not ends:
-            continue
-        sends = np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64))
-        first = sends[sends < min(ends)]
-        gaps.append(np.diff(first) / 1e9)
+        sends, ends = _sends_and_ends(run)
+        if len(ends):
+            gaps.append(np.diff(sends[sends < ends[0]]) / 1e9)
     pooled = np.concatenate(gaps) if gaps else np.zeros(0)
     if not len(pooled):
         return 0.0, 0
     return float(np.median(pooled)), int(len(pooled))
+
+
+def _sends_and_ends(records: Iterable[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """The run's send times and end times (last token, else done), each sorted; retried attempts left out."""
+    recs = [r for r in records if r.sent_ns is not None and not r.retried]
+    ends = [r.last_token_ns or r.done_ns for r in recs if (r.last_token_ns or r.done_ns)]
+    return (np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64)),
+            np.sort(np.array(ends, dtype=np.int64)))
 
 
 def turnaround_spread(gaps: np.ndarray, n: int = 10) -> tuple[float, ...]:
