@@ -16,6 +16,13 @@ measured prompt (from its timings), median and spread over the rounds.
 
     .venv/bin/python benchmarks/llama_kv_scan.py              # about 3 minutes
     .venv/bin/python benchmarks/llama_kv_scan.py --rounds 8 --per-slot
+    .venv/bin/python benchmarks/llama_kv_scan.py --prompt-words 150,450   # two prompt lengths, interleaved
+
+With two or more prompt lengths, the last lines compare what the long neighbour costs each length
+more than the short one (the other sequence's ~950 more cells) with what two counts of the cells a
+step computes predict: every prompt row over every other cell (the extra grows with the prompt's
+rows), or ggml's tiled flash attention, where only the query tile holding the decode row computes
+the decoding sequence's cells (the same extra for every prompt of at least 64 rows; RESULTS 7za).
 
 Needs the engine: `python3 scripts/llama_engine.py ensure`.
 """
@@ -55,15 +62,18 @@ def chat(base: str, words: int, seed: int, tokens: int) -> dict:
     return timings
 
 
-def measure(base: str, case: str, seed: int) -> float:
+def measure(base: str, case: str, seed: int, prompt_words: int = PROMPT_WORDS) -> tuple[float, int]:
+    """The measured prompt's ``prompt_ms`` and its prompt tokens (``prompt_n``)."""
     if case == "alone":
-        return chat(base, PROMPT_WORDS, seed, 1)["prompt_ms"]
+        t = chat(base, prompt_words, seed, 1)
+        return t["prompt_ms"], t["prompt_n"]
     words, wait_s = NEIGHBOURS[case]
     neighbour = threading.Thread(target=chat, args=(base, words, 1000 + seed, 40))
     neighbour.start()
     time.sleep(wait_s)
     try:
-        return chat(base, PROMPT_WORDS, seed, 1)["prompt_ms"]
+        t = chat(base, prompt_words, seed, 1)
+        return t["prompt_ms"], t["prompt_n"]
     finally:
         neighbour.join()
 
@@ -72,28 +82,55 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=16, help="prompts per case (default 16)")
     parser.add_argument("--per-slot", action="store_true", help="a KV stream per slot (--no-kv-unified)")
+    parser.add_argument("--prompt-words", default=str(PROMPT_WORDS),
+                        help=f"the measured prompt's length in words, or several, comma-separated, measured "
+                             f"interleaved (default {PROMPT_WORDS}: about 160 tokens)")
     args = parser.parse_args()
+    try:
+        lengths = [int(w) for w in args.prompt_words.split(",")]
+    except ValueError:
+        parser.error(f"--prompt-words takes word counts, comma-separated, not {args.prompt_words!r}")
+    if not lengths or min(lengths) < 1:
+        parser.error("--prompt-words takes word counts of at least 1")
     engine = ready_engine()
     if engine is None:
         return 2
     kv = "per-slot" if args.per_slot else "unified"
     cases = ("alone", *NEIGHBOURS)
-    got: dict[str, list[float]] = {c: [] for c in cases}
+    got = {(w, c): [] for w in lengths for c in cases}
+    tokens: dict[int, list[int]] = {w: [] for w in lengths}
     with llama_server(engine, KV_CACHE[kv]) as url:
         base = url.removesuffix("/v1")
         chat(base, 50, 1, 1)  # warm
         for r in range(args.rounds):
-            for case in cases:
-                got[case].append(measure(base, case, 10 + r % 4))
-    print(f"llama-server -t 1 -np 8 ({kv} KV), Gemma 3 270M: prompt_ms of a {PROMPT_WORDS}-word prompt "
-          f"(about 160 tokens), {args.rounds} rounds")
-    alone = statistics.median(got["alone"])
-    for case in cases:
-        v = got[case]
-        print(f"  {case:>5}: median {statistics.median(v):6.1f} ms  [{min(v):.1f}, {max(v):.1f}]  "
-              f"{statistics.median(v) / alone - 1:+.1%} vs alone")
+            for w in lengths:
+                for case in cases:
+                    ms, n = measure(base, case, 10 + r % 4, w)
+                    got[w, case].append(ms)
+                    tokens[w].append(n)
+    extra = {}
+    for w in lengths:
+        n = statistics.median(tokens[w])
+        print(f"llama-server -t 1 -np 8 ({kv} KV), Gemma 3 270M: prompt_ms of a {w}-word prompt "
+              f"({n:g} tokens), {args.rounds} rounds")
+        alone = statistics.median(got[w, "alone"])
+        for case in cases:
+            v = got[w, case]
+            print(f"  {case:>5}: median {statistics.median(v):6.1f} ms  [{min(v):.1f}, {max(v):.1f}]  "
+                  f"{statistics.median(v) / alone - 1:+.1%} vs alone")
+        extra[w] = (statistics.median(got[w, "long"]) - statistics.median(got[w, "short"]), n)
+    if len(lengths) > 1:
+        first = lengths[0]
+        print("the long neighbour's cost beyond the short one's, by prompt length (ms), against each count's "
+              f"prediction from the {first}-word prompt's:")
+        for w in lengths:
+            ms, n = extra[w]
+            rows = extra[first][0] * n / extra[first][1]  # every prompt row over every other cell
+            print(f"  {w:>5} words ({n:g} tokens): {ms:6.1f} ms measured; every row over every cell {rows:6.1f}; "
+                  f"tiles (the decode row's query tile only) {extra[first][0]:6.1f}")
     print(f"reproduce: .venv/bin/python benchmarks/llama_kv_scan.py --rounds {args.rounds}"
-          + (" --per-slot" if args.per_slot else ""))
+          + (" --per-slot" if args.per_slot else "") + (f" --prompt-words {args.prompt_words}"
+                                                         if lengths != [PROMPT_WORDS] else ""))
     return 0
 
 

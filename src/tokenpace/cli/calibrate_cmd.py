@@ -56,9 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the engine ran one KV buffer for all sequences (llama.cpp's --kv-unified): fit the cost "
                         "of every prompt row visiting the other sequences' KV cells (kv_scan_s; default: 0)")
     g.add_argument("--attention-tile-rows", type=int, metavar="N",
-                   help="with --shared-kv: a step of at least N query rows computes attention in tiles over every "
-                        "KV cell in use, the other sequences' cells at the attention's FLOPs (default 64, llama.cpp's "
-                        "CPU flash attention tile; 0: never)")
+                   help="with --shared-kv: a step of at least N query rows computes attention in tiles of N rows over "
+                        "the KV cells in use, a tile with decode rows every decoding sequence's cells, at the "
+                        "attention's FLOPs (default 64, llama.cpp's CPU flash attention tile; 0: never)")
     g.add_argument("--join-window", nargs="?", const="arrival", default="arrival", choices=("arrival", "finish", "none"),
                    metavar="arrival|finish|none",
                    help="closed loop: give the simulated engine the join window the run shows (sends after a step "

@@ -124,9 +124,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                         "buffer shared by every sequence, each row visiting every cell in use (llama.cpp's "
                         "--kv-unified; default 0)")
     g.add_argument("--attention-tile-rows", type=int, metavar="N",
-                   help="a step of at least N query rows computes attention in tiles over every KV cell in use, "
-                        "the other sequences' cells at the attention's FLOPs (llama.cpp's CPU flash attention with "
-                        "--kv-unified: 64); default 0, never")
+                   help="a step of at least N query rows computes attention in tiles of N rows over the KV cells in "
+                        "use: a tile with decode rows computes every decoding sequence's cells, a prompt's tile its "
+                        "own, at the attention's FLOPs (llama.cpp's CPU flash attention with --kv-unified: 64); "
+                        "default 0, never")
     g.add_argument("--decode-kv-reads", choices=DECODE_KV_READS,
                    help="how decode attention reads a grouped-query model's KV cache: 'shared', each KV head once "
                         "for all its query heads (every current kernel; default), or 'per-query-head', once for "

@@ -40,6 +40,7 @@ from tokenpace.simulator.catalog import GPU, ModelSpec, Precision, experts_touch
 from tokenpace.simulator.catalog.efficiency import Efficiency, curve_at, get_efficiency
 from tokenpace.simulator.elementwise import QUANTIZED_INPUT_BYTES, elementwise_bytes, elementwise_kernels
 from tokenpace.simulator.memory import kv_heads_per_gpu
+from tokenpace.simulator.shared_kv import other_cells, tiled_cells
 from tokenpace.simulator.step import StepBatch, context_total
 from tokenpace.simulator.step_price import (
     GEMV_REMAINDERS, PASS_REMAINDERS, RooflineParams, StepWork, weight_passes,
@@ -196,9 +197,9 @@ class RooflinePredictor:
         pairs = g * ctx + nd * g * (g + 1) // 2 + p_pairs  # as in _work
         kv_tokens = ctx + nd * g + p_kv
         tile, scan_s = self.params.attention_tile_rows, self.params.kv_scan_s
-        scan = _other_cells(nd, g, ctx + nd * g, p_tokens, p_kv, p_own) if tile or scan_s else 0
-        if tile and nd * g + p_tokens >= tile:  # as in _work: the other sequences' cells as pairs
-            pairs += scan
+        scan = other_cells(nd, g, ctx + nd * g, p_tokens, p_kv, p_own) if scan_s else 0
+        if tile and nd * g + p_tokens >= tile:  # as in _work: the other sequences' cells the tiles compute
+            pairs += tiled_cells(nd, g, ctx + nd * g, prefill, tile)
         t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
                                          *self._attention_eff)
         for s in after:  # price's order: each group added in turn
@@ -223,13 +224,13 @@ class RooflinePredictor:
         kv_tokens = ctx + nd * g
         tile = self.params.attention_tile_rows
         if tile and nd * g >= tile:  # as in _work
-            pairs = pairs + _other_cells(nd, g, kv_tokens, 0, 0, 0)
+            pairs = pairs + other_cells(nd, g, kv_tokens, 0, 0, 0)
         t = before + self.params.group_s(pairs * self._attn_cmp_pair, kv_tokens * self._kv_mem_tok,
                                          *self._attention_eff)  # an array, as the attention terms are
         for s in after:
             t = t + s
         if self.params.kv_scan_s:
-            t = t + self.params.kv_scan_s * _other_cells(nd, g, kv_tokens, 0, 0, 0)
+            t = t + self.params.kv_scan_s * other_cells(nd, g, kv_tokens, 0, 0, 0)
         if self.params.decode_delta_s:
             t = t + self.params.decode_delta(nd, g)
         return t
@@ -271,9 +272,10 @@ class RooflinePredictor:
         if tokens == 0:
             return (), (), 0.0, 0, 0, self._compute_eff, self._memory_eff, self._ar_latency, 0, (), 0, (), 0
         rest = (self._ar_count * self.allreduce.link_s(tokens), self._ar_count, nd + prompts)
-        scan = _other_cells(nd, g, d_kv, p_tokens, p_kv, p_own)  # (kv_scan_s)
+        scan = other_cells(nd, g, d_kv, p_tokens, p_kv, p_own)  # (kv_scan_s)
         tile = self.params.attention_tile_rows
-        tiled = scan if tile and tokens >= tile else 0  # other sequences' cells computed as attention pairs
+        # other sequences' cells computed as attention pairs
+        tiled = tiled_cells(nd, g, d_kv, batch.prefill, tile) if tile and tokens >= tile else 0
         if self.params.row_remainder == "gemv-ubatch" and prompts:
             # The prompts in ubatches of their own, after the decode tokens' (see RooflineParams).
             p = self._groups(p_tokens, prompts, p_pairs + tiled, p_kv, 0, passes=1, logit_passes=prompts)
@@ -360,16 +362,6 @@ class RooflinePredictor:
         return {"predictor": "roofline", "model": self.model.id, "gpu": self.gpu.id,
                 "weights": self.weights.id, "kv": self.kv.id, "tp": self.tp, **self.params.to_dict(),
                 "efficiency": eff}
-
-
-def _other_cells(nd: int, g: int, d_kv, p_tokens: int, p_kv: int, p_own: int):
-    """``StepWork.scan``: over the step's query rows, the KV cells of the batch that belong to other
-    sequences than the row's (what ``kv_scan_s`` prices: one shared KV buffer, every row visiting every
-    cell in use). ``nd`` decoding sequences of ``g`` rows each, holding ``d_kv`` cells together; prompts
-    of ``p_tokens`` rows holding ``p_kv`` cells, and Σ rows × own cells over the prompts (``p_own``).
-    ``d_kv`` may be an array (``decode_run_s``: one value per step)."""
-    total = d_kv + p_kv
-    return g * (nd * total - d_kv) + p_tokens * total - p_own
 
 
 def _streaming_at(eff: Efficiency, rows: float, memo: dict[float, tuple[float, float]]) -> tuple[float, float]:

@@ -105,15 +105,20 @@ Attention in tiles over the shared buffer (``attention_tile_rows``; 0 by default
 attention takes a tiled path when the step's batch has at least ``GGML_FA_TILE_Q`` = 64 query rows
 (``ggml_compute_forward_flash_attn_ext_tiled``, ggml/src/ggml-cpu/ops.cpp): 64 rows at a time, it
 multiplies them with each 64-cell KV tile of the cells in use, skipping a tile only when every
-cell of it is masked for every row. In one shared buffer the decoding sequences' new cells are
-interleaved step by step, so almost no tile is wholly another sequence's, and a prompt's rows (and
-the decode rows beside them) compute the attention over the other sequences' cells as over their
-own. So in such a step the rows' cells of other sequences (``StepWork.scan``) are priced as
-attention (query, key) pairs, at the attention's FLOPs and efficiency; a smaller batch takes the
-per-row path, which skips a masked cell at a small cost (``kv_scan_s``, which then holds what is
-left). Measured on the 2-core VM (RESULTS 7u): fits with a free per-cell cost put 1.2-2.1 µs on
-each such cell, where Gemma 3 270M's attention FLOPs per (query, key) pair at the fitted MFU take
-1.75 µs.
+cell of it is masked for every row of the query tile. In one shared buffer the decoding sequences'
+new cells are interleaved step by step, so almost no KV tile is wholly another decoding sequence's:
+a query tile that holds a decode row computes every decoding sequence's cells, its prompt rows
+included. A prompt's cells lie together (placed in one step), so a query tile of one prompt's rows
+skips the tiles of the others. The cells of other sequences that the tiles compute
+(``shared_kv.tiled_cells``: with llama-server's batch order, the decode rows first, only the first
+query tile's prompt rows compute the decoding sequences' cells) are priced as attention
+(query, key) pairs, at the attention's FLOPs and efficiency; a smaller batch takes the per-row
+path, which skips a masked cell at a small cost (``kv_scan_s``, which then holds what is left).
+Measured on the 2-core VM (RESULTS 7p): a 160-token prompt took 64 ms more beside a decoding
+sequence of about 1,000 cells than beside one of about 50; over the ~950 more cells, its first query
+tile's 64 rows make 60,800 (query, key) pairs, 1.05 µs each, where Gemma 3 270M's attention FLOPs
+per pair at a fitted MFU take 1.75 µs (every one of its ~165 rows over them, the count before
+RESULTS 7za, would make it 0.41 µs).
 
 How a decode step reads a grouped-query model's KV cache (``decode_kv_reads``). "shared" (the
 default): each KV head is read once for all the query heads it serves, as every current kernel

@@ -45,7 +45,8 @@ __all__ = ["Calibration", "ObservedStep", "StepObservations", "calibrate", "load
 
 MIN_STEPS = 8
 # ggml's CPU flash attention computes a batch of at least GGML_FA_TILE_Q (64) query rows in 64 x 64 tiles
-# over every KV cell in use (ggml/src/ggml-cpu/common.h, ops.cpp: ggml_compute_forward_flash_attn_ext_tiled).
+# over the KV cells in use, skipping a KV tile the mask hides from every row of the query tile
+# (ggml/src/ggml-cpu/common.h, ops.cpp: ggml_compute_forward_flash_attn_ext_tiled; shared_kv.tiled_cells).
 LLAMA_CPP_ATTENTION_TILE_ROWS = 64
 # What the report says of a parameter the run could not determine, and of what is not fitted.
 UNDETERMINED = {
