@@ -118,7 +118,13 @@ Measured on the 2-core VM (RESULTS 7p): a 160-token prompt took 64 ms more besid
 sequence of about 1,000 cells than beside one of about 50; over the ~950 more cells, its first query
 tile's 64 rows make 60,800 (query, key) pairs, 1.05 µs each, where Gemma 3 270M's attention FLOPs
 per pair at a fitted MFU take 1.75 µs (every one of its ~165 rows over them, the count before
-RESULTS 7za, would make it 0.41 µs).
+RESULTS 7za, would make it 0.41 µs). The engine computes more than this count: whole 64 x 64 tiles
+(padding, the causal diagonal's masked cells), and from 8 clients up prompts that llama.cpp's
+``find_slot`` placed in the free cells between the decoding sequences' cells. Counted from its
+logged cell maps (``benchmarks/llama_kv_layout.py``), 1.7-2.2 times this count in every mixed step
+from 4 to 16 clients, about the same ratio at every load, which a fitted MFU takes up. A count of
+whole tiles with prompts placed side by side (within 0.7-1.1 of what such placement computes) fitted
+worse (RESULTS 7za).
 
 How a decode step reads a grouped-query model's KV cache (``decode_kv_reads``). "shared" (the
 default): each KV head is read once for all the query heads it serves, as every current kernel
