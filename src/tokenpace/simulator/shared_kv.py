@@ -17,7 +17,7 @@ def other_cells(nd: int, g: int, d_kv, p_tokens: int, p_kv: int, p_own: int):
     return g * (nd * total - d_kv) + p_tokens * total - p_own
 
 
-def tiled_cells(nd: int, g: int, d_kv: int, prefill, tile: int) -> int:
+def tiled_cells(nd: int, g: int, d_kv: int, prefill: tuple[tuple[int, int], ...], tile: int) -> int:
     """What the tiles of ggml's flash attention compute of other sequences' cells (``attention_tile_rows``):
     Σ over query rows of the cells of other sequences than the row's in the KV tiles its query tile
     does not skip. The step's rows in batch order (llama-server's: the ``nd`` decoding sequences'
@@ -28,7 +28,11 @@ def tiled_cells(nd: int, g: int, d_kv: int, prefill, tile: int) -> int:
     cell side by side), so a query tile with a decode row computes all ``d_kv`` of them; a prompt's
     cells lie together (placed in one step), so a query tile of one prompt's rows computes little
     beyond its own, and of the prompts only those with rows in the tile. Equal to ``other_cells``
-    for a decode-only step (every tile holds decode rows)."""
+    for a decode-only step (every tile holds decode rows). ``prefill``: each prompt's (rows, cells
+    cached before the step). What it leaves out (whole tiles' padding and causal diagonal, prompts
+    that llama.cpp placed between the decoding sequences' cells) makes the engine compute 1.7-2.2
+    times this count plus the own pairs in a mixed step, about the same at every load (RESULTS 7za:
+    ``benchmarks/llama_kv_layout.py``)."""
     dt = nd * g
     rows = dt + sum(n for n, _ in prefill)
     pairs = -g * d_kv  # the decode rows' own cells, taken out of what their tiles compute
