@@ -198,11 +198,13 @@ def report(by_cache: dict[int, list[str]], load: str) -> None:
                 kinds[got[0]].append(got[1:])
         name = "sliding-window layers' cache" if size < max(by_cache) else "global layers' cache"
         print(f"{name} ({size:,} cells, {len(seq)} placements): steps with a prompt and >= {TILE} rows")
-        print("  kind (decodes+prompts): steps; medians of computed / model / contiguous pairs; computed/model")
+        print("  kind (decodes+prompts): steps; medians of computed / model / contiguous pairs; "
+              "medians of computed/model and computed/contiguous")
         for (nd, npr), counts in sorted(kinds.items()):
             comp, model, cont = (statistics.median(c[k] for c in counts) for k in range(3))
             ratio = statistics.median(c[0] / c[1] for c in counts)
-            print(f"  {nd}+{npr}p: {len(counts):3d}; {comp:9,.0f} / {model:9,.0f} / {cont:9,.0f}; {ratio:.2f}")
+            spread = statistics.median(c[0] / c[2] for c in counts)
+            print(f"  {nd}+{npr}p: {len(counts):3d}; {comp:9,.0f} / {model:9,.0f} / {cont:9,.0f}; {ratio:.2f}; {spread:.2f}")
 
 
 if __name__ == "__main__":
