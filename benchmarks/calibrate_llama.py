@@ -123,9 +123,11 @@ def load_args(concurrency: int, input_shift: int = 0) -> list[str]:
 
 
 @contextlib.contextmanager
-def llama_server(engine, extra_args: tuple[str, ...] = ()):
+def llama_server(engine, extra_args: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                 log_path: Path | None = None):
     """llama-server pinned to SERVER_CPU (a child inherits this process's affinity at start);
-    ``extra_args`` are added to its command line."""
+    ``extra_args`` are added to its command line, ``env`` to its environment; ``log_path``: where
+    its output goes."""
     before = os.sched_getaffinity(0)
     try:
         os.sched_setaffinity(0, {SERVER_CPU})
@@ -137,7 +139,7 @@ def llama_server(engine, extra_args: tuple[str, ...] = ()):
         # prefix, the message, its last 4 tokens: tools/server/server-context.cpp); with
         # --no-cache-prompt nothing is reused, and the simulator computes a prompt in one step.
         extra = ("-ctxcp", "0", *extra_args)
-        cm = engine.running_llama_server(slots=SLOTS, threads=1, extra=extra)
+        cm = engine.running_llama_server(slots=SLOTS, threads=1, extra=extra, env=env, log_path=log_path)
         url = cm.__enter__()
     finally:
         os.sched_setaffinity(0, before)

@@ -36,19 +36,15 @@ Needs the engine: `python3 scripts/llama_engine.py ensure`.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from calibrate_llama import CLIENT_CPU, REQUESTS, SERVER_CPU, load_args, ready_engine, tokenpace  # noqa: E402
+from calibrate_llama import CLIENT_CPU, KV_CACHE, REQUESTS, llama_server, load_args, ready_engine, tokenpace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -56,7 +52,6 @@ from tokenpace.simulator.shared_kv import tiled_cells  # noqa: E402
 
 TILE = 64  # GGML_FA_TILE_Q and the KV tile (ggml/src/ggml-cpu/common.h)
 HEADER = re.compile(r"find_slot: stream\[0\], n = +(\d+), used = +(\d+), head = +(\d+), size = +(\d+), n_swa = +(\d+)")
-_HTTP = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
 
 
 def maps(log: Path) -> dict[int, list[str]]:
@@ -131,7 +126,7 @@ def step_counts(before: str, after: str) -> tuple[tuple[int, int], int, int, int
     contiguous = computed(together)
     d_kv = sum(len(old[s]) + 1 for s in decodes)
     prefill = tuple((len(new[s]), len(old[s])) for s in prompts)
-    own = sum(len(old[s]) + 1 for s in decodes) + sum(n * c + n * (n + 1) // 2 for n, c in prefill)
+    own = d_kv + sum(n * c + n * (n + 1) // 2 for n, c in prefill)  # each decode row sees its own cells
     modeled = own + tiled_cells(len(decodes), 1, d_kv, prefill, TILE)
     return (len(decodes), len(prompts)), actual, modeled, contiguous
 
@@ -140,7 +135,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=8, choices=sorted(REQUESTS))
     parser.add_argument("--requests", type=int, default=40)
-    parser.add_argument("--keep-log", type=Path, help="copy the engine's log here")
+    parser.add_argument("--keep-log", type=Path, help="write the engine's log here (kept)")
     parser.add_argument("--from-log", type=Path, help="count from a log --keep-log kept instead of running the engine")
     args = parser.parse_args()
     if args.from_log:
@@ -149,38 +144,14 @@ def main() -> int:
     engine = ready_engine()
     if engine is None:
         return 2
+    load = load_args(args.concurrency)
+    load[load.index("--requests") + 1] = str(args.requests)
     with tempfile.TemporaryDirectory(prefix="tokenpace-kv-layout-") as tmp:
-        log = Path(tmp) / "llama-server.log"
-        port = engine.free_port()
-        cmd = engine.llama_server_command(port, slots=8, threads=1,
-                                          extra=("-ctxcp", "0", "--kv-unified", "-v"))
-        before = os.sched_getaffinity(0)
-        try:
-            os.sched_setaffinity(0, {SERVER_CPU})
-        except OSError:
-            pass
-        with open(log, "wb") as sink:
-            proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=dict(os.environ, LLAMA_KV_CACHE_DEBUG="3"))
-        os.sched_setaffinity(0, before)
-        try:
-            for _ in range(240):
-                try:
-                    _HTTP.open(f"http://127.0.0.1:{port}/health", timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            run = Path(tmp) / "run.json"
-            load = list(load_args(args.concurrency))
-            i = load.index("--requests")
-            load[i + 1] = str(args.requests)
-            tokenpace("bench", "--url", f"http://127.0.0.1:{port}/v1", *load, "--out", str(run), "--no-progress",
+        log = args.keep_log or Path(tmp) / "llama-server.log"
+        with llama_server(engine, (*KV_CACHE["unified"], "-v"), env={"LLAMA_KV_CACHE_DEBUG": "3"},
+                          log_path=log) as url:
+            tokenpace("bench", "--url", url, *load, "--out", str(Path(tmp) / "run.json"), "--no-progress",
                       cpus={CLIENT_CPU})
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-        if args.keep_log:
-            args.keep_log.write_bytes(log.read_bytes())
         by_cache = maps(log)
     report(by_cache, f"tokenpace bench {' '.join(load)}")
     print(f"reproduce: .venv/bin/python benchmarks/llama_kv_layout.py --concurrency {args.concurrency} "

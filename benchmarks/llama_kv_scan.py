@@ -64,18 +64,18 @@ def chat(base: str, words: int, seed: int, tokens: int) -> dict:
 
 def measure(base: str, case: str, seed: int, prompt_words: int = PROMPT_WORDS) -> tuple[float, int]:
     """The measured prompt's ``prompt_ms`` and its prompt tokens (``prompt_n``)."""
-    if case == "alone":
-        t = chat(base, prompt_words, seed, 1)
-        return t["prompt_ms"], t["prompt_n"]
-    words, wait_s = NEIGHBOURS[case]
-    neighbour = threading.Thread(target=chat, args=(base, words, 1000 + seed, 40))
-    neighbour.start()
-    time.sleep(wait_s)
+    neighbour = None
+    if case != "alone":
+        words, wait_s = NEIGHBOURS[case]
+        neighbour = threading.Thread(target=chat, args=(base, words, 1000 + seed, 40))
+        neighbour.start()
+        time.sleep(wait_s)
     try:
         t = chat(base, prompt_words, seed, 1)
         return t["prompt_ms"], t["prompt_n"]
     finally:
-        neighbour.join()
+        if neighbour is not None:
+            neighbour.join()
 
 
 def main() -> int:

@@ -31,7 +31,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 # Pinned, known good here: the cache key, not a project dependency.
@@ -283,17 +283,22 @@ def stop_process(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
 @contextlib.contextmanager
 def running_llama_server(port: int | None = None, *, slots: int = 8, threads: int = 1,
                          extra: Sequence[str] = (),
-                         health_timeout_s: float = HEALTH_TIMEOUT_S) -> Iterator[str]:
-    """Start llama-server on loopback, yield its base URL ("http://127.0.0.1:PORT/v1"), stop it."""
+                         health_timeout_s: float = HEALTH_TIMEOUT_S,
+                         env: Mapping[str, str] | None = None,
+                         log_path: Path | None = None) -> Iterator[str]:
+    """Start llama-server on loopback, yield its base URL ("http://127.0.0.1:PORT/v1"), stop it.
+    ``env``: variables added to this process's environment for the server; ``log_path``: where its
+    output goes (kept after it stops; default a temporary file)."""
     missing = missing_parts()
     if missing:
         raise FileNotFoundError(f"{'; '.join(missing)}: run `python3 scripts/llama_engine.py ensure`")
     port = port or free_port()
     with tempfile.TemporaryDirectory(prefix="tokenpace-llama-server-") as logs:
-        log_path = Path(logs) / "llama-server.log"
+        log_path = log_path or Path(logs) / "llama-server.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(llama_server_command(port, slots=slots, threads=threads, extra=extra),
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    env=None if env is None else {**os.environ, **env})
         try:
             deadline = time.monotonic() + health_timeout_s
             while not _health_ok(port):
