@@ -1,0 +1,121 @@
+"""How a closed loop's next requests reach the engine's steps, measured against simulated.
+
+Reads the runs a `calibrate_llama.py` run saved (`--out-dir`: each repeat's `measured-cN` and
+`pred-cN-from-F` records) and prints, per concurrency, the measured run beside the simulator's
+prediction of it:
+
+- **chunk spread**: how far apart in time a step's chunks reach the client, per sequence after the
+  first (the median over steps of (last chunk − first chunk) / (sequences − 1)). llama-server
+  samples and streams a step's sequences one after another on the core that runs the model, so a
+  sequence streamed early ends that long before the engine forms its next batch. The simulator
+  delivers every token of a step at the step's end.
+- **next requests joined / waited**: of the requests sent just after a step began (a closed-loop
+  client's next request, a turnaround after its previous one ended), how many got their first token
+  at the end of that very step (joined) and how many one step later (waited: a step more of TTFT).
+  The same count `tokenpace calibrate` prints (`StepObservations.joins_after_start`).
+- **prompts sharing a step**: the share of requests whose first token came in the same burst as
+  another request's (within 5 ms): the steps that compute two prompts at once, which cost about 1.5
+  times a step with one at 8 clients on the test engine.
+- **TTFT p50** of the run.
+
+    .venv/bin/python benchmarks/calibrate_llama.py --out-dir runs/cal   # measure and predict first
+    .venv/bin/python benchmarks/closed_loop_joins.py runs/cal           # then this (seconds)
+    .venv/bin/python benchmarks/closed_loop_joins.py runs/cal --fit 4 --levels 4,8,16
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+from tokenpace.results.records import read_records  # noqa: E402
+from tokenpace.simulator.calibrate.steps import observe_steps  # noqa: E402
+
+BURST_GAP_NS = 10_000_000  # chunks closer than this belong to one step (a step here takes 20 ms or more)
+SHARED_NS = 5_000_000  # first tokens closer than this came in one step
+SLOTS, N_BATCH = 8, 2048  # as calibrate_llama.py starts llama-server
+
+
+def chunk_spread_ms(records) -> float | None:
+    """Median over steps of two or more sequences of the chunks' spread per sequence after the first."""
+    t = np.sort(np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in records if r.chunk_ns]))
+    cut = np.flatnonzero(np.diff(t) > BURST_GAP_NS)
+    first, last = np.r_[0, cut + 1], np.r_[cut, len(t) - 1]
+    n = last - first + 1
+    many = n >= 2
+    if not many.any():
+        return None
+    return float(np.median((t[last[many]] - t[first[many]]) / (n[many] - 1))) / 1e6
+
+
+def shared_share(records) -> float:
+    """The share of requests whose first token came within SHARED_NS of another's."""
+    ft = np.sort(np.array([r.first_token_ns for r in records if r.first_token_ns], dtype=np.int64))
+    close = np.zeros(len(ft), bool)
+    near = np.diff(ft) < SHARED_NS
+    close[1:] |= near
+    close[:-1] |= near
+    return float(close.mean()) if len(ft) else 0.0
+
+
+def describe(path: Path) -> dict:
+    records = list(read_records(path))
+    obs = observe_steps(records, max_batched_tokens=N_BATCH, max_num_seqs=SLOTS)
+    ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in records if r.first_token_ns and r.sent_ns]
+    return {"spread_ms": chunk_spread_ms(records), "joins": obs.joins_after_start,
+            "shared": shared_share(records), "ttft_p50_ms": statistics.median(ttft) if ttft else None}
+
+
+def line(label: str, d: dict) -> str:
+    spread = "-" if d["spread_ms"] is None else f"{d['spread_ms']:.2f} ms"
+    joined, waited = d["joins"]
+    return (f"{label:>9}: chunk spread {spread:>8}/seq · next requests joined {joined:3d} waited {waited:3d}"
+            f" · prompts sharing a step {d['shared']:4.0%} · TTFT p50 {d['ttft_p50_ms']:7.0f} ms")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir", type=Path, help="a calibrate_llama.py --out-dir")
+    ap.add_argument("--fit", default="1+4+16", help="the fit whose predictions to compare (default 1+4+16)")
+    ap.add_argument("--levels", default="2,4,8,16", help="concurrencies (default 2,4,8,16)")
+    args = ap.parse_args()
+    if not args.out_dir.is_dir():
+        print(f"closed_loop_joins: {args.out_dir} is not a directory (give a calibrate_llama.py --out-dir)",
+              file=sys.stderr)
+        return 2
+    repeats = sorted(p for p in args.out_dir.glob("repeat-*") if p.is_dir()) or [args.out_dir]
+    totals: dict[int, dict[str, list]] = {}
+    for rep in repeats:
+        print(rep)
+        for c in (int(x) for x in args.levels.split(",")):
+            meas, pred = rep / f"measured-c{c}.records.jsonl", rep / f"pred-c{c}-from-c{args.fit}.records.jsonl"
+            if not meas.exists() or not pred.exists():
+                print(f"  c={c}: no {meas.name if not meas.exists() else pred.name}")
+                continue
+            m, p = describe(meas), describe(pred)
+            print(f"  c={c}\n  {line('measured', m)}\n  {line('simulated', p)}")
+            t = totals.setdefault(c, {"m": [], "p": []})
+            t["m"].append(m)
+            t["p"].append(p)
+    print(f"\nover {len(repeats)} repeat(s), predictions from c={args.fit}: sums of joined/waited, medians of the rest")
+    for c, t in sorted(totals.items()):
+        for label, ds in (("measured", t["m"]), ("simulated", t["p"])):
+            spreads = [d["spread_ms"] for d in ds if d["spread_ms"] is not None]
+            agg = {"spread_ms": statistics.median(spreads) if spreads else None,
+                   "joins": tuple(sum(d["joins"][k] for d in ds) for k in (0, 1)),
+                   "shared": statistics.median(d["shared"] for d in ds),
+                   "ttft_p50_ms": statistics.median(d["ttft_p50_ms"] for d in ds)}
+            print(f"  c={c:<2} {line(label, agg)}")
+    print(f"reproduce: .venv/bin/python benchmarks/closed_loop_joins.py {args.out_dir} --fit {args.fit} "
+          f"--levels {args.levels}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
