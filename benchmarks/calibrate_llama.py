@@ -231,7 +231,8 @@ def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dic
 
 
 def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int,
-                          kv_cache: str, join_window: str | None = None, tile_rows: int | None = None) -> dict:
+                          kv_cache: str, join_window: str | None = None, tile_rows: int | None = None,
+                          stream_interval: str | None = None) -> dict:
     """Calibrate from the runs at ``srcs`` (``--shared-kv`` with one KV buffer: its scan is fitted)
     and predict every level."""
     name = "+".join(map(str, srcs))
@@ -240,7 +241,8 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
            str(HARDWARE), "--policy", "chunked-prefill", "--max-num-seqs", str(SLOTS), "--max-batched-tokens",
            str(N_BATCH), "--out", str(cal), *(("--shared-kv",) if kv_cache == "unified" else ()),
            *(("--join-window", join_window) if join_window else ()),
-           *(("--attention-tile-rows", str(tile_rows)) if tile_rows is not None else ())]
+           *(("--attention-tile-rows", str(tile_rows)) if tile_rows is not None else ()),
+           *(("--stream-interval", stream_interval) if stream_interval else ())]
     tokenpace(*cmd)
     c_doc = json.loads(cal.read_text())
     calibration = load_calibration(cal)
@@ -297,6 +299,9 @@ def main() -> int:
     parser.add_argument("--attention-tile-rows", type=int, metavar="N",
                         help="calibrate with `tokenpace calibrate --attention-tile-rows N` (default: calibrate's, 64 "
                              "with one KV buffer; 0: as before 2026-12-03, RESULTS 7u)")
+    parser.add_argument("--stream-interval", choices=("measured", "none"),
+                        help="calibrate with `tokenpace calibrate --stream-interval MODE` (default: calibrate's, none; "
+                             "RESULTS 7zb)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
@@ -340,7 +345,7 @@ def main() -> int:
         shift = round(template_tokens(out / "measured-c4.records.jsonl"))
         print(f"  the chat template adds {shift} prompt tokens on average: the simulation's prompts are shifted by it")
         results.append([calibrate_and_predict(measured, srcs, out, model, shift, args.kv_cache, args.join_window,
-                                              args.attention_tile_rows)
+                                              args.attention_tile_rows, args.stream_interval)
                         for srcs in fit_from])
         for result in results[-1]:
             print_fit(result)
@@ -357,6 +362,7 @@ def main() -> int:
           + f" --levels {','.join(map(str, REQUESTS))} --kv-cache {args.kv_cache}"
           + (f" --join-window {args.join_window}" if args.join_window else "")
           + (f" --attention-tile-rows {args.attention_tile_rows}" if args.attention_tile_rows is not None else "")
+          + (f" --stream-interval {args.stream_interval}" if args.stream_interval else "")
           + (f" --scale {args.scale:g}" if args.scale != 1 else ""))
     print(f"requests per level: {', '.join(f'c={c}: {n}' for c, n in REQUESTS.items())}")
     if args.json:

@@ -66,6 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the measured spread of turnarounds (default: arrival, where the run shows one); 'finish': the "
                         "window also opens after a step in which a sequence finished, measured from every send just "
                         "after a step (see sim --join-after); 'none': measured and reported only")
+    g.add_argument("--stream-interval", default="none", choices=("measured", "none"), metavar="measured|none",
+                   help="closed loop: 'measured': the simulated engine streams a step's sequences as far apart as the "
+                        "run's chunks came, and takes in the next requests that reach it in time, in place of the join "
+                        "window, so a client whose sequence came early gets its next request into the next batch "
+                        "(where the turnaround is copied); default 'none': measured and reported only")
     p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
     p.set_defaults(func=run)
 
@@ -89,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
                     max_batched_tokens=args.max_batched_tokens,
                     closed_loop_concurrency=_closed_loop_concurrency(sources), shared_kv=args.shared_kv,
                     attention_tile_rows=args.attention_tile_rows, apply_join_window=args.join_window,
+                    apply_stream_interval=args.stream_interval == "measured",
                     source={"runs": sources, "model_config": args.model_config, "hardware": args.hardware})
     out = Path(args.out) if args.out else _default_out(Path(args.paths[0]))
     write_calibration(cal, out)
@@ -251,6 +257,12 @@ def _render(cal, out: Path, console) -> None:
             console.print(f"join window {t['join_window_ms']:.2f} ms{f' ({basis})' if basis else ''}: sends while "
                           f"another request waited to be taken in joined the next step {w['joined']}× (delays "
                           f"{w['joined_delay_ms']} ms) and waited {w['waited']}× ({w['waited_delay_ms']} ms); {used}")
+        if t.get("stream_interval_ms"):
+            console.print(f"stream interval {t['stream_interval_ms']:.2f} ms per sequence (a step's chunks, median), "
+                          f"next requests taken in up to {t.get('stream_join_ms', 0.0):+.2f} ms after a step's last "
+                          "chunk: " + ("applied, in place of the join window: a client whose sequence was streamed "
+                                       "early gets its next request into the next batch"
+                                       if t.get("stream_interval_applied") else "not applied (--stream-interval measured)"))
     if fit["at_bound"]:
         console.print(f"[yellow]at the bound of its search range: {', '.join(fit['at_bound'])} "
                       "(check the hardware's peak figures)[/]")

@@ -119,6 +119,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help="with --join-window-ms: the steps after which the window opens: 'arrival', after a step "
                         "during which a request arrived (default); 'finish', also after a step in which a sequence "
                         "finished, whose client sends its next request a turnaround later")
+    g.add_argument("--stream-interval-ms", type=float, metavar="MS",
+                   help="the engine streams a step's sequences this far apart, in slot order, and forms its next "
+                        "batch after the last: a closed-loop client whose sequence came early sends its next "
+                        "request that much sooner, at the step's end at the earliest (llama-server on one core: "
+                        "about 0.6; default 0)")
+    g.add_argument("--stream-join-ms", type=float, metavar="MS",
+                   help="with --stream-interval-ms: the engine takes in a request that reaches it up to this long "
+                        "after it streamed a step's last sequence (negative: this long before; default 0)")
     g.add_argument("--kv-scan-ns", type=float, metavar="NS",
                    help="time per query row and KV cell of another sequence in the step: attention over one KV "
                         "buffer shared by every sequence, each row visiting every cell in use (llama.cpp's "
@@ -164,7 +172,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
     for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
                         ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms),
                         ("--kv-scan-ns", ns.kv_scan_ns), ("--join-window-ms", ns.join_window_ms),
-                        ("--host-seq-us", host_seq_us)):
+                        ("--host-seq-us", host_seq_us), ("--stream-interval-ms", getattr(ns, "stream_interval_ms", None))):
         if value is not None:
             _at_least_zero(flag, value)
     tile_rows = getattr(ns, "attention_tile_rows", None)
@@ -172,6 +180,11 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         raise UsageError(f"--attention-tile-rows must be >= 0, not {tile_rows}")
     if ns.join_window_ms is not None and not ns.join_window_ms < 1000:
         raise UsageError(f"--join-window-ms must be below 1000, not {ns.join_window_ms}")
+    stream_ms, stream_join_ms = getattr(ns, "stream_interval_ms", None), getattr(ns, "stream_join_ms", None)
+    if stream_ms is not None and not stream_ms < 1000:
+        raise UsageError(f"--stream-interval-ms must be below 1000, not {stream_ms}")
+    if stream_join_ms is not None and not -1000 < stream_join_ms < 1000:
+        raise UsageError(f"--stream-join-ms must lie between -1000 and 1000, not {stream_join_ms}")
     roofline = dataclasses.replace(
         r, mfu=_given(ns.mfu, r.mfu), mbu=_given(ns.mbu, r.mbu),
         step_overhead_s=r.step_overhead_s if ns.step_overhead_ms is None else ns.step_overhead_ms / 1e3,
@@ -186,7 +199,9 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         attention_tile_rows=_given(tile_rows, r.attention_tile_rows),
         decode_kv_reads=_given(getattr(ns, "decode_kv_reads", None), r.decode_kv_reads),
         join_window_s=r.join_window_s if ns.join_window_ms is None else ns.join_window_ms / 1e3,
-        join_after=_given(getattr(ns, "join_after", None), r.join_after))
+        join_after=_given(getattr(ns, "join_after", None), r.join_after),
+        stream_interval_s=r.stream_interval_s if stream_ms is None else stream_ms / 1e3,
+        stream_join_s=r.stream_join_s if stream_join_ms is None else stream_join_ms / 1e3)
     spec = _spec(ns)
     try:
         config = SimConfig(
@@ -342,6 +357,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--join-window-ms", repr(r.join_window_s * 1e3)]
     if r.join_after != _R.join_after:
         argv += ["--join-after", r.join_after]
+    if r.stream_interval_s:
+        argv += ["--stream-interval-ms", repr(r.stream_interval_s * 1e3), "--stream-join-ms", repr(r.stream_join_s * 1e3)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

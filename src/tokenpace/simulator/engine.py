@@ -37,6 +37,7 @@ from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
 from tokenpace.simulator.step import ShiftedContexts, StepBatch, StepPredictor, decode_run_s
+from tokenpace.simulator.stream_slots import StreamSlots
 from tokenpace.simulator.timeline import TimelineRow
 
 
@@ -61,7 +62,8 @@ class Engine:
     def __init__(self, scheduler: Scheduler, predictor: StepPredictor, *,
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
                  timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0,
-                 join_window_s: float = 0.0, join_after: str = "arrival", host_seq_s: float = 0.0) -> None:
+                 join_window_s: float = 0.0, join_after: str = "arrival", host_seq_s: float = 0.0,
+                 stream_interval_s: float = 0.0, stream_join_s: float = 0.0) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -73,9 +75,10 @@ class Engine:
         self.max_seq_tokens = self.kv.num_blocks * self.kv.block_size
         self.steps = 0  # engine steps run so far (the index of the next one)
         self.host_seq_s = host_seq_s  # a step takes at least its sequences x this (host work it overlaps)
-        # Plain decodes advanced as one cohort (cohort.py): not for a driver that reads every
-        # sequence's tokens after each step, nor with speculative decoding or a prefix cache.
-        if cohort and spec is None and not self.kv.prefix_caching and scheduler.supports_cohort:
+        self._slots = StreamSlots(round(stream_interval_s * 1e9), round(stream_join_s * 1e9)) if stream_interval_s else None
+        # Plain decodes advanced as one cohort (cohort.py): not for a driver that reads every sequence's
+        # tokens after each step, nor with speculative decoding, a prefix cache or slots (stream_slots.py).
+        if cohort and spec is None and not self.kv.prefix_caching and scheduler.supports_cohort and not self._slots:
             scheduler.cohort = DecodeCohort(self.kv.block_size)
         # With a cohort, the end of every step is kept (its ``ends``), and a sequence's chunk times are
         # runs of those steps (``ChunkRuns``), never copied out per token; otherwise lists of times.
@@ -192,6 +195,8 @@ class Engine:
         would have stepping one by one (a token delivered at that very instant counts)."""
         if seq.state in (DONE, CANCELLED):
             return
+        if self._slots is not None:
+            self._slots.release(seq)
         flight = self._flight
         done = 0
         if t_ns is not None and flight is not None and len(flight.ends_ns) > 1 and (
@@ -274,6 +279,9 @@ class Engine:
                 self.kv.publish(seq)
             if seq.generated >= seq.output_len:
                 done.append(seq)
+        if self._slots is not None:
+            self._slots.finish([seq for seq, _ in step.batch.prefill if seq.state != CANCELLED]
+                               + [seq for seq in step.batch.decode if seq.state != CANCELLED], done)
         for seq in done:
             self.scheduler.finish(seq)
             seq.state = DONE

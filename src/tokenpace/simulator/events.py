@@ -41,9 +41,10 @@ class Event:
         return f"{type(self).__name__}(t_ns={self.t_ns})"
 
 
-def _issue(world: World, t_ns: int, finished: list[int]) -> list[Event]:
-    """``finished``: the indices of the requests that just ended (a session's next turn follows)."""
-    return [Arrival(t, i) for t, i in world.load.on_done(t_ns, len(finished), finished)]
+def _issue(world: World, t_ns: int, finished: list[int], leads_ns: list[int] | tuple = ()) -> list[Event]:
+    """``finished``: the indices of the requests that just ended (a session's next turn follows);
+    ``leads_ns``: how long before ``t_ns`` each was streamed (``Sequence.lead_ns``)."""
+    return [Arrival(t, i) for t, i in world.load.on_done(t_ns, len(finished), finished, leads_ns)]
 
 
 def _maybe_schedule(world: World, t_ns: int, out: list[Event], after_step: bool = False) -> list[Event]:
@@ -68,7 +69,9 @@ class StepEnd(Event):
         done = world.engine.finish_step(self.step)
         for seq in done:
             world.complete(seq)
-        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [seq.index for seq in done]), after_step=True)
+        leads = [seq.lead_ns for seq in done]  # (all 0 unless the engine streams in slots: stream_slots.py)
+        return _maybe_schedule(world, self.t_ns, _issue(world, self.t_ns, [seq.index for seq in done], leads),
+                               after_step=True)
 
 
 class Timeout(Event):

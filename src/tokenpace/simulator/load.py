@@ -97,7 +97,8 @@ class OpenLoop:
         self._queued.append(index)
         return False
 
-    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
+    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = (),
+                leads_ns: Sequence[int] = ()) -> list[tuple[int, int]]:
         if self._cap is None:
             return []
         self._in_flight -= finished
@@ -153,14 +154,24 @@ class ClosedLoop:
     def admit(self, index: int, t_ns: int) -> bool:
         return True
 
-    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
+    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = (),
+                leads_ns: Sequence[int] = ()) -> list[tuple[int, int]]:
+        """``leads_ns``: how long before ``t_ns`` each finished request was streamed (an engine that
+        streams a step's sequences one after another, ``Sequence.lead_ns``): its client's turnaround
+        runs from then, and a send that would come before ``t_ns`` comes at ``t_ns``."""
         spread = self._turnaround_ns
-        if not isinstance(spread, tuple):
+        if not isinstance(spread, tuple) and not leads_ns:
             return self._issue(t_ns + spread, finished)
         out = []
-        for _ in range(finished):
-            k, self._reissued = self._reissued, self._reissued + 1
-            out += self._issue(t_ns + spread[k * 7 % len(spread)], 1)
+        for j in range(finished):
+            if isinstance(spread, tuple):
+                k, self._reissued = self._reissued, self._reissued + 1
+                wait = spread[k * 7 % len(spread)]
+            else:
+                wait = spread
+            if j < len(leads_ns):
+                wait = max(0, wait - leads_ns[j])
+            out += self._issue(t_ns + wait, 1)
         return out
 
     def _issue(self, t_ns: int, finished: int) -> list[tuple[int, int]]:
@@ -226,7 +237,8 @@ class SessionLoop:
         self.sent += 1
         return True
 
-    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = ()) -> list[tuple[int, int]]:
+    def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = (),
+                leads_ns: Sequence[int] = ()) -> list[tuple[int, int]]:
         out = []
         for i in finished_indices:
             nxt = self._next_turn.get(i)

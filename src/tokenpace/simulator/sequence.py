@@ -20,7 +20,7 @@ class Sequence:
         "index", "request", "prompt_len", "output_len", "arrival_ns", "state",
         "generated", "num_computed", "num_blocks", "blocks", "block_hashes", "num_registered",
         "cached_prompt_tokens", "first_token_ns", "chunk_ns", "chunk_tokens",
-        "decode_steps", "plan", "preemptions", "sched_step", "admit_no", "co_from",
+        "decode_steps", "plan", "preemptions", "sched_step", "admit_no", "co_from", "slot", "lead_ns",
     )
 
     def __init__(self, index: int, request: SimRequest, arrival_ns: int) -> None:
@@ -46,6 +46,8 @@ class Sequence:
         self.sched_step = -1  # last step index this sequence was scheduled in
         self.admit_no = -1  # admissions into the running queue before this one's last (its running order)
         self.co_from = -1  # in a decode cohort: the step its fields are up to date before (cohort.py); else -1
+        self.slot = -1  # the engine's slot, where it streams a step's sequences in slot order (stream_slots.py)
+        self.lead_ns = 0  # finished: how long before its step's end it was streamed (stream_slots.py)
 
     @property
     def num_tokens(self) -> int:

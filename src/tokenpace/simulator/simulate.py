@@ -71,7 +71,9 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
                     arrival_s=getattr(getattr(predictor, "params", None), "arrival_s", 0.0),
                     join_window_s=getattr(getattr(predictor, "params", None), "join_window_s", 0.0),
                     join_after=getattr(getattr(predictor, "params", None), "join_after", "arrival"),
-                    host_seq_s=getattr(getattr(predictor, "params", None), "host_seq_s", 0.0))
+                    host_seq_s=getattr(getattr(predictor, "params", None), "host_seq_s", 0.0),
+                    stream_interval_s=getattr(getattr(predictor, "params", None), "stream_interval_s", 0.0),
+                    stream_join_s=getattr(getattr(predictor, "params", None), "stream_join_s", 0.0))
     return engine, capacity
 
 

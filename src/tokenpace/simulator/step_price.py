@@ -87,6 +87,20 @@ which a request arrived; ``"finish"``, also after a step in which a sequence fin
 sends its next request a turnaround later (an engine that always takes requests a moment into a
 step, as llama-server did in RESULTS 7q's runs whether or not one was waiting). A decode step
 with neither opens no window, so runs of such steps are still jumped.
+The stream interval (``stream_interval_s``; 0 by default). An engine that samples and streams a
+step's sequences one after another on the core that runs the model, and forms its next batch after
+the last, ends a sequence streamed early before the step is over for the engine: llama-server
+(one thread, one core) streams a step's chunks 0.5-0.8 ms apart per sequence, in slot order, so
+the k-th of n sequences ends (n - k) intervals before the last, and its closed-loop client's next
+request, sent a turnaround (0.9 ms) later, joins the next batch if it reaches the engine in time
+(``stream_join_s``: up to that long after the last stream; negative, that long before it), while
+the last ones' wait a step: none at 2 sequences, 28-33% at 4, 49-70% at 8 (RESULTS 7zb). The engine
+(``engine.Engine``) gives each sequence a slot as llama-server does (the free one used least
+recently) and tells a finished sequence's client how much time it has (``Sequence.lead_ns``:
+(n - k) intervals plus ``stream_join_s``); a closed loop's client then sends that much sooner
+(``load.ClosedLoop``), at the step's end at the earliest, so it joins when its turnaround is
+shorter. Tokens are still timestamped at the step's end (the interval is a few ms on steps of
+20 ms and more). A calibration measures the interval from the spread of each step's chunks.
 
 The scan of one KV buffer shared by every sequence (``kv_scan_s``; 0 by default): per query row of
 the step and per KV cell of the batch that belongs to another sequence than the row's
@@ -177,6 +191,8 @@ class RooflineParams:
     host_seq_s: float = 0.0  # host time per sequence a step overlaps with the GPU: see the docstring
     join_window_s: float = 0.0  # after a step during which requests arrived, new ones taken in this long: see the docstring
     join_after: str = "arrival"  # the steps after which the window opens: one of JOIN_AFTER (see the docstring)
+    stream_interval_s: float = 0.0  # a step's sequences streamed this far apart, in slot order: see the docstring
+    stream_join_s: float = 0.0  # with it: a send joins the next batch up to this long after the step's last stream (< 0: before)
     kv_scan_s: float = 0.0  # per query row and KV cell of another sequence in the step (one shared KV buffer): see the docstring
     # A step of at least this many query rows computes attention in tiles over every KV cell in use (one
     # shared KV buffer): the other sequences' cells cost attention FLOPs; 0: never. See the docstring.
@@ -202,6 +218,10 @@ class RooflineParams:
             raise ValueError("host_seq_s must be >= 0")
         if not 0 <= self.join_window_s < 1.0:
             raise ValueError("join_window_s must lie in [0, 1) seconds")
+        if not 0 <= self.stream_interval_s < 1.0:
+            raise ValueError("stream_interval_s must lie in [0, 1) seconds")
+        if not -1.0 < self.stream_join_s < 1.0:
+            raise ValueError("stream_join_s must lie in (-1, 1) seconds")
         if self.join_after not in JOIN_AFTER:
             raise ValueError(f"join_after must be one of {JOIN_AFTER}, not {self.join_after!r}")
         if not 0 <= self.kv_scan_s < float("inf"):
@@ -225,6 +245,8 @@ class RooflineParams:
                 **({"decode_kv_reads": self.decode_kv_reads} if self.decode_kv_reads != "shared" else {}),
                 **({"join_window_s": self.join_window_s} if self.join_window_s else {}),
                 **({"join_after": self.join_after} if self.join_after != "arrival" else {}),
+                **({"stream_interval_s": self.stream_interval_s, "stream_join_s": self.stream_join_s}
+                   if self.stream_interval_s else {}),
                 **({"decode_delta_s": list(self.decode_delta_s)} if self.decode_delta_s else {})}
 
     def decode_delta(self, sequences: int, tokens_per_seq: int = 1) -> float:

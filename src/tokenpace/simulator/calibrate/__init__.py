@@ -25,7 +25,7 @@ from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, first_wave_gap,
-                                                  join_window, turnaround_spread)
+                                                  join_window, stream_join, turnaround_spread)
 from tokenpace.simulator.calibrate.decode_table import MIN_STEPS as MIN_DECODE_STEPS, decode_deltas
 from tokenpace.simulator.calibrate.fit import (
     BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline, step_weights,
@@ -86,7 +86,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
               policy: str | None = None, max_num_seqs: int | None = None,
               max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
               source: dict[str, Any] | None = None, shared_kv: bool = False,
-              attention_tile_rows: int | None = None, apply_join_window: bool | str = "arrival") -> Calibration:
+              attention_tile_rows: int | None = None, apply_join_window: bool | str = "arrival",
+              apply_stream_interval: bool = False) -> Calibration:
     """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
     run's engine steps.
 
@@ -106,7 +107,12 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     turnarounds (the default, "arrival" or True; False or "none": both are only reported,
     ``fit["client_turnaround"]``). ``apply_join_window="finish"``: the window opens after a step in
     which a sequence finished too (``RooflineParams.join_after``), and is measured from every send
-    just after a step, whether or not another request waited."""
+    just after a step, whether or not another request waited. ``apply_stream_interval``: where the
+    turnaround is copied, the simulated engine streams a step's sequences as far apart as the run's
+    chunks came (``RooflineParams.stream_interval_s``), so that a client whose sequence was streamed
+    early can still get its next request into the next batch, in place of the join window (off by
+    default, measured and reported: on llama.cpp it brought c=8's TTFT in and put c=4's TPOT 6-9%
+    high, RESULTS 7zb)."""
     if apply_join_window == "none":
         apply_join_window = False
     m, hw = get_model(model), get_gpu(hardware)
@@ -159,14 +165,26 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         # applied: with the first wave's gap, they brought the fitted level's TTFT within 2% on two
         # sets of llama.cpp runs, where without them it missed by 7% (RESULTS 7z; before the gap,
         # 7q found them making it worse).
+        # The engine streams a step's sequences one after another (RESULTS 7zb): a client whose
+        # sequence came early sends its next request before the engine forms its next batch.
+        # Where it applies, it replaces the join window (a window timed from a step's first chunk, which
+        # the streaming makes up for): the engine takes in what reaches it up to ``stream_join_s`` after
+        # the step's last chunk, measured from the same sends.
+        interval = observed.stream_interval_s if turnaround else 0.0
+        stream = bool(interval and apply_stream_interval)
+        stream_join_s = stream_join(*observed.stream_join_offsets) if interval else 0.0
+        if stream:
+            params = replace(params, stream_interval_s=interval, stream_join_s=stream_join_s)
         offsets_joined, offsets_waited = observed.join_offsets
         basis = observed.join_offsets_any if after == "finish" else (offsets_joined, offsets_waited)
         window = join_window(*basis) if turnaround else 0.0
         measured_spread: tuple[float, ...] = ()
-        if window:
+        if window or stream:
             gaps = np.concatenate([closed_loop_turnarounds(run, closed_loop_concurrency) for run in runs])
             measured_spread = turnaround_spread(gaps)
-            if apply_join_window:
+            if stream:
+                spread = measured_spread
+            elif apply_join_window:
                 spread = measured_spread
                 params = replace(params, join_window_s=window, join_after=after)
         report["client_turnaround"] = {"median_ms": round(measured * 1e3, 3), "sends": counted,
@@ -182,7 +200,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                                        "join_window_ms": round(window * 1e3, 3),
                                        "join_window_after": after,
                                        "turnarounds_ms": [round(t * 1e3, 3) for t in measured_spread],
-                                       "join_window_applied": bool(spread)}
+                                       "join_window_applied": bool(params.join_window_s),
+                                       "stream_interval_ms": round(observed.stream_interval_s * 1e3, 4),
+                                       "stream_join_ms": round(stream_join_s * 1e3, 4),
+                                       "stream_interval_applied": stream}
     return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=params, tp=tp,
                        policy=policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
                        turnaround_s=turnaround, turnarounds_s=spread, first_wave_gap_s=first_gap, fit=report,
@@ -229,7 +250,9 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                             joins_after_start=(sum(o.joins_after_start[0] for o in observations),
                                                sum(o.joins_after_start[1] for o in observations)),
                             join_offsets=_pooled_offsets(o.join_offsets for o in observations),
-                            join_offsets_any=_pooled_offsets(o.join_offsets_any for o in observations))
+                            join_offsets_any=_pooled_offsets(o.join_offsets_any for o in observations),
+                            stream_spreads=tuple(x for o in observations for x in o.stream_spreads),
+                            stream_join_offsets=_pooled_offsets(o.stream_join_offsets for o in observations))
 
 
 def _pooled_offsets(pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:

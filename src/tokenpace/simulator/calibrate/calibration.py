@@ -1,6 +1,6 @@
 """The calibration file: fitted step-time parameters, the engine they were fitted on, and how well.
 
-One versioned JSON document (``kind: "calibration"``, ``schema_version`` 13). It holds everything
+One versioned JSON document (``kind: "calibration"``, ``schema_version`` 14). It holds everything
 ``tokenpace sim --calibration`` needs, resolved, so that it runs without the files it was made from
 (the GGUF model, the hardware JSON): the model's shape, the hardware, the weight and KV precisions,
 the engine's limits when they were given, the roofline parameters, and a closed-loop client's
@@ -25,8 +25,8 @@ from tokenpace.simulator.step_price import RooflineParams
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
 # 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
 # 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s; 11: join_after; 12: attention_tile_rows;
-# 13: client.first_wave_gap_s (older versions are read, without them)
-SCHEMA_VERSION = 13
+# 13: client.first_wave_gap_s; 14: stream_interval_s (older versions are read, without them)
+SCHEMA_VERSION = 14
 KIND = "calibration"
 
 
@@ -83,6 +83,8 @@ class Calibration:
                                     attention_tile_rows=int(r.get("attention_tile_rows", 0)),
                                     join_window_s=float(r.get("join_window_s", 0.0)),
                                     join_after=str(r.get("join_after", "arrival")),
+                                    stream_interval_s=float(r.get("stream_interval_s", 0.0)),
+                                    stream_join_s=float(r.get("stream_join_s", 0.0)),
                                     decode_delta_s=tuple(None if d is None else float(d)
                                                          for d in r.get("decode_delta_s") or ())),
             tp=int(e.get("tp") or 1), policy=e.get("policy"),

@@ -81,6 +81,16 @@ def turnaround_spread(gaps: np.ndarray, n: int = 10) -> tuple[float, ...]:
     return tuple(float(q) for q in np.quantile(gaps, (np.arange(n) + 0.5) / n))
 
 
+def stream_join(joined: Sequence[float], waited: Sequence[float]) -> float:
+    """How long after a step's last chunk a send may reach an engine that streams a step's sequences
+    one after another and still join its next batch (negative: that long before the last chunk), from
+    sends timed from that chunk (``StepObservations.stream_join_offsets``): ``join_window``'s
+    threshold, the earliest that waited where none joined, 0 where no send was seen."""
+    if not joined:
+        return min(waited) if waited else 0.0
+    return join_window(joined, waited)
+
+
 def join_window(joined: Sequence[float], waited: Sequence[float]) -> float:
     """The join window that best tells the sends that joined a step from those that waited, by their
     delay after the step before: the smallest delay d such that treating every send at or below d as

@@ -90,6 +90,17 @@ class StepObservations:
     join_offsets: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
     # The same for every such send, whether or not another request waited (``join_after="finish"``).
     join_offsets_any: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    # Per burst of two or more chunks: (its last chunk − its first) / (chunks − 1), seconds: how far apart
+    # the engine streams a step's sequences (``RooflineParams.stream_interval_s``).
+    stream_spreads: tuple[float, ...] = ()
+    # ``joins_after_start``'s sends, each one's delay after the last chunk of the burst before it (seconds;
+    # negative: sent before the engine had streamed the whole step), as (joined the step, waited a step).
+    stream_join_offsets: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+
+    @property
+    def stream_interval_s(self) -> float:
+        """The median of ``stream_spreads`` (0 where no step streamed two sequences)."""
+        return float(np.median(self.stream_spreads)) if self.stream_spreads else 0.0
 
     def describe(self) -> dict:
         kinds = Counter(s.kind for s in self.steps)
@@ -107,6 +118,7 @@ class StepObservations:
             "steps_from_send_to_first_token": {str(k): n for k, n in self.prompt_steps.items()},
             "sent_just_after_a_step_began": {"joined_it": self.joins_after_start[0],
                                              "waited_for_the_next": self.joins_after_start[1]},
+            "stream_interval_ms": round(self.stream_interval_s * 1e3, 4),
         }
 
 
@@ -142,6 +154,9 @@ def observe_steps(records: Iterable[RequestRecord], *, max_batched_tokens: int |
     bursts = [list(zip(sid[lo:hi].tolist(), pos[lo:hi].tolist()))
               for lo, hi in zip(first, np.append(first[1:], len(t)))]
     end_ns = t[first].tolist()  # the earliest chunk of a burst: the least delayed by the client
+    last = np.append(first[1:], len(t)) - 1
+    many = last > first
+    spreads = (t[last[many]] - t[first[many]]) / (last[many] - first[many]) / 1e9
     chunk_burst: list[list[int]] = [[0] * len(s.chunk_ns) for s in streams]
     for b, members in enumerate(bursts):
         for s, j in members:
@@ -155,7 +170,9 @@ def observe_steps(records: Iterable[RequestRecord], *, max_batched_tokens: int |
                             skipped=dict(skipped), prompt_steps=run.prompt_steps(),
                             joins_after_start=run.joins_after_start(ARRIVAL_FRACTION * threshold),
                             join_offsets=run.join_offsets(ARRIVAL_FRACTION * threshold),
-                            join_offsets_any=run.join_offsets(ARRIVAL_FRACTION * threshold, waiting_only=False))
+                            join_offsets_any=run.join_offsets(ARRIVAL_FRACTION * threshold, waiting_only=False),
+                            stream_spreads=tuple(spreads.tolist()),
+                            stream_join_offsets=run.stream_offsets(ARRIVAL_FRACTION * threshold, t[last]))
 
 
 def _streams(records: Iterable[RequestRecord]) -> list[_Stream]:
@@ -279,6 +296,19 @@ class _Run:
             if self.start_ns[b + 1] != self.end_ns[b]:  # the engine was idle: nothing to join
                 continue
             yield q, b, int(self.first_burst[q])
+
+    def stream_offsets(self, window_ns: float, last_ns: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``joins_after_start``'s sends, each one's delay after the last chunk of the burst before it, in
+        seconds (``StepObservations.stream_join_offsets``)."""
+        joined: list[float] = []
+        waited: list[float] = []
+        for q, b, k in self._sends_after_ends(window_ns):
+            delay = (int(self.sent[q]) - int(last_ns[b])) / 1e9
+            if k == b + 1:
+                joined.append(delay)
+            elif k == b + 2:
+                waited.append(delay)
+        return tuple(joined), tuple(waited)
 
     def joins_after_start(self, window_ns: float) -> tuple[int, int]:
         """Of the requests sent within ``window_ns`` after a busy step began (at or after the end of
