@@ -68,9 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "after a step (see sim --join-after); 'none': measured and reported only")
     g.add_argument("--stream-interval", default="none", choices=("measured", "none"), metavar="measured|none",
                    help="closed loop: 'measured': the simulated engine streams a step's sequences as far apart as the "
-                        "run's chunks came, and takes in the next requests that reach it in time, in place of the join "
-                        "window, so a client whose sequence came early gets its next request into the next batch "
-                        "(where the turnaround is copied); default 'none': measured and reported only")
+                        "run's chunks came and takes in the next requests that reach it in time (the join window "
+                        "applying too), so a client whose sequence came early gets its next request into the next "
+                        "batch (where the turnaround is copied); default 'none': measured and reported only")
     p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
     p.set_defaults(func=run)
 
@@ -260,8 +260,8 @@ def _render(cal, out: Path, console) -> None:
         if t.get("stream_interval_ms"):
             console.print(f"stream interval {t['stream_interval_ms']:.2f} ms per sequence (a step's chunks, median), "
                           f"next requests taken in up to {t.get('stream_join_ms', 0.0):+.2f} ms after a step's last "
-                          "chunk: " + ("applied, in place of the join window: a client whose sequence was streamed "
-                                       "early gets its next request into the next batch"
+                          "chunk: " + ("applied: a client whose sequence was streamed early gets its next request "
+                                       "into the next batch"
                                        if t.get("stream_interval_applied") else "not applied (--stream-interval measured)"))
     if fit["at_bound"]:
         console.print(f"[yellow]at the bound of its search range: {', '.join(fit['at_bound'])} "

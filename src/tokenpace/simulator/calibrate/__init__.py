@@ -110,9 +110,9 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     just after a step, whether or not another request waited. ``apply_stream_interval``: where the
     turnaround is copied, the simulated engine streams a step's sequences as far apart as the run's
     chunks came (``RooflineParams.stream_interval_s``), so that a client whose sequence was streamed
-    early can still get its next request into the next batch, in place of the join window (off by
-    default, measured and reported: on llama.cpp it brought c=8's TTFT in and put c=4's TPOT 6-9%
-    high, RESULTS 7zb)."""
+    early can still get its next request into the next batch, the join window applying too (off by
+    default, measured and reported: on four sets of llama.cpp runs it met the targets on one more
+    set and on one fewer, RESULTS 7zb)."""
     if apply_join_window == "none":
         apply_join_window = False
     m, hw = get_model(model), get_gpu(hardware)
@@ -167,9 +167,9 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         # 7q found them making it worse).
         # The engine streams a step's sequences one after another (RESULTS 7zb): a client whose
         # sequence came early sends its next request before the engine forms its next batch.
-        # Where it applies, it replaces the join window (a window timed from a step's first chunk, which
-        # the streaming makes up for): the engine takes in what reaches it up to ``stream_join_s`` after
-        # the step's last chunk, measured from the same sends.
+        # The engine takes in what reaches it up to ``stream_join_s`` after the step's last chunk (measured
+        # from the same sends; negative: before it), and the join window still applies on top: a
+        # waiting request's slot launch holds the next batch back (RESULTS 7y).
         interval = observed.stream_interval_s if turnaround else 0.0
         stream = bool(interval and apply_stream_interval)
         stream_join_s = stream_join(*observed.stream_join_offsets) if interval else 0.0
@@ -182,10 +182,9 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         if window or stream:
             gaps = np.concatenate([closed_loop_turnarounds(run, closed_loop_concurrency) for run in runs])
             measured_spread = turnaround_spread(gaps)
-            if stream:
+            if stream or apply_join_window:
                 spread = measured_spread
-            elif apply_join_window:
-                spread = measured_spread
+            if apply_join_window and window:
                 params = replace(params, join_window_s=window, join_after=after)
         report["client_turnaround"] = {"median_ms": round(measured * 1e3, 3), "sends": counted,
                                        "next_requests_joined_the_step_begun": joined,
