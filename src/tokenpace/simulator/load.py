@@ -156,9 +156,10 @@ class ClosedLoop:
 
     def on_done(self, t_ns: int, finished: int, finished_indices: Iterable[int] = (),
                 leads_ns: Sequence[int] = ()) -> list[tuple[int, int]]:
-        """``leads_ns``: how long before ``t_ns`` each finished request was streamed (an engine that
-        streams a step's sequences one after another, ``Sequence.lead_ns``): its client's turnaround
-        runs from then, and a send that would come before ``t_ns`` comes at ``t_ns``."""
+        """``leads_ns``: how much sooner each finished request's client may send and still be in time
+        for the next batch (an engine that streams a step's sequences one after another,
+        ``Sequence.lead_ns``): its turnaround is shortened by it, and a send that would then come
+        before ``t_ns`` comes at ``t_ns``, in time."""
         spread = self._turnaround_ns
         if not isinstance(spread, tuple) and not leads_ns:
             return self._issue(t_ns + spread, finished)

@@ -11,7 +11,8 @@ freed).
 ``StreamSlots.finish`` runs at each step's end: it gives the step's new sequences their slots,
 sets each finished sequence's ``lead_ns`` and frees their slots. The lead is how long its client
 has to get a request in: its sequence was streamed (n − k) intervals before the last, and the engine
-takes in what reaches it up to ``join_ns`` after the last stream (negative: before it). Only for batches whose sequences are listed (not a decode cohort's)."""
+takes in what reaches it up to ``join_ns`` after the last stream (negative: before it). Only for
+batches whose sequences are listed (the engine runs no decode cohort with slots)."""
 
 from __future__ import annotations
 
