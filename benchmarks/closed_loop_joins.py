@@ -5,7 +5,8 @@ Reads the runs a `calibrate_llama.py` run saved (`--out-dir`: each repeat's `mea
 prediction of it:
 
 - **chunk spread**: how far apart in time a step's chunks reach the client, per sequence after the
-  first (the median over steps of (last chunk − first chunk) / (sequences − 1)). llama-server
+  first (the median over steps of (last chunk − first chunk) / (sequences − 1):
+  `StepObservations.stream_interval_s`, what `tokenpace calibrate --stream-interval` measures). llama-server
   samples and streams a step's sequences one after another on the core that runs the model, so a
   sequence streamed early ends that long before the engine forms its next batch. The simulator
   delivers every token of a step at the step's end.
@@ -37,21 +38,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from tokenpace.results.records import read_records  # noqa: E402
 from tokenpace.simulator.calibrate.steps import observe_steps  # noqa: E402
 
-BURST_GAP_NS = 10_000_000  # chunks closer than this belong to one step (a step here takes 20 ms or more)
 SHARED_NS = 5_000_000  # first tokens closer than this came in one step
 SLOTS, N_BATCH = 8, 2048  # as calibrate_llama.py starts llama-server
-
-
-def chunk_spread_ms(records) -> float | None:
-    """Median over steps of two or more sequences of the chunks' spread per sequence after the first."""
-    t = np.sort(np.concatenate([np.asarray(r.chunk_ns, dtype=np.int64) for r in records if r.chunk_ns]))
-    cut = np.flatnonzero(np.diff(t) > BURST_GAP_NS)
-    first, last = np.r_[0, cut + 1], np.r_[cut, len(t) - 1]
-    n = last - first + 1
-    many = n >= 2
-    if not many.any():
-        return None
-    return float(np.median((t[last[many]] - t[first[many]]) / (n[many] - 1))) / 1e6
 
 
 def shared_share(records) -> float:
@@ -68,7 +56,8 @@ def describe(path: Path) -> dict:
     records = list(read_records(path))
     obs = observe_steps(records, max_batched_tokens=N_BATCH, max_num_seqs=SLOTS)
     ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in records if r.first_token_ns and r.sent_ns]
-    return {"spread_ms": chunk_spread_ms(records), "joins": obs.joins_after_start,
+    spread = obs.stream_interval_s if obs.stream_spreads else None  # as `tokenpace calibrate` measures it
+    return {"spread_ms": None if spread is None else spread * 1e3, "joins": obs.joins_after_start,
             "shared": shared_share(records), "ttft_p50_ms": statistics.median(ttft) if ttft else None}
 
 

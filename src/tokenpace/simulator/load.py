@@ -161,7 +161,7 @@ class ClosedLoop:
         ``Sequence.lead_ns``): its turnaround is shortened by it, and a send that would then come
         before ``t_ns`` comes at ``t_ns``, in time."""
         spread = self._turnaround_ns
-        if not isinstance(spread, tuple) and not leads_ns:
+        if not isinstance(spread, tuple) and not any(leads_ns):  # (all 0 unless the engine streams in slots)
             return self._issue(t_ns + spread, finished)
         out = []
         for j in range(finished):

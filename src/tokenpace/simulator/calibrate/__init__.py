@@ -165,11 +165,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         # applied: with the first wave's gap, they brought the fitted level's TTFT within 2% on two
         # sets of llama.cpp runs, where without them it missed by 7% (RESULTS 7z; before the gap,
         # 7q found them making it worse).
-        # The engine streams a step's sequences one after another (RESULTS 7zb): a client whose
-        # sequence came early sends its next request before the engine forms its next batch.
-        # The engine takes in what reaches it up to ``stream_join_s`` after the step's last chunk (measured
-        # from the same sends; negative: before it), and the join window still applies on top: a
-        # waiting request's slot launch holds the next batch back (RESULTS 7y).
+        # The engine streams a step's sequences one after another (RESULTS 7zb), so a client whose
+        # sequence came early can send its next request before the next batch forms: taken in up to
+        # ``stream_join_s`` after the step's last chunk (negative: before it). The join window applies
+        # on top (a waiting request's slot launch holds the next batch back, 7y).
         interval = observed.stream_interval_s if turnaround else 0.0
         stream = bool(interval and apply_stream_interval)
         stream_join_s = stream_join(*observed.stream_join_offsets) if interval else 0.0
