@@ -17,6 +17,15 @@ and that change from one repeat to the next on the same engine:
    (the server's slot state is known only up to such a shift: a prompt that shares a tenth of its
    tokens with a slot's cached prompt is given that slot instead, ``--slot-prompt-similarity``).
 
+3. **A prompt's step at each level**: a step that computed one prompt costs more the more sequences
+   decode beside it; per level, a line through those steps' times against the prompt's tokens, read
+   at the runs' median prompt length. A level whose prompt steps sit off the other levels' trend is
+   one whose fitted or predicted TTFT and TPOT inherit it (RESULTS 7zc).
+4. **The first wave**: how many of a closed loop's first requests (up to the engine's slots) the
+   engine computed in its first step, and whether the first one sent was among them. The simulated
+   clients send the first wave as far apart as the measured ones, and the simulated engine computes
+   the first request alone.
+
     .venv/bin/python benchmarks/calibrate_llama.py --out-dir runs/cal      # measure (16 minutes)
     .venv/bin/python benchmarks/calibrate_llama_steps.py --out-dir runs/cal
 """
@@ -29,6 +38,8 @@ import statistics
 import sys
 from collections import Counter
 from pathlib import Path
+
+import numpy as np
 
 from tokenpace.results import read_records
 from tokenpace.simulator.calibrate.steps import observe_steps
@@ -82,9 +93,60 @@ def slots_by_request(repeat: Path) -> dict[int, dict[str, int]]:
     return out
 
 
+def median_ms(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ms" if values else "-"
+
+
 def summary_figures(run_json: Path) -> tuple[float, float, float]:
     s = json.loads(run_json.read_text())["summary"]
     return s["latency_ms"]["ttft"]["p50"], s["latency_ms"]["tpot"]["p50"], s["throughput"]["output_tokens_s"]
+
+
+def prompt_steps(repeats: list[Path]) -> None:
+    """Section 3: per level and repeat, the steps that computed one prompt, by the decoding sequences
+    beside it: a least-squares line of their times against the prompt's tokens, read at the median
+    prompt length of all the runs (a level's prompt lengths differ, so the raw medians would too)."""
+    steps: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
+    for rep in repeats:
+        for c in LEVELS:
+            path = rep / f"measured-c{c}.records.jsonl"
+            if path.exists():
+                for s in observe_steps(records(path)).steps:
+                    if len(s.batch.prefill) == 1:
+                        key = (rep.name, c, s.batch.num_decode)
+                        steps.setdefault(key, []).append((s.batch.prefill[0][0], s.duration_s * 1e3))
+    if not steps:
+        return
+    at = statistics.median(n for points in steps.values() for n, _ in points)
+    print(f"\n3. a step with one prompt, by the sequences decoding beside it (d): its ms at {at:g} prompt "
+          "tokens (a line per level through the steps' times), and the steps' count")
+    for rep in repeats:
+        cells = []
+        for (name, c, d), points in sorted(steps.items()):
+            if name != rep.name or len(points) < 3 or len({n for n, _ in points}) < 2:
+                continue
+            slope, icept = np.polyfit([n for n, _ in points], [ms for _, ms in points], 1)
+            cells.append(f"c={c} d={d}: {icept + slope * at:5.0f} ({len(points)})")
+        print(f"  {rep.name}: " + " · ".join(cells))
+
+
+def first_wave(repeats: list[Path]) -> None:
+    """Section 4: of the first min(c, SLOTS) requests sent, how many got their first token in the
+    engine's first step (within 20 ms of the earliest: one step's tokens go out ~1 ms apart), and
+    whether the first one sent was among them."""
+    print("\n4. the first wave: its prompts the engine computed in its first step, of the first "
+          "requests sent (the first one sent among them?)")
+    for c in LEVELS[1:]:
+        cells = []
+        for rep in repeats:
+            path = rep / f"measured-c{c}.records.jsonl"
+            if not path.exists():
+                continue
+            wave = sorted(records(path), key=lambda r: r.sent_ns)[:min(c, SLOTS)]
+            start = min(r.first_token_ns for r in wave)
+            first = [r for r in wave if r.first_token_ns - start < 20_000_000]
+            cells.append(f"{len(first)}/{len(wave)}" + (" (yes)" if wave[0] in first else " (no)"))
+        print(f"  c={c:<2} " + " · ".join(cells))
 
 
 def main() -> int:
@@ -132,10 +194,12 @@ def main() -> int:
             agree.append(sum((abs((a + shift) % SLOTS - (b + shift) % SLOTS) == 1) == (ms >= args.split_ms)
                              for (a, b), ms in points))
         best = max(range(SLOTS), key=agree.__getitem__)
-        print(f"  {rep.name}: {len(points)} steps; slow mode {len(slow)} (median {statistics.median(slow):.1f} ms), "
-              f"fast mode {len(fast)} (median {statistics.median(fast):.1f} ms); adjacent slots = slow mode in "
+        print(f"  {rep.name}: {len(points)} steps; slow mode {len(slow)} (median {median_ms(slow)}), "
+              f"fast mode {len(fast)} (median {median_ms(fast)}); adjacent slots = slow mode in "
               f"{agree[best]}/{len(points)} with the labels shifted by {best} (unshifted {agree[0]}; the worst "
               f"shift {min(agree)})")
+    prompt_steps(repeats)
+    first_wave(repeats)
     print(f"\nreproduce: .venv/bin/python benchmarks/calibrate_llama_steps.py --out-dir {args.out_dir}"
           + (f" --split-ms {args.split_ms:g}" if args.split_ms != 41.0 else ""))
     return 0
