@@ -8,7 +8,7 @@ and that change from one repeat to the next on the same engine:
    requests end apart send their next prompts apart (one per step: shorter TTFT, and every prompt
    stalls the others' decodes, so longer TPOT); clients that fall into step send them together.
 2. **The decode steps of two sequences at c=2**, which come in two modes (below and above
-   ``--split-ms``). ``benchmarks/llama_ubatch_layout.py`` measures why: two sequences on adjacent
+   ``--split-ms``, by default where each repeat's times split best). ``benchmarks/llama_ubatch_layout.py`` measures why: two sequences on adjacent
    slots run as one ubatch, on slots apart as two, and one ubatch of two costs more. Which slots a
    run used is not in its records: they are reconstructed the way llama-server assigns them
    (the least recently used idle slot, ties to the highest id; bench's preflight request takes
@@ -149,12 +149,64 @@ def first_wave(repeats: list[Path]) -> None:
         print(f"  c={c:<2} " + " · ".join(cells))
 
 
+def two_modes_split(values: list[float]) -> float | None:
+    """The split between two modes of ``values`` (Otsu's: the cut that leaves the two groups the most
+    between-group variance), or None with fewer than 4 values."""
+    v = sorted(values)
+    if len(v) < 4:
+        return None
+    best, split = -1.0, None
+    for i in range(1, len(v)):
+        lo, hi = v[:i], v[i:]
+        between = len(lo) * len(hi) * (statistics.fmean(hi) - statistics.fmean(lo)) ** 2
+        if between > best:
+            best, split = between, (v[i - 1] + v[i]) / 2
+    return split
+
+
+def ubatch_modes(repeats: list[Path], split_ms: float | None) -> None:
+    """Section 2: c=2's decode steps of two sequences, cut into a slow and a fast mode, against the
+    slots' adjacency (llama_ubatch_layout.py: adjacent slots run as one ubatch, which costs more)."""
+    print("\n2. c=2 decode steps of two sequences (no arrival during the step): the two modes, split at "
+          + (f"{split_ms:g} ms" if split_ms is not None else "each repeat's own gap (Otsu)")
+          + ", and the slots' adjacency")
+    for rep in repeats:
+        path = rep / "measured-c2.records.jsonl"
+        if not path.exists():
+            continue
+        recs = records(path)
+        slot_of = slots_by_request(rep)[2]
+        points = []
+        for s in observe_steps(recs).steps:
+            if s.batch.prefill or s.arrivals or s.batch.num_decode != 2:
+                continue
+            pair = [slot_of[r.request_id] for r in recs if r.chunk_ns[0] < s.end_ns <= r.chunk_ns[-1]]
+            if len(pair) == 2:
+                points.append((pair, s.duration_s * 1e3))
+        split = split_ms if split_ms is not None else two_modes_split([ms for _, ms in points])
+        if split is None:
+            print(f"  {rep.name}: {len(points)} steps, too few to split")
+            continue
+        slow = [ms for _, ms in points if ms >= split]
+        fast = [ms for _, ms in points if ms < split]
+        agree = []
+        for shift in range(SLOTS):
+            agree.append(sum((abs((a + shift) % SLOTS - (b + shift) % SLOTS) == 1) == (ms >= split)
+                             for (a, b), ms in points))
+        best = max(range(SLOTS), key=agree.__getitem__)
+        print(f"  {rep.name}: {len(points)} steps, split at {split:.1f} ms; slow mode {len(slow)} (median "
+              f"{median_ms(slow)}), fast mode {len(fast)} (median {median_ms(fast)}); adjacent slots = slow "
+              f"mode in {agree[best]}/{len(points)} with the labels shifted by {best} (unshifted {agree[0]}; "
+              f"the worst shift {min(agree)})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", required=True, metavar="DIR", help="calibrate_llama.py's --out-dir")
-    parser.add_argument("--split-ms", type=float, default=41.0, metavar="MS",
-                        help="between the two modes of a 2-sequence decode step (default 41: between "
-                             "llama_ubatch_layout.py's 1+1 and 2 on this machine)")
+    parser.add_argument("--split-ms", type=float, metavar="MS",
+                        help="between the two modes of a 2-sequence decode step (default: each repeat's "
+                             "own, where its step times leave the widest gap between two groups; 41 was "
+                             "between llama_ubatch_layout.py's 1+1 and 2 on the machine of RESULTS 7n)")
     args = parser.parse_args()
     repeats = sorted(Path(args.out_dir).glob("repeat-*"))
     if not repeats:
@@ -172,36 +224,11 @@ def main() -> int:
             ttft, tpot, tok_s = summary_figures(rep / f"measured-c{c}.json")
             print(f"  c={c:<2} {rep.name}: {' '.join(f'{k}x{n}' for k, n in sorted(sizes.items())) or '(none unambiguous)':<24} "
                   f"TTFT p50 {ttft:7.1f} ms  TPOT p50 {tpot:6.1f} ms  {tok_s:5.1f} tok/s")
-    print(f"\n2. c=2 decode steps of two sequences (no arrival during the step): the two modes, split at "
-          f"{args.split_ms:g} ms, and the slots' adjacency")
-    for rep in repeats:
-        path = rep / "measured-c2.records.jsonl"
-        if not path.exists():
-            continue
-        recs = records(path)
-        slot_of = slots_by_request(rep)[2]
-        points = []
-        for s in observe_steps(recs).steps:
-            if s.batch.prefill or s.arrivals or s.batch.num_decode != 2:
-                continue
-            pair = [slot_of[r.request_id] for r in recs if r.chunk_ns[0] < s.end_ns <= r.chunk_ns[-1]]
-            if len(pair) == 2:
-                points.append((pair, s.duration_s * 1e3))
-        slow = [ms for _, ms in points if ms >= args.split_ms]
-        fast = [ms for _, ms in points if ms < args.split_ms]
-        agree = []
-        for shift in range(SLOTS):
-            agree.append(sum((abs((a + shift) % SLOTS - (b + shift) % SLOTS) == 1) == (ms >= args.split_ms)
-                             for (a, b), ms in points))
-        best = max(range(SLOTS), key=agree.__getitem__)
-        print(f"  {rep.name}: {len(points)} steps; slow mode {len(slow)} (median {median_ms(slow)}), "
-              f"fast mode {len(fast)} (median {median_ms(fast)}); adjacent slots = slow mode in "
-              f"{agree[best]}/{len(points)} with the labels shifted by {best} (unshifted {agree[0]}; the worst "
-              f"shift {min(agree)})")
+    ubatch_modes(repeats, args.split_ms)
     prompt_steps(repeats)
     first_wave(repeats)
     print(f"\nreproduce: .venv/bin/python benchmarks/calibrate_llama_steps.py --out-dir {args.out_dir}"
-          + (f" --split-ms {args.split_ms:g}" if args.split_ms != 41.0 else ""))
+          + (f" --split-ms {args.split_ms:g}" if args.split_ms is not None else ""))
     return 0
 
 
