@@ -258,8 +258,10 @@ def _render(cal, out: Path, console) -> None:
                           f"another request waited to be taken in joined the next step {w['joined']}× (delays "
                           f"{w['joined_delay_ms']} ms) and waited {w['waited']}× ({w['waited_delay_ms']} ms); {used}")
         if t.get("stream_interval_ms"):
+            join_ms = t.get("stream_join_ms", 0.0)
+            when = f"{join_ms:.2f} ms after" if join_ms >= 0 else f"{-join_ms:.2f} ms before"
             console.print(f"stream interval {t['stream_interval_ms']:.2f} ms per sequence (a step's chunks, median), "
-                          f"next requests taken in up to {t.get('stream_join_ms', 0.0):+.2f} ms after a step's last "
+                          f"next requests taken in if sent up to {when} a step's last "
                           "chunk: " + ("applied: a client whose sequence was streamed early gets its next request "
                                        "into the next batch"
                                        if t.get("stream_interval_applied") else "not applied (--stream-interval measured)"))
