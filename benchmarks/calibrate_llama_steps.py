@@ -8,7 +8,8 @@ and that change from one repeat to the next on the same engine:
    requests end apart send their next prompts apart (one per step: shorter TTFT, and every prompt
    stalls the others' decodes, so longer TPOT); clients that fall into step send them together.
 2. **The decode steps of two sequences at c=2**, which come in two modes (below and above
-   ``--split-ms``, by default where each repeat's times split best). ``benchmarks/llama_ubatch_layout.py`` measures why: two sequences on adjacent
+   ``--split-ms``; by default each repeat's own split, Otsu's). ``benchmarks/llama_ubatch_layout.py``
+   measures why: two sequences on adjacent
    slots run as one ubatch, on slots apart as two, and one ubatch of two costs more. Which slots a
    run used is not in its records: they are reconstructed the way llama-server assigns them
    (the least recently used idle slot, ties to the highest id; bench's preflight request takes
@@ -205,7 +206,7 @@ def main() -> int:
     parser.add_argument("--out-dir", required=True, metavar="DIR", help="calibrate_llama.py's --out-dir")
     parser.add_argument("--split-ms", type=float, metavar="MS",
                         help="between the two modes of a 2-sequence decode step (default: each repeat's "
-                             "own, where its step times leave the widest gap between two groups; 41 was "
+                             "own, the cut into two groups that differ most, Otsu's method; 41 was "
                              "between llama_ubatch_layout.py's 1+1 and 2 on the machine of RESULTS 7n)")
     args = parser.parse_args()
     repeats = sorted(Path(args.out_dir).glob("repeat-*"))
