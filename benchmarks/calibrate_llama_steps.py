@@ -10,8 +10,8 @@ and that change from one repeat to the next on the same engine:
 2. **The decode steps of two sequences at c=2**, which come in two modes (below and above
    ``--split-ms``; by default each repeat's own split, Otsu's). ``benchmarks/llama_ubatch_layout.py``
    measures why: two sequences on adjacent slots run as one ubatch, on slots apart as two, and one
-   ubatch of two costs more. Which slots a
-   run used is not in its records: they are reconstructed the way llama-server assigns them
+   ubatch of two costs more. Which slots a run used is not in its records: they are reconstructed
+   the way llama-server assigns them
    (the least recently used idle slot, ties to the highest id; bench's preflight request takes
    one before each level; one server serves every level of a repeat, in order), and the report
    says how often "adjacent" agrees with "the slow mode" under each rotation of the slot labels
