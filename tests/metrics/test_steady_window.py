@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tokenpace.metrics import summarize
 from tokenpace.runner.steady import steady_window
 
@@ -17,12 +19,43 @@ def _closed_loop(concurrency: int, requests: int, latency: float) -> list:
     return out
 
 
-def test_closed_loop_from_the_cth_send_to_the_first_completion_after_the_last_send():
+def test_closed_loop_from_the_cth_send_to_the_first_completion_no_send_followed():
     # 2 clients, 6 requests of 100 ms: sends at 0, 0, 100, 100, 200, 200; completions at 100, 200, 300.
     records = _closed_loop(2, 6, 100.0)
     w = steady_window(records, closed_loop=True, concurrency=2, start_ns=0)
-    assert (w.start_ns, w.end_ns) == (0, ns(300))  # the last send at 200 ms; the next completion at 300
+    assert (w.start_ns, w.end_ns) == (0, ns(300))  # the last sends at 200 ms; the next completions at 300
     assert w.rule.startswith("Steady-state window (closed loop at concurrency 2)")
+
+
+def test_a_cohort_that_ends_at_the_last_sends_instant_ends_the_window_there():
+    # 2 clients, 5 requests of 100 ms in lockstep (a simulation of identical requests): both end at
+    # 200 ms, one client sends the fifth request at that instant, the other has none left. From 200
+    # ms one request is in flight, not two: the window ends at 200, not at the fifth's end (300).
+    records = _closed_loop(2, 5, 100.0)
+    w = steady_window(records, closed_loop=True, concurrency=2, start_ns=0)
+    assert (w.start_ns, w.end_ns) == (0, ns(200))
+    # 16 clients, 120 identical requests: 7 whole cohorts, then 8 requests run at half load.
+    records = _closed_loop(16, 120, 100.0)
+    w = steady_window(records, closed_loop=True, concurrency=16, start_ns=0)
+    assert w.end_ns == ns(700)
+    # The rate is the full load's: 16 requests of 10 tokens per 100 ms (over 0-800 ms it read 1,500).
+    assert summarize(records, window=w)["throughput"]["output_tokens_s"] == pytest.approx(1600)
+
+
+def test_a_completion_within_the_last_sends_turnaround_ends_the_window():
+    # 2 clients: A's requests take 100 ms, B's 150 ms; a client sends its next request 10 ms after
+    # its previous one ended. Sends: A at 0, 110, 220; B at 0, 160. A's third ends at 320, B's second
+    # at 310, 90 ms after the last send (220): the window ends at 310, where B found none left.
+    records = [record(sent=0, chunks=[(100, 5)], index=0), record(sent=0, chunks=[(150, 5)], index=1),
+               record(sent=110, chunks=[(210, 5)], index=2), record(sent=160, chunks=[(310, 5)], index=3),
+               record(sent=220, chunks=[(320, 5)], index=4)]
+    w = steady_window(records, closed_loop=True, concurrency=2, start_ns=0)
+    assert w.end_ns == ns(310)
+    # A completion inside the last send's turnaround: A ends at 210, sends at 220; B had ended at
+    # 215 with nothing left. The first completion after the last send (320) is past the cooldown's start.
+    records[3] = record(sent=160, chunks=[(215, 5)], index=3)
+    w = steady_window(records, closed_loop=True, concurrency=2, start_ns=0)
+    assert w.end_ns == ns(215)
 
 
 def test_the_drain_is_left_out_of_an_open_loop():

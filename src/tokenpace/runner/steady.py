@@ -8,8 +8,9 @@ target, so that neither the ramp-up nor the drain dilutes them:
   (``--warmup SECONDS``) or of ``--ramp``, nor before the first measured request was sent;
 - it ends when sending stops: open loop, at the last send (a ``--duration`` run whose sending went
   on to the deadline: at the deadline);
-  closed loop, when the first request of the cooldown would have been sent, i.e. at the first
-  completion after the last send (a ``--duration`` run: at the deadline, if that comes first).
+  closed loop, when the first request of the cooldown would have been sent: at the first completion
+  that no send followed, the C-th latest (``cooldown_start``; a ``--duration`` run: at the deadline,
+  if that comes first).
 
 Every request is still counted in the summary's counts and latency percentiles; the window only
 says over which time its rates are counted. When no such window exists (nothing measured, or the
@@ -34,7 +35,7 @@ NS = 1_000_000_000
 
 CLOSED_RULE = ("Steady-state window (closed loop at concurrency {c}): from when request number {c} was sent "
                "(the target concurrency reached){after} to when the first request of the cooldown would "
-               "have been sent (the first completion after the last send){deadline}, both ends inclusive; "
+               "have been sent (the first completion that no send followed){deadline}, both ends inclusive; "
                "the ramp-up and the drain are outside it.")
 OPEN_RULE = ("Steady-state window (open loop): from the first send{after} to the last send{deadline}, "
              "both ends inclusive; the drain after the last send is outside it.")
@@ -58,7 +59,7 @@ def steady_window(records: Sequence[RequestRecord] | RecordTable, *, closed_loop
         if sends.count < concurrency:  # type: ignore[operator]
             return None  # the target concurrency was never reached
         begin = max(settled_ns, sends.kth)  # the C-th send
-        end = sends.first_completion_after(records, sends.last)
+        end = cooldown_start(records, sends.last, concurrency)  # type: ignore[arg-type]
         if deadline_ns is not None:
             end = deadline_ns if end is None else min(end, deadline_ns)
     else:
@@ -71,6 +72,29 @@ def steady_window(records: Sequence[RequestRecord] | RecordTable, *, closed_loop
     if end is None or end <= begin:
         return None
     return Window(begin, end, explicit=True, rule=_rule(closed, concurrency, warmup_s, ramp_s, duration_s))
+
+
+def cooldown_start(records: Sequence[RequestRecord] | RecordTable, last_send: int, concurrency: int) -> int | None:
+    """When a closed loop of ``concurrency`` clients began its cooldown: the first completion its
+    client had no request left to follow. Every completion before it sent the next request, and C of
+    the N sends were not sent after a completion, so it is the (N − C + 1)-th completion, i.e. the
+    C-th latest. The first completion after the last send is the same moment unless completions tie
+    (a simulation of identical requests ends clients in whole cohorts: the last sends then happen at
+    the very instant of the cooldown's first completions) or one came within a client's turnaround
+    of the last send; the earlier of the two is taken (with ``--workers`` a worker can run out of
+    requests before the others, and neither is then earlier than that moment). None: no completion
+    after the last send."""
+    after, latest = None, np.empty(0, dtype=np.int64)
+    for completion in _completion_blocks(records):
+        later = completion[completion > last_send]
+        if later.size:
+            low = int(later.min())
+            after = low if after is None else min(after, low)
+        both = np.concatenate([latest, completion])
+        latest = both if both.size <= concurrency else np.partition(both, both.size - concurrency)[-concurrency:]
+    if after is None:
+        return None
+    return min(after, int(latest.min())) if latest.size == concurrency else after
 
 
 class _Sends:
@@ -119,16 +143,6 @@ class _Sends:
     def kth(self) -> int:
         return int(self.smallest.max())
 
-    @staticmethod
-    def first_completion_after(records: Sequence[RequestRecord] | RecordTable, after: int) -> int | None:
-        """The first completion later than ``after`` (None: none)."""
-        first = None
-        for completion in _completion_blocks(records):
-            later = completion[completion > after]
-            if later.size:
-                low = int(later.min())
-                first = low if first is None else min(first, low)
-        return first
 
 
 def _max(a: int | None, b: int) -> int:
