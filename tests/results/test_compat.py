@@ -52,6 +52,7 @@ def test_a_version_1_run_re_judged_gives_its_saved_numbers_back(tmp_path):
 def test_the_same_command_writes_the_same_bytes_as_version_1(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the config records --out as given
     _version_1_efficiencies(monkeypatch)
+    _version_1_window(monkeypatch)
     assert main([*COMMAND, "--out", "v1-sim.json"]) == 0
     capsys.readouterr()
     assert (tmp_path / "v1-sim.timeline.jsonl").read_bytes() == (DATA / "v1-sim.timeline.jsonl").read_bytes()
@@ -82,6 +83,23 @@ def _version_1_efficiencies(monkeypatch) -> None:
     monkeypatch.setattr(efficiency, "efficiency_entries", lambda extra=None, moe=False: [*builtin(extra)[:1], entry])
     efficiency._builtin_efficiency.cache_clear()
     monkeypatch.setattr(efficiency, "_builtin_efficiency", _uncached(efficiency._resolve))
+
+
+def _version_1_window(monkeypatch) -> None:
+    """The closed loop's steady-state window as version 1 ended it: at the first completion strictly
+    after the last send. RESULTS 26 ends it at the first completion that no send followed, a
+    deliberate change that moves this command's rates (its 14 identical requests end in cohorts of 4,
+    the last sends at the instant their cohort ends): the test is about the files' bytes, not the
+    window rule (tests/metrics/test_steady_window.py is)."""
+    from tokenpace.runner import steady
+
+    def first_after(records, last_send, concurrency):
+        later = [int(c[c > last_send].min()) for c in steady._completion_blocks(records) if (c > last_send).any()]
+        return min(later, default=None)
+
+    monkeypatch.setattr(steady, "cooldown_start", first_after)
+    monkeypatch.setattr(steady, "CLOSED_RULE", steady.CLOSED_RULE.replace(
+        "(the first completion that no send followed)", "(the first completion after the last send)"))
 
 
 def _uncached(resolve):
