@@ -34,6 +34,7 @@ and that change from one repeat to the next on the same engine:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -47,10 +48,25 @@ from tokenpace.simulator.calibrate.steps import observe_steps
 
 SLOTS = 8
 LEVELS = (1, 2, 4, 8, 16)
+FIRST_STEP_NS = 20_000_000
 
 
+@functools.cache
 def records(run: Path) -> list:
     return [r for r in read_records(run) if r.status == "ok" and r.chunk_ns]
+
+
+@functools.cache
+def steps(run: Path) -> list:
+    """The run's engine steps, reconstructed once (every section reads them)."""
+    return observe_steps(records(run)).steps
+
+
+def first_step(wave: list) -> list:
+    """Of a first wave's requests (in send order), those whose first token came in the engine's
+    first step: within FIRST_STEP_NS of the earliest (one step's tokens go out ~1 ms apart)."""
+    start = min(r.first_token_ns for r in wave)
+    return [r for r in wave if r.first_token_ns - start < FIRST_STEP_NS]
 
 
 def slots_by_request(repeat: Path) -> dict[int, dict[str, int]]:
@@ -107,23 +123,23 @@ def prompt_steps(repeats: list[Path]) -> None:
     """Section 3: per level and repeat, the steps that computed one prompt, by the decoding sequences
     beside it: a least-squares line of their times against the prompt's tokens, read at the median
     prompt length of all the runs (a level's prompt lengths differ, so the raw medians would too)."""
-    steps: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
+    points_of: dict[tuple[str, int, int], list[tuple[int, float]]] = {}
     for rep in repeats:
         for c in LEVELS:
             path = rep / f"measured-c{c}.records.jsonl"
             if path.exists():
-                for s in observe_steps(records(path)).steps:
+                for s in steps(path):
                     if len(s.batch.prefill) == 1:
                         key = (rep.name, c, s.batch.num_decode)
-                        steps.setdefault(key, []).append((s.batch.prefill[0][0], s.duration_s * 1e3))
-    if not steps:
+                        points_of.setdefault(key, []).append((s.batch.prefill[0][0], s.duration_s * 1e3))
+    if not points_of:
         return
-    at = statistics.median(n for points in steps.values() for n, _ in points)
+    at = statistics.median(n for points in points_of.values() for n, _ in points)
     print(f"\n3. a step with one prompt, by the sequences decoding beside it (d): its ms at {at:g} prompt "
           "tokens (a line per level through the steps' times), and the steps' count")
     for rep in repeats:
         cells = []
-        for (name, c, d), points in sorted(steps.items()):
+        for (name, c, d), points in sorted(points_of.items()):
             if name != rep.name or len(points) < 3 or len({n for n, _ in points}) < 2:
                 continue
             slope, icept = np.polyfit([n for n, _ in points], [ms for _, ms in points], 1)
@@ -133,8 +149,7 @@ def prompt_steps(repeats: list[Path]) -> None:
 
 def first_wave(repeats: list[Path]) -> None:
     """Section 4: of the first min(c, SLOTS) requests sent, how many got their first token in the
-    engine's first step (within 20 ms of the earliest: one step's tokens go out ~1 ms apart), and
-    whether the first one sent was among them."""
+    engine's first step (``first_step``), and whether the first one sent was among them."""
     print("\n4. the first wave: its prompts the engine computed in its first step, of the first "
           "requests sent (the first one sent among them?)")
     for c in LEVELS[1:]:
@@ -144,8 +159,7 @@ def first_wave(repeats: list[Path]) -> None:
             if not path.exists():
                 continue
             wave = sorted(records(path), key=lambda r: r.sent_ns)[:min(c, SLOTS)]
-            start = min(r.first_token_ns for r in wave)
-            first = [r for r in wave if r.first_token_ns - start < 20_000_000]
+            first = first_step(wave)
             cells.append(f"{len(first)}/{len(wave)}" + (" (yes)" if wave[0] in first else " (no)"))
         print(f"  c={c:<2} " + " · ".join(cells))
 
@@ -178,7 +192,7 @@ def ubatch_modes(repeats: list[Path], split_ms: float | None) -> None:
         recs = records(path)
         slot_of = slots_by_request(rep)[2]
         points = []
-        for s in observe_steps(recs).steps:
+        for s in steps(path):
             if s.batch.prefill or s.arrivals or s.batch.num_decode != 2:
                 continue
             pair = [slot_of[r.request_id] for r in recs if r.chunk_ns[0] < s.end_ns <= r.chunk_ns[-1]]
@@ -220,8 +234,7 @@ def main() -> int:
             path = rep / f"measured-c{c}.records.jsonl"
             if not path.exists():
                 continue
-            obs = observe_steps(records(path))
-            sizes = Counter(len(s.batch.prefill) for s in obs.steps if s.batch.prefill)
+            sizes = Counter(len(s.batch.prefill) for s in steps(path) if s.batch.prefill)
             ttft, tpot, tok_s = summary_figures(rep / f"measured-c{c}.json")
             print(f"  c={c:<2} {rep.name}: {' '.join(f'{k}x{n}' for k, n in sorted(sizes.items())) or '(none unambiguous)':<24} "
                   f"TTFT p50 {ttft:7.1f} ms  TPOT p50 {tpot:6.1f} ms  {tok_s:5.1f} tok/s")

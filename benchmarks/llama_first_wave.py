@@ -6,8 +6,9 @@ On llama-server pinned to one core, as `calibrate_llama.py` runs it, every reque
 and the loop starts a step as soon as it finds a task queued. So which requests the first step
 holds depends on the order the handlers finish, which the client cannot see. This script sends
 first waves only (`--requests` equal to the concurrency) with the same bench options as
-`calibrate_llama.py`, reads llama-server's own log (task ids are given as the handlers post their
-tasks; each task's prompt length names its request), and prints per wave:
+`calibrate_llama.py`, reads llama-server's own log (a handler takes its task's id once it has
+tokenized the prompt, just before it posts the task, so the ids give the handlers' order up to that
+moment; each task's prompt length names its request), and prints per wave:
 
 - each request, in the order sent: its send offset, its first token (ms after the first send) and
   its place in the server's queue;
@@ -33,13 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from calibrate_llama import CLIENT_CPU, KV_CACHE, llama_server, load_args, ready_engine, tokenpace  # noqa: E402
+from calibrate_llama_steps import first_step  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 from tokenpace.results.records import read_records  # noqa: E402
 
 NEW_PROMPT = re.compile(r"\| task (\d+) \| new prompt, .*task\.n_tokens = (\d+)")
-STEP_MS = 20.0  # first tokens this close to the earliest came in the engine's first step
 
 
 def queued_order(log_text: str) -> dict[int, int]:
@@ -61,14 +62,13 @@ def wave(url: str, log: Path, c: int, out: Path) -> str:
     recs = sorted((r for r in read_records(out.with_suffix(".records.jsonl")) if r.first_token_ns),
                   key=lambda r: r.sent_ns)
     t0 = recs[0].sent_ns
-    first_token = min(r.first_token_ns for r in recs)
     ids = sorted(tasks[r.prompt_tokens] for r in recs if r.prompt_tokens in tasks)
     cells = []
     for r in recs:
         place = ids.index(tasks[r.prompt_tokens]) + 1 if r.prompt_tokens in tasks else None
         cells.append(f"{(r.sent_ns - t0) / 1e6:4.1f}/{(r.first_token_ns - t0) / 1e6:5.0f}"
                      f" q{place if place else '?'}")
-    in_first = [r for r in recs if (r.first_token_ns - first_token) / 1e6 < STEP_MS]
+    in_first = first_step(recs)
     return (f"{' · '.join(cells)}\n      first step: {len(in_first)} of {len(recs)} prompts; "
             f"the first sent {'in it' if recs[0] in in_first else 'not in it'}")
 
