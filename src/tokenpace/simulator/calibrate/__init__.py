@@ -111,8 +111,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     turnaround is copied, the simulated engine streams a step's sequences as far apart as the run's
     chunks came (``RooflineParams.stream_interval_s``), so that a client whose sequence was streamed
     early can still get its next request into the next batch, the join window applying too (off by
-    default, measured and reported: over four sets of llama.cpp runs seven medians missed issue 25's
-    targets with it and five without, RESULTS 7zb)."""
+    default, measured and reported: over five sets of llama.cpp runs twelve medians missed issue 25's
+    targets with it and ten without, RESULTS 7zb and 7zd)."""
     if apply_join_window == "none":
         apply_join_window = False
     m, hw = get_model(model), get_gpu(hardware)
