@@ -17,7 +17,15 @@ prediction of it:
 - **prompts sharing a step**: the share of requests whose first token came in the same burst as
   another request's (within 5 ms): the steps that compute two prompts at once, which cost about 1.5
   times a step with one at 8 clients on the test engine.
-- **TTFT p50** of the run.
+- **TTFT p50** of the run, and in the summary its quartiles (every record, the warm-up wave's too).
+- **a finished sequence's lead** (summary, measured runs): in bursts of at least c chunks with one
+  request's last chunk among them, how long before the burst's last chunk that one reached the
+  client, by how many chunks came after it: what its client has to get the next request into the
+  next batch. `--stream-interval measured` prices it as that many stream intervals (RESULTS 7zd).
+- **same request** (summary): every simulated request has a measured one with the same index and
+  prompt. How many of them got their first token later in the simulation than on the engine, and
+  the median of (simulated − measured) TTFT. A p50 that agrees can hide a simulation that is a
+  step late for most requests while its distribution is narrower (RESULTS 7zd).
 
     .venv/bin/python benchmarks/calibrate_llama.py --out-dir runs/cal   # measure and predict first
     .venv/bin/python benchmarks/closed_loop_joins.py runs/cal           # then this (seconds)
@@ -39,6 +47,7 @@ from tokenpace.results.records import read_records  # noqa: E402
 from tokenpace.simulator.calibrate.steps import observe_steps  # noqa: E402
 
 SHARED_NS = 5_000_000  # first tokens closer than this came in one step
+BURST_NS = 15_000_000  # chunks closer than this came from one step (a step here takes 20 ms or more)
 SLOTS, N_BATCH = 8, 2048  # as calibrate_llama.py starts llama-server
 
 
@@ -55,10 +64,37 @@ def shared_share(records) -> float:
 def describe(path: Path) -> dict:
     records = list(read_records(path))
     obs = observe_steps(records, max_batched_tokens=N_BATCH, max_num_seqs=SLOTS)
-    ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in records if r.first_token_ns and r.sent_ns]
+    # (``is not None``: a simulated run sends its first request at 0 ns)
+    by_index = {r.index: (r.first_token_ns - r.sent_ns) / 1e6 for r in records
+                if r.first_token_ns is not None and r.sent_ns is not None}
+    ttft = list(by_index.values())
     spread = obs.stream_interval_s if obs.stream_spreads else None  # as `tokenpace calibrate` measures it
     return {"spread_ms": None if spread is None else spread * 1e3, "joins": obs.joins_after_start,
-            "shared": shared_share(records), "ttft_p50_ms": statistics.median(ttft) if ttft else None}
+            "shared": shared_share(records), "ttft_p50_ms": statistics.median(ttft) if ttft else None,
+            "ttft_quartiles_ms": tuple(np.percentile(ttft, [25, 50, 75])) if ttft else None, "ttft_ms": by_index,
+            "records": records}
+
+
+def finish_leads(records, c: int) -> list[tuple[int, float]]:
+    """(chunks after it, ms before the burst's last chunk) of each request's last chunk, in bursts of at
+    least ``c`` chunks (gaps under BURST_NS) holding exactly one request's last chunk."""
+    events = sorted((t, k == len(r.chunk_ns) - 1) for r in records for k, t in enumerate(r.chunk_ns or ()))
+    bursts, out = [], []
+    for t, last in events:
+        if bursts and t - bursts[-1][-1][0] <= BURST_NS:
+            bursts[-1].append((t, last))
+        else:
+            bursts.append([(t, last)])
+    for b in bursts:
+        ends = [i for i, (_, last) in enumerate(b) if last]
+        if len(b) >= c and len(ends) == 1:
+            out.append((len(b) - 1 - ends[0], (b[-1][0] - b[ends[0]][0]) / 1e6))
+    return out
+
+
+def same_requests(measured: dict, simulated: dict) -> list[float]:
+    """Simulated − measured TTFT (ms) of each request both runs have (by index: the same prompt)."""
+    return [simulated["ttft_ms"][i] - t for i, t in measured["ttft_ms"].items() if i in simulated["ttft_ms"]]
 
 
 def line(label: str, d: dict) -> str:
@@ -101,6 +137,17 @@ def main() -> int:
                    "shared": statistics.median(d["shared"] for d in ds),
                    "ttft_p50_ms": statistics.median(d["ttft_p50_ms"] for d in ds)}
             print(f"  c={c:<2} {line(label, agg)}")
+        leads = [x for m in t["m"] for x in finish_leads(m["records"], c)]
+        if leads:
+            by_after = {a: statistics.median(v for k, v in leads if k == a) for a in sorted({k for k, _ in leads})}
+            print(f"  c={c:<2} a finished sequence's lead, measured ({len(leads)} steps), ms by chunks after it: "
+                  + " ".join(f"{a}:{v:.2f}" for a, v in by_after.items()))
+        diffs = [x for m, p in zip(t["m"], t["p"]) for x in same_requests(m, p)]
+        if diffs:
+            q = [np.median([d["ttft_quartiles_ms"][k] for d in ds]) for ds in (t["m"], t["p"]) for k in range(3)]
+            print(f"  c={c:<2} same request: simulated later in {sum(x > 0 for x in diffs)} of {len(diffs)}, median "
+                  f"simulated − measured {statistics.median(diffs):+.0f} ms · TTFT p25/p50/p75 measured "
+                  f"{q[0]:.0f}/{q[1]:.0f}/{q[2]:.0f}, simulated {q[3]:.0f}/{q[4]:.0f}/{q[5]:.0f} ms")
     print(f"reproduce: .venv/bin/python benchmarks/closed_loop_joins.py {args.out_dir} --fit {args.fit} "
           f"--levels {args.levels}")
     return 0
