@@ -22,6 +22,8 @@ prediction of it:
   request's last chunk among them, how long before the burst's last chunk that one reached the
   client, by how many chunks came after it: what its client has to get the next request into the
   next batch. `--stream-interval measured` prices it as that many stream intervals (RESULTS 7zd).
+- **after a step in which two requests ended** (summary): how often their clients' next prompts were
+  computed in one step, and how often in the very next one (both joined the step begun).
 - **same request** (summary): every simulated request has a measured one with the same index and
   prompt. How many of them got their first token later in the simulation than on the engine, and
   the median of (simulated − measured) TTFT. A p50 that agrees can hide a simulation that is a
@@ -75,21 +77,52 @@ def describe(path: Path) -> dict:
             "records": records}
 
 
+def bursts(records) -> list[list[tuple[int, int, bool]]]:
+    """Every chunk as (time, request index, whether it is the request's last), in bursts: chunks less
+    than BURST_NS apart, one engine step's."""
+    events = sorted((t, r.index, k == len(r.chunk_ns) - 1) for r in records for k, t in enumerate(r.chunk_ns or ()))
+    out: list[list[tuple[int, int, bool]]] = []
+    for e in events:
+        if out and e[0] - out[-1][-1][0] <= BURST_NS:
+            out[-1].append(e)
+        else:
+            out.append([e])
+    return out
+
+
 def finish_leads(records, c: int) -> list[tuple[int, float]]:
     """(chunks after it, ms before the burst's last chunk) of each request's last chunk, in bursts of at
-    least ``c`` chunks (gaps under BURST_NS) holding exactly one request's last chunk."""
-    events = sorted((t, k == len(r.chunk_ns) - 1) for r in records for k, t in enumerate(r.chunk_ns or ()))
-    bursts, out = [], []
-    for t, last in events:
-        if bursts and t - bursts[-1][-1][0] <= BURST_NS:
-            bursts[-1].append((t, last))
-        else:
-            bursts.append([(t, last)])
-    for b in bursts:
-        ends = [i for i, (_, last) in enumerate(b) if last]
+    least ``c`` chunks holding exactly one request's last chunk."""
+    out = []
+    for b in bursts(records):
+        ends = [i for i, e in enumerate(b) if e[2]]
         if len(b) >= c and len(ends) == 1:
             out.append((len(b) - 1 - ends[0], (b[-1][0] - b[ends[0]][0]) / 1e6))
     return out
+
+
+def two_finished(records, c: int) -> tuple[int, int, int]:
+    """After each burst of at least ``c`` chunks in which two requests ended: (such bursts whose next two
+    sends were found, those whose two next requests got their first tokens in one burst, those in the
+    very next burst). A closed loop's two clients send their next requests just after such a step."""
+    bs = bursts(records)
+    first = {}
+    for n, b in enumerate(bs):
+        for t, i, _ in b:
+            first.setdefault(i, n)
+    sends = sorted((r.sent_ns, r.index) for r in records if r.sent_ns is not None)
+    seen = together = next_step = 0
+    for n, b in enumerate(bs):
+        ends = [t for t, _, last in b if last]
+        if len(b) < c or len(ends) != 2:
+            continue
+        nxt = [i for t, i in sends if min(ends) - 1_000_000 <= t <= b[-1][0] + 12_000_000][:2]
+        if len(nxt) < 2 or nxt[0] not in first or nxt[1] not in first:
+            continue
+        seen += 1
+        together += first[nxt[0]] == first[nxt[1]]
+        next_step += first[nxt[0]] == first[nxt[1]] == n + 1
+    return seen, together, next_step
 
 
 def same_requests(measured: dict, simulated: dict) -> list[float]:
@@ -142,6 +175,11 @@ def main() -> int:
             by_after = {a: statistics.median(v for k, v in leads if k == a) for a in sorted({k for k, _ in leads})}
             print(f"  c={c:<2} a finished sequence's lead, measured ({len(leads)} steps), ms by chunks after it: "
                   + " ".join(f"{a}:{v:.2f}" for a, v in by_after.items()))
+        for label, ds in (("measured", t["m"]), ("simulated", t["p"])):
+            seen, together, next_step = (sum(x) for x in zip(*(two_finished(d["records"], c) for d in ds)))
+            if seen:
+                print(f"  c={c:<2} after a step in which two requests ended, {label}: their clients' next prompts "
+                      f"together after {together} of {seen}, in the very next step after {next_step}")
         diffs = [x for m, p in zip(t["m"], t["p"]) for x in same_requests(m, p)]
         if diffs:
             q = [np.median([d["ttft_quartiles_ms"][k] for d in ds]) for ds in (t["m"], t["p"]) for k in range(3)]
