@@ -69,12 +69,12 @@ def describe(path: Path) -> dict:
     # (``is not None``: a simulated run sends its first request at 0 ns)
     by_index = {r.index: (r.first_token_ns - r.sent_ns) / 1e6 for r in records
                 if r.first_token_ns is not None and r.sent_ns is not None}
-    ttft = list(by_index.values())
+    quartiles = tuple(np.percentile(list(by_index.values()), [25, 50, 75])) if by_index else None
     spread = obs.stream_interval_s if obs.stream_spreads else None  # as `tokenpace calibrate` measures it
     return {"spread_ms": None if spread is None else spread * 1e3, "joins": obs.joins_after_start,
-            "shared": shared_share(records), "ttft_p50_ms": statistics.median(ttft) if ttft else None,
-            "ttft_quartiles_ms": tuple(np.percentile(ttft, [25, 50, 75])) if ttft else None, "ttft_ms": by_index,
-            "records": records}
+            "shared": shared_share(records), "ttft_p50_ms": quartiles[1] if quartiles else None,
+            "ttft_quartiles_ms": quartiles, "ttft_ms": by_index, "bursts": bursts(records),
+            "sends": sorted((r.sent_ns, r.index) for r in records if r.sent_ns is not None)}
 
 
 def bursts(records) -> list[list[tuple[int, int, bool]]]:
@@ -90,27 +90,27 @@ def bursts(records) -> list[list[tuple[int, int, bool]]]:
     return out
 
 
-def finish_leads(records, c: int) -> list[tuple[int, float]]:
-    """(chunks after it, ms before the burst's last chunk) of each request's last chunk, in bursts of at
-    least ``c`` chunks holding exactly one request's last chunk."""
+def finish_leads(run: dict, c: int) -> list[tuple[int, float]]:
+    """(chunks after it, ms before the burst's last chunk) of each request's last chunk, in the run's
+    (``describe``) bursts of at least ``c`` chunks holding exactly one request's last chunk."""
     out = []
-    for b in bursts(records):
+    for b in run["bursts"]:
         ends = [i for i, e in enumerate(b) if e[2]]
         if len(b) >= c and len(ends) == 1:
             out.append((len(b) - 1 - ends[0], (b[-1][0] - b[ends[0]][0]) / 1e6))
     return out
 
 
-def two_finished(records, c: int) -> tuple[int, int, int]:
-    """After each burst of at least ``c`` chunks in which two requests ended: (such bursts whose next two
-    sends were found, those whose two next requests got their first tokens in one burst, those in the
-    very next burst). A closed loop's two clients send their next requests just after such a step."""
-    bs = bursts(records)
+def two_finished(run: dict, c: int) -> tuple[int, int, int]:
+    """After each of the run's (``describe``) bursts of at least ``c`` chunks in which two requests
+    ended: (such bursts whose next two sends were found, those whose two next requests got their first
+    tokens in one burst, those in the very next burst). A closed loop's two clients send their next
+    requests just after such a step."""
+    bs, sends = run["bursts"], run["sends"]
     first = {}
     for n, b in enumerate(bs):
         for t, i, _ in b:
             first.setdefault(i, n)
-    sends = sorted((r.sent_ns, r.index) for r in records if r.sent_ns is not None)
     seen = together = next_step = 0
     for n, b in enumerate(bs):
         ends = [t for t, _, last in b if last]
@@ -170,13 +170,13 @@ def main() -> int:
                    "shared": statistics.median(d["shared"] for d in ds),
                    "ttft_p50_ms": statistics.median(d["ttft_p50_ms"] for d in ds)}
             print(f"  c={c:<2} {line(label, agg)}")
-        leads = [x for m in t["m"] for x in finish_leads(m["records"], c)]
+        leads = [x for m in t["m"] for x in finish_leads(m, c)]
         if leads:
             by_after = {a: statistics.median(v for k, v in leads if k == a) for a in sorted({k for k, _ in leads})}
             print(f"  c={c:<2} a finished sequence's lead, measured ({len(leads)} steps), ms by chunks after it: "
                   + " ".join(f"{a}:{v:.2f}" for a, v in by_after.items()))
         for label, ds in (("measured", t["m"]), ("simulated", t["p"])):
-            seen, together, next_step = (sum(x) for x in zip(*(two_finished(d["records"], c) for d in ds)))
+            seen, together, next_step = (sum(x) for x in zip(*(two_finished(d, c) for d in ds)))
             if seen:
                 print(f"  c={c:<2} after a step in which two requests ended, {label}: their clients' next prompts "
                       f"together after {together} of {seen}, in the very next step after {next_step}")

@@ -144,7 +144,6 @@ class _Sends:
         return int(self.smallest.max())
 
 
-
 def _max(a: int | None, b: int) -> int:
     return b if a is None else max(a, b)
 
