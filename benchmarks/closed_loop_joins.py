@@ -22,6 +22,10 @@ prediction of it:
   request's last chunk among them, how long before the burst's last chunk that one reached the
   client, by how many chunks came after it: what its client has to get the next request into the
   next batch. `--stream-interval measured` prices it as that many stream intervals (RESULTS 7zd).
+- **in time by chunks after it** (summary, measured runs): in the same steps, whether its client's
+  next request got into the very next step, by how many chunks came after its last: the engine's
+  join share by the finished sequence's place in the stream (RESULTS 7ze). Simulated runs stamp a
+  step's chunks at one instant, so their order within a step is not the stream's: measured only.
 - **after a step in which two requests ended** (summary): how often their clients' next prompts were
   computed in one step, and how often in the very next one (both joined the step begun).
 - **same request** (summary): every simulated request has a measured one with the same index and
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from bisect import bisect_left
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +103,29 @@ def finish_leads(run: dict, c: int) -> list[tuple[int, float]]:
         ends = [i for i, e in enumerate(b) if e[2]]
         if len(b) >= c and len(ends) == 1:
             out.append((len(b) - 1 - ends[0], (b[-1][0] - b[ends[0]][0]) / 1e6))
+    return out
+
+
+def in_time_by_after(run: dict, c: int) -> list[tuple[int, bool]]:
+    """(chunks after it, whether the next send joined the next step) for each request's last chunk in
+    the run's (``describe``) bursts of at least ``c`` chunks holding exactly one: the first send
+    after that chunk and before the next burst (its client's next request), where its first token
+    came in the next burst (True) or the one after (False)."""
+    bs, sends = run["bursts"], run["sends"]
+    first = {}
+    for n, b in enumerate(bs):
+        for _, i, _ in b:
+            first.setdefault(i, n)
+    times = [t for t, _ in sends]
+    out = []
+    for n, b in enumerate(bs[:-1]):
+        ends = [j for j, e in enumerate(b) if e[2]]
+        if len(b) < c or len(ends) != 1:
+            continue
+        k = bisect_left(times, b[ends[0]][0])
+        if k == len(sends) or sends[k][0] >= bs[n + 1][0][0] or first.get(sends[k][1]) not in (n + 1, n + 2):
+            continue
+        out.append((len(b) - 1 - ends[0], first[sends[k][1]] == n + 1))
     return out
 
 
@@ -175,6 +203,12 @@ def main() -> int:
             by_after = {a: statistics.median(v for k, v in leads if k == a) for a in sorted({k for k, _ in leads})}
             print(f"  c={c:<2} a finished sequence's lead, measured ({len(leads)} steps), ms by chunks after it: "
                   + " ".join(f"{a}:{v:.2f}" for a, v in by_after.items()))
+        in_time = [x for m in t["m"] for x in in_time_by_after(m, c)]
+        if in_time:
+            counts = {a: (sum(j for k, j in in_time if k == a), sum(k == a for k, _ in in_time))
+                      for a in sorted({k for k, _ in in_time})}
+            print(f"  c={c:<2} its client's next request in time for the next step, measured, by chunks after it: "
+                  + " ".join(f"{a}:{j}/{n}" for a, (j, n) in counts.items()))
         for label, ds in (("measured", t["m"]), ("simulated", t["p"])):
             seen, together, next_step = (sum(x) for x in zip(*(two_finished(d, c) for d in ds)))
             if seen:
