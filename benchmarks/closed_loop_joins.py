@@ -26,6 +26,9 @@ prediction of it:
   next request got into the very next step, by how many chunks came after its last: the engine's
   join share by the finished sequence's place in the stream (RESULTS 7ze). Simulated runs stamp a
   step's chunks at one instant, so their order within a step is not the stream's: measured only.
+  The same is counted in steps during which a request was sent that the next step took in: the
+  engine sets that one up before it forms the batch, and the next requests of clients streamed
+  last got in too (RESULTS 7ze).
 - **after a step in which two requests ended** (summary): how often their clients' next prompts were
   computed in one step, and how often in the very next one (both joined the step begun).
 - **same request** (summary): every simulated request has a measured one with the same index and
@@ -106,11 +109,13 @@ def finish_leads(run: dict, c: int) -> list[tuple[int, float]]:
     return out
 
 
-def in_time_by_after(run: dict, c: int) -> list[tuple[int, bool]]:
+def in_time_by_after(run: dict, c: int, waiting: bool = False) -> list[tuple[int, bool]]:
     """(chunks after it, whether the next send joined the next step) for each request's last chunk in
     the run's (``describe``) bursts of at least ``c`` chunks holding exactly one: the first send
     after that chunk and before the next burst (its client's next request), where its first token
-    came in the next burst (True) or the one after (False)."""
+    came in the next burst (True) or the one after (False). ``waiting``: instead in bursts of two or
+    more during which a request was sent that the next step took in (it waited to be taken in: the
+    engine sets it up before it forms that step's batch)."""
     bs, sends = run["bursts"], run["sends"]
     first = {}
     for n, b in enumerate(bs):
@@ -120,7 +125,9 @@ def in_time_by_after(run: dict, c: int) -> list[tuple[int, bool]]:
     out = []
     for n, b in enumerate(bs[:-1]):
         ends = [j for j, e in enumerate(b) if e[2]]
-        if len(b) < c or len(ends) != 1:
+        if len(ends) != 1 or (len(b) < 2 if waiting else len(b) < c):
+            continue
+        if waiting and not (n and any(bs[n - 1][0][0] < t < b[0][0] and first.get(i) == n + 1 for t, i in sends)):
             continue
         k = bisect_left(times, b[ends[0]][0])
         if k == len(sends) or sends[k][0] >= bs[n + 1][0][0] or first.get(sends[k][1]) not in (n + 1, n + 2):
@@ -209,6 +216,11 @@ def main() -> int:
                       for a in sorted({k for k, _ in in_time})}
             print(f"  c={c:<2} its client's next request in time for the next step, measured, by chunks after it: "
                   + " ".join(f"{a}:{j}/{n}" for a, (j, n) in counts.items()))
+        waited = [x for m in t["m"] for x in in_time_by_after(m, c, waiting=True)]
+        if waited:
+            print(f"  c={c:<2} the same while another request waited to be taken in: "
+                  + " ".join(f"{a}:{sum(j for k, j in waited if k == a)}/{sum(k == a for k, _ in waited)}"
+                             for a in sorted({k for k, _ in waited})))
         for label, ds in (("measured", t["m"]), ("simulated", t["p"])):
             seen, together, next_step = (sum(x) for x in zip(*(two_finished(d, c) for d in ds)))
             if seen:
