@@ -79,9 +79,14 @@ def describe(path: Path) -> dict:
                 if r.first_token_ns is not None and r.sent_ns is not None}
     quartiles = tuple(np.percentile(list(by_index.values()), [25, 50, 75])) if by_index else None
     spread = obs.stream_interval_s if obs.stream_spreads else None  # as `tokenpace calibrate` measures it
+    chunks = bursts(records)
+    first: dict[int, int] = {}  # request → the burst of its first token
+    for n, b in enumerate(chunks):
+        for _, i, _ in b:
+            first.setdefault(i, n)
     return {"spread_ms": None if spread is None else spread * 1e3, "joins": obs.joins_after_start,
             "shared": shared_share(records), "ttft_p50_ms": quartiles[1] if quartiles else None,
-            "ttft_quartiles_ms": quartiles, "ttft_ms": by_index, "bursts": bursts(records),
+            "ttft_quartiles_ms": quartiles, "ttft_ms": by_index, "bursts": chunks, "first_burst": first,
             "sends": sorted((r.sent_ns, r.index) for r in records if r.sent_ns is not None)}
 
 
@@ -116,11 +121,7 @@ def in_time_by_after(run: dict, c: int, waiting: bool = False) -> list[tuple[int
     came in the next burst (True) or the one after (False). ``waiting``: instead in bursts of two or
     more during which a request was sent that the next step took in (it waited to be taken in: the
     engine sets it up before it forms that step's batch)."""
-    bs, sends = run["bursts"], run["sends"]
-    first = {}
-    for n, b in enumerate(bs):
-        for _, i, _ in b:
-            first.setdefault(i, n)
+    bs, sends, first = run["bursts"], run["sends"], run["first_burst"]
     times = [t for t, _ in sends]
     out = []
     for n, b in enumerate(bs[:-1]):
@@ -141,11 +142,7 @@ def two_finished(run: dict, c: int) -> tuple[int, int, int]:
     ended: (such bursts whose next two sends were found, those whose two next requests got their first
     tokens in one burst, those in the very next burst). A closed loop's two clients send their next
     requests just after such a step."""
-    bs, sends = run["bursts"], run["sends"]
-    first = {}
-    for n, b in enumerate(bs):
-        for t, i, _ in b:
-            first.setdefault(i, n)
+    bs, sends, first = run["bursts"], run["sends"], run["first_burst"]
     seen = together = next_step = 0
     for n, b in enumerate(bs):
         ends = [t for t, _, last in b if last]
@@ -210,17 +207,13 @@ def main() -> int:
             by_after = {a: statistics.median(v for k, v in leads if k == a) for a in sorted({k for k, _ in leads})}
             print(f"  c={c:<2} a finished sequence's lead, measured ({len(leads)} steps), ms by chunks after it: "
                   + " ".join(f"{a}:{v:.2f}" for a, v in by_after.items()))
-        in_time = [x for m in t["m"] for x in in_time_by_after(m, c)]
-        if in_time:
-            counts = {a: (sum(j for k, j in in_time if k == a), sum(k == a for k, _ in in_time))
-                      for a in sorted({k for k, _ in in_time})}
-            print(f"  c={c:<2} its client's next request in time for the next step, measured, by chunks after it: "
-                  + " ".join(f"{a}:{j}/{n}" for a, (j, n) in counts.items()))
-        waited = [x for m in t["m"] for x in in_time_by_after(m, c, waiting=True)]
-        if waited:
-            print(f"  c={c:<2} the same while another request waited to be taken in: "
-                  + " ".join(f"{a}:{sum(j for k, j in waited if k == a)}/{sum(k == a for k, _ in waited)}"
-                             for a in sorted({k for k, _ in waited})))
+        for waiting, label in ((False, "its client's next request in time for the next step, measured, by chunks "
+                                       "after it"), (True, "the same while another request waited to be taken in")):
+            outcomes = [x for m in t["m"] for x in in_time_by_after(m, c, waiting)]
+            if outcomes:
+                print(f"  c={c:<2} {label}: " + " ".join(
+                    f"{a}:{sum(j for k, j in outcomes if k == a)}/{sum(k == a for k, _ in outcomes)}"
+                    for a in sorted({k for k, _ in outcomes})))
         for label, ds in (("measured", t["m"]), ("simulated", t["p"])):
             seen, together, next_step = (sum(x) for x in zip(*(two_finished(d, c) for d in ds)))
             if seen:
