@@ -46,7 +46,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +80,7 @@ def describe(path: Path) -> dict:
     quartiles = tuple(np.percentile(list(by_index.values()), [25, 50, 75])) if by_index else None
     spread = obs.stream_interval_s if obs.stream_spreads else None  # as `tokenpace calibrate` measures it
     chunks = bursts(records)
+    sends = sorted((r.sent_ns, r.index) for r in records if r.sent_ns is not None)
     first: dict[int, int] = {}  # request → the burst of its first token
     for n, b in enumerate(chunks):
         for _, i, _ in b:
@@ -87,7 +88,7 @@ def describe(path: Path) -> dict:
     return {"spread_ms": None if spread is None else spread * 1e3, "joins": obs.joins_after_start,
             "shared": shared_share(records), "ttft_p50_ms": quartiles[1] if quartiles else None,
             "ttft_quartiles_ms": quartiles, "ttft_ms": by_index, "bursts": chunks, "first_burst": first,
-            "sends": sorted((r.sent_ns, r.index) for r in records if r.sent_ns is not None)}
+            "sends": sends, "send_times": [t for t, _ in sends]}
 
 
 def bursts(records) -> list[list[tuple[int, int, bool]]]:
@@ -121,15 +122,16 @@ def in_time_by_after(run: dict, c: int, waiting: bool = False) -> list[tuple[int
     came in the next burst (True) or the one after (False). ``waiting``: instead in bursts of two or
     more during which a request was sent that the next step took in (it waited to be taken in: the
     engine sets it up before it forms that step's batch)."""
-    bs, sends, first = run["bursts"], run["sends"], run["first_burst"]
-    times = [t for t, _ in sends]
+    bs, sends, first, times = run["bursts"], run["sends"], run["first_burst"], run["send_times"]
     out = []
     for n, b in enumerate(bs[:-1]):
         ends = [j for j, e in enumerate(b) if e[2]]
         if len(ends) != 1 or (len(b) < 2 if waiting else len(b) < c):
             continue
-        if waiting and not (n and any(bs[n - 1][0][0] < t < b[0][0] and first.get(i) == n + 1 for t, i in sends)):
-            continue
+        if waiting:  # a request sent during this step that the next one took in
+            during = sends[bisect_right(times, bs[n - 1][0][0]):bisect_left(times, b[0][0])] if n else []
+            if not any(first.get(i) == n + 1 for _, i in during):
+                continue
         k = bisect_left(times, b[ends[0]][0])
         if k == len(sends) or sends[k][0] >= bs[n + 1][0][0] or first.get(sends[k][1]) not in (n + 1, n + 2):
             continue
@@ -142,13 +144,14 @@ def two_finished(run: dict, c: int) -> tuple[int, int, int]:
     ended: (such bursts whose next two sends were found, those whose two next requests got their first
     tokens in one burst, those in the very next burst). A closed loop's two clients send their next
     requests just after such a step."""
-    bs, sends, first = run["bursts"], run["sends"], run["first_burst"]
+    bs, sends, first, times = run["bursts"], run["sends"], run["first_burst"], run["send_times"]
     seen = together = next_step = 0
     for n, b in enumerate(bs):
         ends = [t for t, _, last in b if last]
         if len(b) < c or len(ends) != 2:
             continue
-        nxt = [i for t, i in sends if min(ends) - 1_000_000 <= t <= b[-1][0] + 12_000_000][:2]
+        nxt = [i for _, i in sends[bisect_left(times, min(ends) - 1_000_000):
+                                  bisect_right(times, b[-1][0] + 12_000_000)]][:2]
         if len(nxt) < 2 or nxt[0] not in first or nxt[1] not in first:
             continue
         seen += 1
