@@ -227,6 +227,12 @@ def _render(cal, out: Path, console) -> None:
     for kind, st in fit["residuals_pct"].items():
         res.add_row(kind, str(st["steps"]), f"{st['mean']:+.1f}", f"{st['rms']:.1f}", f"{st['p90_abs']:.1f}")
     console.print(res)
+    if "step_noise" in fit:  # (absent from calibrations made before 2026-12-07)
+        n = fit["step_noise"]
+        console.print(f"step-time spread around the fit: {n['sd']:.3f} (robust SD of log measured/fitted; "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in n["by_kind"].items())
+                      + f"): tokenpace sim --step-noise {n['sd']:g} --noise-seed K shows how far each figure "
+                        "moves from run to run")
     if fit["decode_step_by_batch"]:
         batch = Table(title="decode step time by batch size (median)", title_justify="left")
         for col in ("sequences", "steps", "measured ms", "p10–p90 ms", "predicted ms", "error"):

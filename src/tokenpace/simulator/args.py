@@ -70,6 +70,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                    help=f"draft step / target decode step time, c (default {_S.draft_cost})")
     g.add_argument("--acceptance-mode", choices=("expected", "sampled"),
                    help="every step yields the mean (default), or seeded random draws")
+    g = parser.add_argument_group("run-to-run spread (simulated)")
+    g.add_argument("--step-noise", type=float, metavar="SD",
+                   help="every step's time times a random factor of mean 1 (lognormal; SD: its log's standard "
+                        "deviation, 0.05 spreads steps by about 5%%), drawn per step from --noise-seed: runs with "
+                        "other seeds show how far each figure moves from run to run on an engine whose steps vary "
+                        "that much (a calibration reports its run's spread, fit.step_noise; default 0)")
+    g.add_argument("--noise-seed", type=int, metavar="K", help="the --step-noise draws' seed (default 0)")
     g = parser.add_argument_group("efficiency (roofline step-time model)")
     g.add_argument("--predictor", choices=list(PREDICTORS),
                    help="step-time model: roofline (default), or kernels: measured kernel tables of the "
@@ -202,6 +209,11 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         join_after=_given(getattr(ns, "join_after", None), r.join_after),
         stream_interval_s=r.stream_interval_s if stream_ms is None else stream_ms / 1e3,
         stream_join_s=r.stream_join_s if stream_join_ms is None else stream_join_ms / 1e3)
+    step_noise, noise_seed = getattr(ns, "step_noise", None), getattr(ns, "noise_seed", None)
+    if step_noise is not None and not (math.isfinite(step_noise) and 0 <= step_noise < 1):
+        raise UsageError(f"--step-noise must lie in [0, 1), not {step_noise}")
+    if noise_seed is not None and noise_seed < 0:
+        raise UsageError(f"--noise-seed must be >= 0, not {noise_seed}")
     spec = _spec(ns)
     try:
         config = SimConfig(
@@ -214,7 +226,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
             num_gpu_blocks=ns.num_gpu_blocks, prefix_caching=ns.prefix_caching, spec_decode=spec, seed=seed,
             turnaround_s=cal.turnaround_s if cal else _E.turnaround_s,
             turnarounds_s=cal.turnarounds_s if cal else _E.turnarounds_s,
-            first_wave_gap_s=cal.first_wave_gap_s if cal else _E.first_wave_gap_s)
+            first_wave_gap_s=cal.first_wave_gap_s if cal else _E.first_wave_gap_s,
+            step_noise=step_noise or 0.0, noise_seed=noise_seed or 0)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_catalogs(config)
@@ -359,6 +372,8 @@ def engine_argv(config: SimConfig) -> list[str]:
         argv += ["--join-after", r.join_after]
     if r.stream_interval_s:
         argv += ["--stream-interval-ms", repr(r.stream_interval_s * 1e3), "--stream-join-ms", repr(r.stream_join_s * 1e3)]
+    if config.step_noise:
+        argv += ["--step-noise", repr(config.step_noise), "--noise-seed", str(config.noise_seed)]
     if config.num_gpu_blocks is not None:
         argv += ["--num-gpu-blocks", str(config.num_gpu_blocks)]
     if config.prefix_caching:

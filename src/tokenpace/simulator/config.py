@@ -76,6 +76,10 @@ class SimConfig:
     # after another (client k starts at k * max(first_wave_gap_s, ramp_s / C)); 0: all at once.
     first_wave_gap_s: float = 0.0
     seed: int = 0
+    # Every engine step's time times a lognormal factor of mean 1 and this standard deviation (of its
+    # log), drawn per step from noise_seed (step_noise.py); 0: every step at its price.
+    step_noise: float = 0.0
+    noise_seed: int = 0
 
     # The simulator itself.
     jump_decode_steps: bool = True  # jump over runs of identical decode steps (same results)
@@ -114,6 +118,8 @@ class SimConfig:
             raise ValueError("first_wave_gap_s must lie in [0, 1) seconds")
         if not 0 <= self.turnaround_s < 60 or not all(0 <= t < 60 for t in self.turnarounds_s):
             raise ValueError("turnaround_s must lie in [0, 60) seconds")
+        if not 0 <= self.step_noise < 1:
+            raise ValueError("step_noise must lie in [0, 1)")
         if self.spec_decode is not None and self.spec_decode.num_draft_tokens + 1 > self.max_batched_tokens:
             raise ValueError("max_batched_tokens must hold at least one verification step")
 
@@ -139,7 +145,9 @@ class SimConfig:
             "turnaround_s": self.turnaround_s,
             **({"turnarounds_s": list(self.turnarounds_s)} if self.turnarounds_s else {}), "timeout_s": self.timeout_s, "ttft_timeout_s": self.ttft_timeout_s,
             "ramp_s": self.ramp_s, **({"first_wave_gap_s": self.first_wave_gap_s} if self.first_wave_gap_s else {}),
-            "seed": self.seed, "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
+            "seed": self.seed,
+            **({"step_noise": self.step_noise, "noise_seed": self.noise_seed} if self.step_noise else {}),
+            "jump_decode_steps": self.jump_decode_steps, "timeline": self.timeline,
             "engine": None if self.engine is None else {"preset": self.engine, "set": dict(self.engine_set)},
         }
 

@@ -21,6 +21,9 @@ such a batch is stepped singly, never jumped.
 later step of its run) back by it; ``StepEnd`` then finds its step's end moved and waits for it. A
 request that finds the engine idle costs nothing here: a calibration measures such a step from
 the send, so its fixed costs hold that time already (``calibrate/steps.py``).
+
+``step_noise``: every step's time times a lognormal factor of mean 1 keyed by its step index
+(``step_noise.py``), so a jump still prices each of its steps as stepping would.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from operator import attrgetter
 import numpy as np
 
 from tokenpace.chunk_runs import ChunkRuns
-from tokenpace.simulator.cohort import DecodeCohort, longest_fit
+from tokenpace.simulator.cohort import DecodeCohort
+from tokenpace.simulator.jump import jump_length
 from tokenpace.simulator.policies.base import Batch, Scheduler
 from tokenpace.simulator.sequence import CANCELLED, DONE, Sequence
 from tokenpace.simulator.spec_decode import SpecDecodeConfig, spec_step_s, token_plan
 from tokenpace.simulator.step import ShiftedContexts, StepBatch, StepPredictor, decode_run_s
+from tokenpace.simulator.step_noise import StepNoise
 from tokenpace.simulator.stream_slots import StreamSlots
 from tokenpace.simulator.timeline import TimelineRow
 
@@ -63,7 +68,8 @@ class Engine:
                  spec: SpecDecodeConfig | None = None, seed: int = 0, jump: bool = True,
                  timeline: list[TimelineRow] | None = None, cohort: bool = False, arrival_s: float = 0.0,
                  join_window_s: float = 0.0, join_after: str = "arrival", host_seq_s: float = 0.0,
-                 stream_interval_s: float = 0.0, stream_join_s: float = 0.0) -> None:
+                 stream_interval_s: float = 0.0, stream_join_s: float = 0.0,
+                 step_noise: float = 0.0, noise_seed: int = 0) -> None:
         self.scheduler = scheduler
         self.kv = scheduler.kv
         self.predictor = predictor
@@ -75,6 +81,7 @@ class Engine:
         self.max_seq_tokens = self.kv.num_blocks * self.kv.block_size
         self.steps = 0  # engine steps run so far (the index of the next one)
         self.host_seq_s = host_seq_s  # a step takes at least its sequences x this (host work it overlaps)
+        self._noise = StepNoise(step_noise, noise_seed) if step_noise else None  # step i's time x a factor
         self._slots = StreamSlots(round(stream_interval_s * 1e9), round(stream_join_s * 1e9)) if stream_interval_s else None
         # Plain decodes advanced as one cohort (cohort.py): not for a driver that reads every sequence's
         # tokens after each step, nor with speculative decoding, a prefix cache or slots (stream_slots.py).
@@ -161,7 +168,7 @@ class Engine:
         k = 1
         if jumps:
             k = (co.jump_length(self.steps, batch.repeat_limit, self.kv.num_free) if co is not None
-                 else self._jump_length(batch))
+                 else jump_length(batch, self.kv, self.decode_tokens, plain=self.spec is None))
         if k == 1:
             d0 = self._price(first)
             ends = [max(t_ns + max(1, round(d0 * 1e9)), formed_ns + 1)]
@@ -294,10 +301,13 @@ class Engine:
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _price(self, batch: StepBatch) -> float:
+    def _price(self, batch: StepBatch, ahead: int = 0) -> float:
+        """The seconds of this batch as the step ``ahead`` steps from now."""
         t = spec_step_s(self.predictor, batch, self.spec) if self.spec is not None else self.predictor.step_s(batch)
         if self.host_seq_s:
-            return max(t, self._host_s(len(batch.decode_context) + len(batch.prefill)))
+            t = max(t, self._host_s(len(batch.decode_context) + len(batch.prefill)))
+        if self._noise is not None:
+            t *= self._noise.factor(self.steps + ahead)
         return t
 
     def _host_s(self, sequences: int) -> float:
@@ -318,37 +328,6 @@ class Engine:
         prefill = tuple([(n, s.num_computed) for s, n in batch.prefill]) if batch.prefill else ()
         return StepBatch(prefill=prefill, decode_context=ctx, decode_tokens_per_seq=self.decode_tokens)
 
-    def _jump_length(self, batch: Batch) -> int:
-        plain = self.spec is None
-        free, g, bs = self.kv.num_free, self.decode_tokens, self.kv.block_size
-        if plain:  # one pass: the steps until the first finishes, and the room every sequence has left
-            k = batch.repeat_limit
-            rooms = []  # tokens each sequence can still hold in its blocks (>= 1: this step's)
-            for s in batch.decode:
-                left = s.output_len - s.generated
-                if left < k:
-                    k = left
-                rooms.append(s.num_blocks * bs - s.num_computed)
-            if k <= 1:
-                return 1
-            # Step i needs ceil((i − room) / bs) more blocks for a sequence (none while i <= room):
-            # only the sequences with less room than k steps count.
-            short = [r for r in rooms if r < k]
-            if not short:
-                return k
-        else:
-            k = min(batch.repeat_limit, min(s.steps_to_finish() for s in batch.decode))
-            if k <= 1:
-                return 1
-
-        def extra_blocks(steps: int) -> int:
-            if plain:  # step i needs room for num_computed + i tokens
-                return sum(-(-(steps - r) // bs) for r in short if r < steps)
-            return sum(self.kv.blocks_to_grow(s, s.num_computed + s.tokens_after(steps - 1) + g)
-                       for s in batch.decode)
-
-        return longest_fit(k, extra_blocks, free)
-
     def _run_ends(self, batch: Batch, first: StepBatch, t_ns: int, k: int,
                   horizon_ns: int | None) -> tuple[list[int], int, float]:
         """The end times of the ``k`` decode steps from ``t_ns`` (each priced as stepping would
@@ -367,7 +346,7 @@ class Engine:
                     b = StepBatch(decode_context=ShiftedContexts(ctx.base, ctx.shift + i, ctx.total + i * len(ctx)))
                 else:
                     b = self._step_batch(batch, i)
-                d = self._price(b)
+                d = self._price(b, i)
                 if i == 0:
                     d0 = d
                 t += max(1, round(d * 1e9))
@@ -379,6 +358,8 @@ class Engine:
         seconds = np.asarray(decode_run_s(self.predictor, first, k), dtype=float)
         if self.host_seq_s:
             seconds = np.maximum(seconds, self._host_s(len(first.decode_context)))
+        if self._noise is not None:
+            seconds = seconds * self._noise.factors(self.steps, k)
         # rint rounds half to even, as round() does for one step: the same nanoseconds.
         durations = np.maximum(np.rint(seconds * 1e9).astype(np.int64), 1)
         ends = t_ns + np.cumsum(durations)

@@ -73,7 +73,8 @@ def build_engine(config: SimConfig, predictor: StepPredictor, *, jump: bool | No
                     join_after=getattr(getattr(predictor, "params", None), "join_after", "arrival"),
                     host_seq_s=getattr(getattr(predictor, "params", None), "host_seq_s", 0.0),
                     stream_interval_s=getattr(getattr(predictor, "params", None), "stream_interval_s", 0.0),
-                    stream_join_s=getattr(getattr(predictor, "params", None), "stream_join_s", 0.0))
+                    stream_join_s=getattr(getattr(predictor, "params", None), "stream_join_s", 0.0),
+                    step_noise=config.step_noise, noise_seed=config.noise_seed)
     return engine, capacity
 
 

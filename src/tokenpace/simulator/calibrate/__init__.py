@@ -310,7 +310,24 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
         "observations": observed.describe(),
         "residuals_pct": residuals,
         "decode_step_by_batch": by_batch,
+        "step_noise": step_noise(y, fit.predicted_s, kinds),
     }
+
+
+def step_noise(measured_s: np.ndarray, predicted_s: np.ndarray, kinds: np.ndarray) -> dict[str, Any]:
+    """How widely the run's steps spread around the fitted model: the robust standard deviation
+    (1.4826 × the median absolute deviation) of log(measured / fitted), over all steps and by kind.
+    ``tokenpace sim --step-noise`` takes ``sd``: the simulated steps then spread as these did (the
+    model's own misfit counted in, so it is an upper bound on the engine's noise)."""
+    log_ratio = np.log(measured_s / predicted_s)
+
+    def sd(x: np.ndarray) -> float:
+        return round(float(1.4826 * np.median(np.abs(x - np.median(x)))), 4)
+
+    return {"sd": sd(log_ratio),
+            "by_kind": {k: sd(log_ratio[kinds == k]) for k in ("prefill", "mixed", "decode") if (kinds == k).any()},
+            "definition": "1.4826 × the median absolute deviation of log(measured / fitted step seconds), "
+                          "the model's misfit included; simulate with tokenpace sim --step-noise SD"}
 
 
 def _stats(rel: np.ndarray) -> dict[str, float | int]:
