@@ -50,6 +50,8 @@ def test_calibrate_on_a_cpu_then_sim_predicts_with_the_fitted_engine(tmp_path):
                   "--out", "cal.json")
     assert "MFU" in proc.stdout and "tokenpace sim --calibration cal.json" in proc.stdout
     cal = json.loads((tmp_path / "cal.json").read_text())
+    noise = cal["fit"]["step_noise"]["sd"]  # a noiseless simulated engine: nothing left to spread
+    assert noise < 0.01 and f"tokenpace sim --step-noise {noise:g}" in " ".join(proc.stdout.split())
     assert cal["kind"] == "calibration" and cal["engine"]["hardware"]["id"] == "cpu-2core-x86"
     assert cal["roofline"]["mfu"] == pytest.approx(0.2, rel=0.03)
     assert cal["source"]["runs"][0]["load"]["concurrency"] == 4

@@ -125,3 +125,34 @@ def test_sim_command_takes_the_noise_and_records_it(tmp_path):
     found = json.dumps(doc)
     assert '"step_noise": 0.05' in found and '"noise_seed": 9' in found
     assert math.isfinite(doc["summary"]["latency_ms"]["ttft"]["p50"])
+
+
+def test_members_report_each_figures_spread_and_write_the_first_members_run(tmp_path):
+    import json
+
+    load = ["--concurrency", "8", "--requests", "120", "--input-tokens", "uniform:min=200,max=900",
+            "--output-tokens", "uniform:min=20,max=60", "--seed", "4", "--step-noise", "0.1", "--noise-seed", "3"]
+    assert main(["sim", *load, "--members", "4", "--out", str(tmp_path / "m.json")]) == 0
+    assert main(["sim", *load, "--out", str(tmp_path / "one.json")]) == 0
+    doc, one = (json.loads((tmp_path / name).read_text()) for name in ("m.json", "one.json"))
+    members = doc["engine"]["members"]
+    assert members["members"] == 4 and members["noise_seeds"] == [3, 4, 5, 6]
+    ttft = members["figures"]["ttft_p50_ms"]
+    assert ttft["values"][0] == one["summary"]["latency_ms"]["ttft"]["p50"] == doc["summary"]["latency_ms"]["ttft"]["p50"]
+    assert len(set(ttft["values"])) > 1 and ttft["min"] <= ttft["median"] <= ttft["max"]
+    assert ttft["spread_pct"] > 0 and members["figures"]["output_tokens_s"]["spread_pct"] < ttft["spread_pct"]
+    # The next member is the run with the next noise seed.
+    assert main(["sim", *load[:-1], "4", "--out", str(tmp_path / "next.json")]) == 0
+    nxt = json.loads((tmp_path / "next.json").read_text())
+    assert ttft["values"][1] == nxt["summary"]["latency_ms"]["ttft"]["p50"]
+    assert (tmp_path / "m.records.jsonl").read_bytes() == (tmp_path / "one.records.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--members", "3"], "--members needs --step-noise"),
+    (["--members", "0", "--step-noise", "0.1"], "--members must lie in [1, 1000], not 0"),
+])
+def test_bad_members_are_one_line_errors(tmp_path, capsys, args, message):
+    code = main(["sim", *args, "--requests", "4", "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err

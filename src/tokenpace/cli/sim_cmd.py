@@ -21,6 +21,7 @@ examples:
   tokenpace sim --model path/to/config.json --gpu a100-80gb --quant int4
   tokenpace sim --calibration cal.json --concurrency 8                # a calibrated engine (tokenpace calibrate)
   tokenpace sim --predictor kernels --engine trtllm --quant fp8       # measured kernel tables (tokenpace[kernels])
+  tokenpace sim --concurrency 8 --step-noise 0.05 --members 8       # how far each figure moves run to run
   tokenpace sim --list                                                # GPUs, models, precisions, policies,
                                                                       # engines, predictors, measured tables
 
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="every prompt starts with the same N tokens, added to --input-tokens")
     g.add_argument("--list", action="store_true", help="print the catalogs (GPUs, models, precisions, "
                    "policies, engines, step-time predictors, GPUs with measured kernel tables) and exit")
-    add_engine_arguments(p, calibration=True)
+    add_engine_arguments(p, calibration=True, members=True)
     options.add_load_workload_slo(p)
     options.add_output(p, kind="sim")
     p.set_defaults(func=run)
@@ -62,6 +63,11 @@ def config_from_args(args: argparse.Namespace):  # -> SimRunConfig
     values = options.load_workload_slo_values(args, simulated=True)
     load = BenchConfig(**values, out=args.out, **options.progress_values(args)).validate()
     engine = engine_config(args, model=args.model, max_num_seqs=args.max_num_seqs, seed=load.seed)
+    if args.members is not None:
+        if not 1 <= args.members <= 1000:
+            raise UsageError(f"--members must lie in [1, 1000], not {args.members}")
+        if not engine.step_noise:
+            raise UsageError("--members needs --step-noise: without noise every member is the same run")
     return SimRunConfig(load=load, engine=engine, shared_prefix_tokens=args.shared_prefix_tokens,
                         calibration=calibration_scope_of(args)).validate()
 
@@ -81,8 +87,18 @@ def run(args: argparse.Namespace) -> int:
     from tokenpace.results import result_document
     from tokenpace.runner.simulate import run_sim
 
-    result = run_sim(config_from_args(args), hold_records=False)  # records to disk, then out of memory
+    config = config_from_args(args)
+    others = None
+    if args.members is not None:
+        from tokenpace.runner.sim_members import other_members
+
+        others = other_members(config, args.members)  # the same run under the next noise seeds, no files
+    result = run_sim(config, hold_records=False, members=others)  # records to disk, then out of memory
     render_run(result_document(result), console)
+    if others is not None:
+        from tokenpace.reports.sim_members import render_members
+
+        render_members(result.engine["members"], console)
     sim_s = result.sim.duration_s if result.sim else 0.0
     speed = f" ({sim_s / result.wall_s:,.0f}× real time)" if result.wall_s > 0 else ""
     console.print(f"Simulated {sim_s:,.1f} s of engine time in {result.wall_s:.2f} s{speed}")

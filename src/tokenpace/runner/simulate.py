@@ -127,7 +127,8 @@ class SimRunConfig:
 SimRunResult = RunResult  # the name before runs of every kind shared one type (kept for callers)
 
 
-def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = True) -> RunResult:
+def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = True,
+            members: list[dict[str, Any]] | None = None) -> RunResult:
     """Simulate the run and write its files (``write=False``: only return it, for a process that
     computes a sweep's step and hands it back to be saved by ``moved`` and ``write_sim_files``).
 
@@ -135,7 +136,9 @@ def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = Tr
     (JSONL and columnar file) as soon as the simulation ends and dropped, the summary is made from
     the columnar file (its chunks read part by part from disk), and ``RunResult.records`` reads
     the JSONL when asked (``results.records.JournalRecords``): the records and the summary's arrays
-    are then never in memory at once. The files and the summary are the same either way."""
+    are then never in memory at once. The files and the summary are the same either way.
+    ``members``: the figures of the same run's other step-noise members (``sim_members``): the result
+    then says how far each figure moved between them (``engine.members``)."""
     config.validate()
     c = config.load
     slo = parse_slo(c.slo) if c.slo else None
@@ -208,6 +211,10 @@ def run_sim(config: SimRunConfig, *, write: bool = True, hold_records: bool = Tr
     summary = summarize(table, slo=slo, gpu_hour_usd=c.gpu_hour_usd, gpus=gpus, window=window,
                         token_prices=c.token_prices())
     engine_doc = engine_section(sim, timeline_path, result_path, calibrated=config.calibration is not None)
+    if members is not None:
+        from tokenpace.runner.sim_members import figures, members_section
+
+        engine_doc["members"] = members_section(figures(summary), members, engine.step_noise, engine.noise_seed)
     if config.calibration is not None:
         from tokenpace.simulator.calibrate.coverage import coverage  # numpy, only when calibrated
 

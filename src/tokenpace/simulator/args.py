@@ -30,7 +30,7 @@ DEFAULT_MODEL = "llama-3.1-8b"
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool = True,
-                         calibration: bool = False) -> None:
+                         calibration: bool = False, members: bool = False) -> None:
     g = parser.add_argument_group("engine (simulated)")
     if calibration:
         g.add_argument("--calibration", metavar="FILE",
@@ -77,6 +77,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
                         "other seeds show how far each figure moves from run to run on an engine whose steps vary "
                         "that much (a calibration reports its run's spread, fit.step_noise; default 0)")
     g.add_argument("--noise-seed", type=int, metavar="K", help="the --step-noise draws' seed (default 0)")
+    if members:
+        g.add_argument("--members", type=int, metavar="N",
+                       help="with --step-noise: simulate the run N times, with noise seeds K..K+N-1, write the "
+                            "first's files, and report each headline figure's min, median and max over them")
     g = parser.add_argument_group("efficiency (roofline step-time model)")
     g.add_argument("--predictor", choices=list(PREDICTORS),
                    help="step-time model: roofline (default), or kernels: measured kernel tables of the "
