@@ -195,3 +195,21 @@ def test_prompts_queued_behind_a_full_engine_are_observed(tmp_path):
                     max_num_seqs=4, max_batched_tokens=2048)
     assert cal.fit["rms_relative_error"] < 0.005  # the steps were read as the engine ran them
     assert cal.roofline.mfu == pytest.approx(TRUTH.mfu, rel=0.03)
+
+
+def test_a_fit_that_saw_no_lone_gemv_step_warns_that_one_is_extrapolated():
+    from tokenpace.simulator import StepBatch
+    from tokenpace.simulator.calibrate import ObservedStep
+    from tokenpace.simulator.calibrate.coverage import lone_gemv_warning
+
+    def decode(k: int) -> ObservedStep:
+        return ObservedStep(batch=StepBatch(decode_context=(100,) * k), duration_s=0.05, end_ns=0)
+
+    prompt = ObservedStep(batch=StepBatch(prefill=((128, 0),)), duration_s=0.5, end_ns=0)
+    grouped = RooflineParams(row_group=2, row_remainder="gemv-pass")
+    warning = lone_gemv_warning(grouped, [prompt, decode(2), decode(3), decode(4)])
+    assert warning and "fewer than 2 sequences" in warning and "tokenpace calibrate c1.json c4.json" in warning
+    assert lone_gemv_warning(grouped, [prompt, decode(1), decode(2), decode(4)]) is None  # a lone step was seen
+    assert lone_gemv_warning(RooflineParams(row_group=4, row_remainder="gemv-pass"), [decode(3), decode(4)]) is None
+    assert lone_gemv_warning(RooflineParams(row_group=2), [decode(2), decode(4)]) is None  # padded: no GEMV path
+    assert lone_gemv_warning(RooflineParams(), [decode(2), decode(4)]) is None  # no row groups

@@ -213,6 +213,8 @@ def _render(cal, out: Path, console) -> None:
                         f"{corrections['rms_relative_error_after'] * 100:.1f}%")
     for key, why in undetermined.items():
         console.print(f"[yellow]{key}[/]: {why}")
+    for warning in fit.get("warnings") or ():
+        console.print(f"[yellow]warning[/]: {warning}")
     for key, what in (fit.get("assumed") or {}).items():
         console.print(f"assumed {key}: {what}")
     contexts = obs.get("decode_context_tokens")

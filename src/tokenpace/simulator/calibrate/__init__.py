@@ -26,6 +26,7 @@ from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, first_wave_gap,
                                                   join_window, stream_join, turnaround_spread)
+from tokenpace.simulator.calibrate.coverage import lone_gemv_warning
 from tokenpace.simulator.calibrate.decode_table import MIN_STEPS as MIN_DECODE_STEPS, decode_deltas
 from tokenpace.simulator.calibrate.fit import (
     BOUNDS, MBU_BOUNDS, REMAINDERS, ROW_GROUPS, Fit, fit_roofline, step_weights,
@@ -139,6 +140,9 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw),
                         decode_prior=describe_decode_mfu_prior(hw))
     report["decode_corrections"] = corrections
+    lone = lone_gemv_warning(fit.params, observed.steps)
+    if lone:
+        report["warnings"] = [lone]
     report["observations"]["runs"] = len(runs)
     turnaround = first_gap = 0.0
     params, spread = fit.params, ()

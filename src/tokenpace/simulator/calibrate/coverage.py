@@ -60,6 +60,26 @@ def coverage(scope: dict[str, Any], timeline: Sequence[TimelineRow]) -> dict[str
     return out
 
 
+def lone_gemv_warning(params: Any, steps: Sequence[Any]) -> str | None:
+    """A warning when the fitted structure runs a step's rows past the last full row group one by one
+    (ggml's GEMV) and no decode step of the run had fewer sequences than a group: then no step ran
+    GEMV rows alone, and what a lone decode step costs (concurrency 1, or a queue draining) is not
+    determined. On a Zen 4 CPU ggml grouped decode rows by 2, a run at concurrency 4 held no step of
+    one sequence, and its calibration priced one 77-216% high (RESULTS 7zf). ``params``: the fitted
+    RooflineParams; ``steps``: the ObservedSteps it was fitted to."""
+    from tokenpace.simulator.step_price import GEMV_REMAINDERS
+
+    rg = params.row_group
+    if rg < 2 or params.row_remainder not in GEMV_REMAINDERS:
+        return None
+    if any(not s.batch.prefill and 0 < s.batch.num_decode < rg for s in steps):
+        return None
+    return (f"no decode step of the run had fewer than {rg} sequences (the fitted GEMM row group), so none ran "
+            "GEMV rows alone: what a lone decode step costs is not determined, and predictions at loads that "
+            f"run one (concurrency 1, a queue draining) are extrapolated; calibrate from runs that include one "
+            "(tokenpace calibrate c1.json c4.json)")
+
+
 def span_text(sizes: Sequence[int]) -> str:
     if not sizes:
         return "none"
