@@ -65,7 +65,7 @@ def lone_gemv_warning(params: Any, steps: Sequence[Any]) -> str | None:
     (ggml's GEMV) and no decode step of the run had fewer sequences than a group: then no step ran
     GEMV rows alone, and what a lone decode step costs (concurrency 1, or a queue draining) is not
     determined. On a Zen 4 CPU ggml grouped decode rows by 2, a run at concurrency 4 held no step of
-    one sequence, and its calibration priced one 77-216% high (RESULTS 7zf). ``params``: the fitted
+    one sequence, and its calibration priced one 95-216% high (RESULTS 7zf). ``params``: the fitted
     RooflineParams; ``steps``: the ObservedSteps it was fitted to."""
     from tokenpace.simulator.step_price import GEMV_REMAINDERS
 
