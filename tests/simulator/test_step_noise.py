@@ -148,6 +148,17 @@ def test_members_report_each_figures_spread_and_write_the_first_members_run(tmp_
     assert (tmp_path / "m.records.jsonl").read_bytes() == (tmp_path / "one.records.jsonl").read_bytes()
 
 
+
+def test_report_shows_the_members_table_again(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main(["sim", "--concurrency", "4", "--requests", "40", "--step-noise", "0.1", "--members", "3",
+                 "--out", str(out)]) == 0
+    assert "Run to run: 3 members" in capsys.readouterr().out
+    assert main(["report", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "Run to run: 3 members, step noise 0.1" in shown and "TTFT p50 (ms)" in shown
+
+
 @pytest.mark.parametrize("args,message", [
     (["--members", "3"], "--members needs --step-noise"),
     (["--members", "0", "--step-noise", "0.1"], "--members must lie in [1, 1000], not 0"),

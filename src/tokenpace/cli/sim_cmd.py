@@ -94,11 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
         others = other_members(config, args.members)  # the same run under the next noise seeds, no files
     result = run_sim(config, hold_records=False, members=others)  # records to disk, then out of memory
-    render_run(result_document(result), console)
-    if others is not None:
-        from tokenpace.reports.sim_members import render_members
-
-        render_members(result.engine["members"], console)
+    render_run(result_document(result), console)  # with the members' table under --members
     sim_s = result.sim.duration_s if result.sim else 0.0
     speed = f" ({sim_s / result.wall_s:,.0f}× real time)" if result.wall_s > 0 else ""
     console.print(f"Simulated {sim_s:,.1f} s of engine time in {result.wall_s:.2f} s{speed}")

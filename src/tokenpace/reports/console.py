@@ -35,6 +35,11 @@ def render_run(doc: dict[str, Any], console: Console | None = None) -> None:
     console.print(_latency_table(s))
     for line in _lines(doc):
         console.print(line)
+    members = (doc.get("engine") or {}).get("members")
+    if members:  # `sim --members`: each figure's spread over the step-noise members
+        from tokenpace.reports.sim_members import render_members
+
+        render_members(members, console)
 
 
 def _headline(doc: dict[str, Any]) -> str:
