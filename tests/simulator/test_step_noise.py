@@ -52,7 +52,7 @@ NOISY_CASES = {
     "closed-c64": (SimConfig(concurrency=64, step_noise=0.08, noise_seed=1), [SimRequest(1024, 256)] * 300),
     "closed-c512-preempting": (SimConfig(concurrency=512, max_num_seqs=512, num_gpu_blocks=4000, step_noise=0.2,
                                          noise_seed=4), [SimRequest(700, 200)] * 900),
-    "timeouts": (SimConfig(concurrency=32, timeout_s=2.0, num_gpu_blocks=1500, step_noise=0.1),
+    "timeouts": (SimConfig(concurrency=32, timeout_s=1.0, num_gpu_blocks=1500, step_noise=0.1),
                  [SimRequest(300 + 37 * (i % 11), 40 + 13 * (i % 7)) for i in range(200)]),
 }
 
@@ -65,6 +65,10 @@ def test_jumping_gives_the_records_of_stepping_under_noise(name):
     assert fast.stats["events"] < slow.stats["events"]
     assert [r.to_dict() for r in fast.records] == [r.to_dict() for r in slow.records]
     assert fast.stats["sim_end_ns"] == slow.stats["sim_end_ns"]
+    if name.endswith("preempting"):
+        assert fast.stats["preemptions"] > 0
+    if name == "timeouts":
+        assert any(r.status != "ok" for r in fast.records)
     plain = simulate(dataclasses.replace(cfg, step_noise=0.0), reqs)
     assert plain.stats["sim_end_ns"] != fast.stats["sim_end_ns"]
 
