@@ -76,7 +76,7 @@ def lone_gemv_warning(params: Any, steps: Sequence[Any]) -> str | None:
         return None
     return (f"no decode step of the run had fewer than {rg} sequences (the fitted GEMM row group), so none ran "
             "GEMV rows alone: what a lone decode step costs is not determined, and predictions at loads that "
-            f"run one (concurrency 1, a queue draining) are extrapolated; calibrate from runs that include one "
+            "run one (concurrency 1, a queue draining) are extrapolated; calibrate from runs that include one "
             "(tokenpace calibrate c1.json c4.json)")
 
 
