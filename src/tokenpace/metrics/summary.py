@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,26 @@ def by_row_blocks(table: RecordTable) -> bool:
 LATENCY_NAMES = ("ttft", "ttft_from_scheduled", "ttfc", "tpot", "itl", "chunk_gap", "e2e",
                  "e2e_from_scheduled", "schedule_lag")
 _SERVER_SOURCES = frozenset({"usage", "chunk_usage"})
+
+
+def summary_path(path: str) -> list[str]:
+    """The keys of ``path`` inside a summary (a latency name stands for latency_ms.NAME)."""
+    head, _, rest = path.partition(".")
+    if head in LATENCY_NAMES:
+        return ["latency_ms", head, rest] if rest else ["latency_ms", head]
+    return path.split(".")
+
+
+def figure_value(summary: dict[str, Any], path: str) -> float | None:
+    """The number at ``path`` in a summary, or None when the run has none there."""
+    node: Any = summary
+    for key in summary_path(path):
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        return None
+    return float(node)
 
 
 def summarize(records: Iterable[RequestRecord] | RecordTable, *, slo: SLO | str | None = None,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenpace.errors import UsageError
-from tokenpace.metrics.summary import LATENCY_NAMES
+from tokenpace.metrics.summary import LATENCY_NAMES, figure_value, summary_path  # noqa: F401 - re-exported
 
 GATE_FAILED_EXIT = 6  # documented in the README's exit-code table
 
@@ -63,14 +63,6 @@ class GateResult:
     failed: bool
 
 
-def summary_path(path: str) -> list[str]:
-    """The keys of ``path`` inside a summary (a latency name stands for latency_ms.NAME)."""
-    head, _, rest = path.partition(".")
-    if head in LATENCY_NAMES:
-        return ["latency_ms", head, rest] if rest else ["latency_ms", head]
-    return path.split(".")
-
-
 def is_latency(path: str) -> bool:
     keys = summary_path(path)
     return keys[0] == "latency_ms" and keys[-1] != "count"
@@ -101,18 +93,6 @@ def parse_gate(text: str) -> Gate:
                              f"{path} is not one (use % or a bare number)")
         value *= _TIME_UNITS_MS[unit]
     return Gate(text=text.strip(), path=path, op=m["op"], change=value, relative=unit == "%")
-
-
-def figure_value(summary: dict[str, Any], path: str) -> float | None:
-    """The number at ``path`` in a summary, or None when the run has none there."""
-    node: Any = summary
-    for key in summary_path(path):
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    if isinstance(node, bool) or not isinstance(node, (int, float)):
-        return None
-    return float(node)
 
 
 def judge(gate: Gate, run: str, base_summary: dict[str, Any], new_summary: dict[str, Any],

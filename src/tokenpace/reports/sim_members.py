@@ -7,10 +7,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-_LABELS = {"ttft_p50_ms": "TTFT p50 (ms)", "ttft_p99_ms": "TTFT p99 (ms)", "tpot_p50_ms": "TPOT p50 (ms)",
-           "tpot_p99_ms": "TPOT p99 (ms)", "itl_p50_ms": "ITL p50 (ms)", "e2e_p50_ms": "E2E p50 (ms)",
-           "e2e_p99_ms": "E2E p99 (ms)", "output_tokens_s": "output tok/s", "requests_s": "req/s"}
-
 
 def render_members(section: dict[str, Any], console: Console) -> None:
     """Min, median and max of each figure over the members, and its spread (max − min over the median)."""
@@ -20,9 +16,9 @@ def render_members(section: dict[str, Any], console: Console) -> None:
                   title_justify="left", box=None, header_style="bold", pad_edge=False)
     for i, col in enumerate(("figure", "this run", "min", "median", "max", "spread")):
         table.add_column(col, justify="left" if i == 0 else "right")
-    for label, f in section["figures"].items():
+    for f in section["figures"].values():
         first = f["values"][0]
         cells = ["—" if v is None else f"{v:,.1f}" for v in (first, f["min"], f["median"], f["max"])]
         spread = "—" if f["spread_pct"] is None else f"{f['spread_pct']:.1f}%"
-        table.add_row(_LABELS.get(label, label), *cells, spread)
+        table.add_row(f["label"], *cells, spread)
     console.print(table)

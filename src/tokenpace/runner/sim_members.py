@@ -16,25 +16,21 @@ import dataclasses
 import statistics
 from typing import Any
 
-# (label, path into the summary): the figures a run's headline reports.
-FIGURES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ttft_p50_ms", ("latency_ms", "ttft", "p50")), ("ttft_p99_ms", ("latency_ms", "ttft", "p99")),
-    ("tpot_p50_ms", ("latency_ms", "tpot", "p50")), ("tpot_p99_ms", ("latency_ms", "tpot", "p99")),
-    ("itl_p50_ms", ("latency_ms", "itl", "p50")), ("e2e_p50_ms", ("latency_ms", "e2e", "p50")),
-    ("e2e_p99_ms", ("latency_ms", "e2e", "p99")), ("output_tokens_s", ("throughput", "output_tokens_s")),
-    ("requests_s", ("throughput", "requests_s")),
+from tokenpace.metrics.summary import figure_value
+
+# (key, path in a summary as `compare --fail-if` names it, label): the figures a run's headline reports.
+FIGURES: tuple[tuple[str, str, str], ...] = (
+    ("ttft_p50_ms", "ttft.p50", "TTFT p50 (ms)"), ("ttft_p99_ms", "ttft.p99", "TTFT p99 (ms)"),
+    ("tpot_p50_ms", "tpot.p50", "TPOT p50 (ms)"), ("tpot_p99_ms", "tpot.p99", "TPOT p99 (ms)"),
+    ("itl_p50_ms", "itl.p50", "ITL p50 (ms)"), ("e2e_p50_ms", "e2e.p50", "E2E p50 (ms)"),
+    ("e2e_p99_ms", "e2e.p99", "E2E p99 (ms)"), ("output_tokens_s", "throughput.output_tokens_s", "output tok/s"),
+    ("requests_s", "throughput.requests_s", "req/s"),
 )
 
 
 def figures(summary: dict[str, Any]) -> dict[str, float | None]:
     """A run's headline figures (None where the run has none, e.g. TPOT of one-token outputs)."""
-    out: dict[str, float | None] = {}
-    for label, path in FIGURES:
-        value: Any = summary
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        out[label] = float(value) if isinstance(value, (int, float)) else None
-    return out
+    return {key: figure_value(summary, path) for key, path, _ in FIGURES}
 
 
 def other_members(config: Any, members: int) -> list[dict[str, float | None]]:
@@ -56,13 +52,13 @@ def members_section(first: dict[str, float | None], others: list[dict[str, float
     min, median, max and spread."""
     runs = [first, *others]
     by_figure: dict[str, Any] = {}
-    for label, _ in FIGURES:
-        values = [r[label] for r in runs]
+    for key, _, label in FIGURES:
+        values = [r[key] for r in runs]
         present = [v for v in values if v is not None]
         if not present:
             continue
         mid = statistics.median(present)
-        by_figure[label] = {"values": values, "min": min(present), "median": mid, "max": max(present),
+        by_figure[key] = {"label": label, "values": values, "min": min(present), "median": mid, "max": max(present),
                             "spread_pct": round((max(present) - min(present)) / mid * 100, 2) if mid else None}
     return {"members": len(runs), "step_noise": step_noise, "noise_seeds": list(range(noise_seed, noise_seed + len(runs))),
             "figures": by_figure,
