@@ -213,3 +213,28 @@ def test_a_fit_that_saw_no_lone_gemv_step_warns_that_one_is_extrapolated():
     assert lone_gemv_warning(RooflineParams(row_group=4, row_remainder="gemv-pass"), [decode(3), decode(4)]) is None
     assert lone_gemv_warning(RooflineParams(row_group=2), [decode(2), decode(4)]) is None  # padded: no GEMV path
     assert lone_gemv_warning(RooflineParams(), [decode(2), decode(4)]) is None  # no row groups
+
+
+def test_a_lone_sequences_short_steps_are_split_out_of_one_burst(tmp_path):
+    # A step of one sequence costs a quarter of a step of four (20 ms per sequence): at the end of a
+    # c=4 run the last request decodes alone, its chunks closer together than the gap that parts the
+    # usual steps. They are still its steps, one each, and the fit sees batch size 1.
+    engine = SimConfig(model="llama-3.1-8b", gpu="h100-sxm", weights="int4", max_num_seqs=16, max_batched_tokens=2048,
+                       roofline=RooflineParams(mfu=0.35, mbu=0.7, step_overhead_s=0.0005, seq_overhead_s=0.02))
+    records = run(tmp_path, 4, engine=engine, requests=24, input_tokens="uniform:min=64,max=512",
+                  output_tokens="uniform:min=8,max=48").records
+    rng = random.Random(2)
+    for r in records:  # a client's reading jitter, up to 0.4 ms
+        r.chunk_ns = [t + rng.randrange(400_000) for t in r.chunk_ns]
+        r.first_token_ns = r.chunk_ns[0]
+    observed = observe_steps(records, max_batched_tokens=2048, max_num_seqs=16)
+    lone = [s.duration_s for s in observed.steps if s.kind == "decode" and s.batch.num_decode == 1]
+    assert len(lone) >= 3 and max(lone) * 1e3 < observed.gap_threshold_ms  # shorter than the usual gap
+    last = max(records, key=lambda r: r.done_ns)
+    gaps = sorted((b - a) / 1e9 for a, b in zip(last.chunk_ns, last.chunk_ns[1:]))
+    assert all(any(abs(d - g) < 4e-4 for g in gaps) for d in lone)  # each one of the last request's own gaps
+    assert "two chunks of one request" not in observed.skipped
+    cal = calibrate(records, model=engine.model, hardware=engine.gpu, weights=engine.weights, max_num_seqs=16,
+                    max_batched_tokens=2048)
+    assert 1 in cal.fit["observations"]["decode_batch_sizes"]
+    assert cal.roofline.seq_overhead_s == pytest.approx(0.02, abs=0.001)

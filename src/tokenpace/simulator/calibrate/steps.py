@@ -23,6 +23,8 @@ a prompt begins only in a slot); no request has two chunks in it
 saw it (or at that very instant: the simulator's closed loop). Where prompts often take more than
 one step from send to first token (llama.cpp's checkpoints), also sent up to a window (half the burst gap) after it: the engine takes
 new requests after it has sent a step's results, so such a request may have joined the step.
+A burst that holds two chunks of one request far apart is split into steps first: the gap threshold
+follows the usual step, and a lone sequence's steps can be much shorter (``bursts.split_repeats``).
 Each skipped burst is counted by reason, and the report says how many steps began between a
 request's send and its first token (1 for an engine that computes a prompt in one step).
 
@@ -44,6 +46,7 @@ import numpy as np
 
 from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
+from tokenpace.simulator.calibrate.bursts import ambiguous_bursts, split_repeats
 from tokenpace.simulator.step import StepBatch
 
 # Chunks closer together than this fraction of the shortest usual gap between one request's chunks
@@ -149,7 +152,7 @@ def observe_steps(records: Iterable[RequestRecord], *, max_batched_tokens: int |
     gaps = np.concatenate([np.diff(np.asarray(s.chunk_ns, dtype=np.int64)) for s in streams])
     gaps = gaps[gaps > 0]
     threshold = BURST_FRACTION * float(np.percentile(gaps, 10)) if len(gaps) else 1e6
-    burst = np.concatenate([[0], np.cumsum(np.diff(t) > threshold)])  # burst index of each chunk
+    burst = split_repeats(t, sid, np.concatenate([[0], np.cumsum(np.diff(t) > threshold)]))  # burst of each chunk
     first = np.flatnonzero(np.diff(np.concatenate([[-1], burst])))  # first chunk of each burst
     bursts = [list(zip(sid[lo:hi].tolist(), pos[lo:hi].tolist()))
               for lo, hi in zip(first, np.append(first[1:], len(t)))]
@@ -201,7 +204,7 @@ class _Run:
                  skipped: Counter) -> None:
         self.streams, self.bursts, self.end_ns, self.chunk_burst = streams, bursts, end_ns, chunk_burst
         self.max_batched_tokens, self.max_num_seqs, self.skipped = max_batched_tokens, max_num_seqs, skipped
-        self.bad = _ambiguous_bursts(chunk_burst)
+        self.bad = ambiguous_bursts(chunk_burst)
         self.sizes = np.array([len(m) for m in bursts])
         self.ends_array = np.array(end_ns, dtype=np.int64)
         self.start_ns = [self._start(b) for b in range(len(bursts))]
@@ -357,16 +360,3 @@ class _Run:
             if not full:
                 counts[n] += 1
         return dict(sorted(counts.items()))
-
-
-def _ambiguous_bursts(chunk_burst: list[list[int]]) -> dict[int, str]:
-    """Bursts holding two chunks of one request (the client read two steps at once), or missing a
-    request that was decoding across them (its chunks skip the burst); burst → reason."""
-    bad: dict[int, str] = {}
-    for bursts in chunk_burst:
-        for prev, cur in zip(bursts, bursts[1:]):
-            if cur == prev:
-                bad.setdefault(prev, "two chunks of one request")
-            for missed in range(prev + 1, cur):
-                bad.setdefault(missed, "a decoding request missing")
-    return bad
