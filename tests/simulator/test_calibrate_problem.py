@@ -68,3 +68,57 @@ def test_a_grid_over_repeated_steps_gives_what_each_step_priced_alone_gives():
             assert np.allclose(theta[i, j], want_theta[0], rtol=1e-7, atol=1e-12)
     assert problem.roofline(mfus[:1], float(mbus[0]))[0] == pytest.approx(
         np.maximum(compute / mfus[0], memory / mbus[0]).sum(axis=1) + fixed, rel=1e-12)
+
+
+def brute_force_bounded(problem: Problem, a: np.ndarray, j: int, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The best θ >= 0 with θ_j <= u (per row) by trying every subset of the terms, θ_j left out, free
+    or held at u."""
+    t = (problem.y - a) / problem.ref
+    wt = t * problem.weight
+    h, tt, g = wt @ problem.x.T, (wt * t).sum(axis=1), problem.gram
+    loss, theta = tt.copy(), np.zeros((len(tt), len(problem.x)))
+    for r in range(0, len(problem.cols) + 1):
+        for sub in map(list, itertools.combinations(problem.cols, r)):
+            for held in ((False, True) if j not in sub else (False,)):
+                hh, base = h.copy(), tt.copy()
+                if held:  # θ_j = u: the targets lose u·x_j
+                    hh, base = h - u[:, None] * g[j][None, :], tt - 2 * u * h[:, j] + u * u * g[j, j]
+                th = np.linalg.solve(g[np.ix_(sub, sub)], hh[:, sub].T).T if sub else np.zeros((len(tt), 0))
+                cand = base - (th * hh[:, sub]).sum(axis=1)
+                full = np.zeros((len(tt), len(problem.x)))
+                full[:, sub] = th
+                if held:
+                    full[:, j] = u
+                ok = (full >= 0).all(axis=1) & (full[:, j] <= u * (1 + 1e-12)) & (cand < loss)
+                loss[ok], theta[ok] = cand[ok], full[ok]
+    return np.maximum(loss, 0.0), theta
+
+
+def test_an_upper_bound_at_each_rows_mfu_holds_and_the_rest_is_fitted_again():
+    # The shared KV scan's term is held at most c / MFU (a visited cell costs no more than a
+    # computed one): where the non-negative answer passes it, it sits at the bound, and the other
+    # terms are the best given that.
+    rng = np.random.default_rng(7)
+    passed = 0
+    for _ in range(20):
+        steps, terms = 80, int(rng.integers(2, 6))
+        counts = rng.random((terms, steps)) * rng.integers(1, 20, (terms, 1))
+        y = rng.random(steps) + 0.5
+        names = tuple(f"t{i}" for i in range(terms + 1))
+        j = int(rng.integers(1, terms + 1))
+        problem = Problem(np.zeros((steps, 1)), np.zeros((steps, 1)), np.zeros(steps), y,
+                          np.full(steps, 1 / steps), counts, y.copy(), names, upper=(names[j], 0.002))
+        for _ in range(2):
+            a = y + rng.normal(0.0, 0.6, (30, steps))
+            mfus = rng.uniform(0.05, 1.0, 30)
+            loss, theta = problem.overheads(a, mfus)
+            u = 0.002 / mfus
+            if j in problem.cols:
+                want_loss, want_theta = brute_force_bounded(problem, a, j, u)
+                assert np.allclose(loss, want_loss, rtol=1e-9, atol=1e-12)
+                assert np.allclose(theta, want_theta, rtol=1e-7, atol=1e-10)
+                passed += int(np.isclose(theta[:, j], u).sum())
+            assert (theta >= 0).all() and (theta[:, j] <= u * (1 + 1e-12)).all()
+            free_loss, free_theta = problem.overheads(a)  # no MFUs: no bound
+            assert (free_loss <= loss + 1e-12).all()
+    assert passed > 20  # the bound was reached, often

@@ -171,6 +171,12 @@ class RooflinePredictor:
         return ((proj_eff, mlp_eff, fixed[2], head_eff, fixed[4]),
                 (proj_lat * calls, mlp_lat * calls, 0.0, head_lat * logit_passes, 0.0))
 
+    @property
+    def attention_pair_s(self) -> float:
+        """Seconds at peak of one attention (query, key) pair over all layers on one GPU: what a
+        computed pair costs at MFU 1 (``kv_scan_s``'s bound in ``calibrate``)."""
+        return self._attn_cmp_pair
+
     def work(self, batch: StepBatch) -> StepWork:
         """What ``batch`` asks of the hardware, before efficiencies (empty for an empty batch)."""
         return StepWork(*self._work(batch))

@@ -275,6 +275,7 @@ class _DecodeProfile:
         columns["arrival_s"] = [s.arrivals for s in steps]
         if shared_kv:
             columns["kv_scan_s"] = [w.scan for w in works]
+        self.upper = scan_bound(predictor)
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
         self.y = np.array([s.duration_s for s in steps])
@@ -282,7 +283,7 @@ class _DecodeProfile:
 
     def rms(self, decode_mfu: float) -> float:
         problem = Problem(self.compute, self.memory, self.fixed, self.y, self.weights, self.counts, self.ref,
-                           self.names, self.decode / decode_mfu)
+                          self.names, self.decode / decode_mfu, upper=self.upper)
         return _search(problem, replace(self.base, decode_mfu=decode_mfu), ranges=False).rms_rel
 
 
@@ -324,12 +325,21 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     weights = step_weights(steps)
     ref = y
     for _ in range(PASSES):
-        problem = Problem(compute, memory, fixed, y, weights, counts, ref, names, decode)
+        problem = Problem(compute, memory, fixed, y, weights, counts, ref, names, decode, upper=scan_bound(predictor))
         fit = _search(problem, base)
         ref = fit.predicted_s
     if seq_fixed_s is not None:
         fit = replace(fit, params=replace(fit.params, seq_overhead_s=seq_fixed_s))
     return fit
+
+
+def scan_bound(predictor: RooflinePredictor) -> tuple[str, float]:
+    """``kv_scan_s`` at most what the model prices a computed attention pair at: a cell of another
+    sequence that a row visits costs no more than computing it would (``Problem``'s upper bound,
+    seconds at MFU 1). Without it a run whose prompts always sit beside decodes of like contexts
+    cannot tell the scan from the prompts' compute, and a fit put 5.4 µs on the scan (ten times a
+    computed pair) with MFU at twice its value, pricing lone prompts 46% low (RESULTS 7zh)."""
+    return "kv_scan_s", predictor.attention_pair_s
 
 
 def _search(problem: Problem, base: RooflineParams, ranges: bool = True) -> Fit:

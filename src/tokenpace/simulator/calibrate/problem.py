@@ -17,7 +17,8 @@ class Problem:
     time: linear in θ, so for given MFU and MBU the best non-negative θ is closed-form (the subset of
     the terms that meets the optimality conditions, see ``overheads``)."""
 
-    def __init__(self, compute, memory, fixed, y, weight, counts, ref, names, compute_fixed=None) -> None:
+    def __init__(self, compute, memory, fixed, y, weight, counts, ref, names, compute_fixed=None,
+                 upper: tuple[str, float] | None = None) -> None:
         self.compute, self.memory, self.fixed, self.y, self.weight = compute, memory, fixed, y, weight
         # Compute seconds not scaled by MFU (the decode rows' at a held decode MFU), per step and group.
         self.compute_fixed = np.zeros_like(compute) if compute_fixed is None else compute_fixed
@@ -67,14 +68,28 @@ class Problem:
         # Every subset of the terms, the largest first: its columns, its normal equations inverted
         # once (``overheads`` runs tens of thousands of times a fit), the terms left out and their
         # Gram rows.
-        subsets = sorted(([c for k, c in enumerate(self.cols) if mask >> k & 1]
-                          for mask in range(1, 1 << len(self.cols))), key=len, reverse=True)
-        self.subsets = []
+        self.subsets = self._subsets(self.cols)
+        # ``upper`` = (name, c): that term at most c / MFU (per row, from the row's MFU). Where the
+        # non-negative answer passes it, the answer has the term at its bound (the loss is convex),
+        # and the others are fitted again over the subsets without it.
+        self._upper = None
+        if upper is not None and upper[0] in names and names.index(upper[0]) in self.cols:
+            j = names.index(upper[0])
+            self._upper = (j, float(upper[1]), self._subsets([c for c in self.cols if c != j]))
+        self._hint = {}  # per subset list, the subset that held last time: tried first (neighbouring grid points share it)
+
+    def _subsets(self, cols: list[int]) -> list[tuple]:
+        """Every non-empty subset of ``cols``, the largest first: its columns, its normal equations
+        inverted once (``overheads`` runs tens of thousands of times a fit), the terms left out and
+        their Gram rows."""
+        subsets = sorted(([c for k, c in enumerate(cols) if mask >> k & 1]
+                          for mask in range(1, 1 << len(cols))), key=len, reverse=True)
+        out = []
         for sub in subsets:
-            out = [c for c in self.cols if c not in sub]
-            self.subsets.append((np.array(sub), np.linalg.inv(self.gram[np.ix_(sub, sub)]), np.array(out),
-                                 self.gram[np.ix_(sub, out)]))
-        self._hint = 0  # the subset that held last time: tried first (neighbouring grid points share it)
+            rest = [c for c in cols if c not in sub]
+            out.append((np.array(sub), np.linalg.inv(self.gram[np.ix_(sub, sub)]), np.array(rest),
+                        self.gram[np.ix_(sub, rest)]))
+        return out
 
     def roofline(self, mfus: np.ndarray, mbu: float) -> np.ndarray:
         """(len(mfus), steps): the step times without overheads."""
@@ -97,21 +112,40 @@ class Problem:
         shape = np.broadcast_shapes(per_mfu.shape, per_mbu.shape, self._fixed.shape)
         return total if total.shape == shape else np.broadcast_to(total, shape)
 
-    def overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def overheads(self, a: np.ndarray, mfus: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """For each row of ``a`` (step times without overheads, one column per step): the least
-        loss and its non-negative θ (rows, terms)."""
+        loss and its non-negative θ (rows, terms), within the upper bound at each row's MFU
+        (``mfus``; none: no bound)."""
         t = (self.y - a) / self.ref  # target of x·θ
         wt = t * self.weight
-        return self._best(wt @ self.x.T, (wt * t).sum(axis=1))
+        return self._bounded(wt @ self.x.T, (wt * t).sum(axis=1), mfus)
 
-    def _distinct_overheads(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _distinct_overheads(self, a: np.ndarray, mfus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``overheads`` from the times of the distinct steps (one column each): the sums over steps
         it needs, gathered by distinct step once (``_by_row``), so a fit prices each distinct step
         and not each step."""
         p, q, r, h0, t0 = self._by_row
-        return self._best(h0 - a @ p, t0 - 2.0 * (a @ q) + (a * a) @ r)
+        return self._bounded(h0 - a @ p, t0 - 2.0 * (a @ q) + (a * a) @ r, mfus)
 
-    def _best(self, h: np.ndarray, tt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _bounded(self, h: np.ndarray, tt: np.ndarray, mfus: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``_best``, and where a row's θ passes the upper bound, that term fixed at it and the others
+        fitted again: with θ_j = u, the targets lose u·x_j, so h loses u·G_j and tt loses
+        2u·h_j − u²·G_jj."""
+        loss, best = self._best(h, tt, self.subsets)
+        if self._upper is None or mfus is None:
+            return loss, best
+        j, c, subsets = self._upper
+        u = c / np.broadcast_to(mfus, loss.shape)
+        over = np.flatnonzero(best[:, j] > u)
+        if len(over):
+            u = u[over]
+            lo, th = self._best(h[over] - u[:, None] * self.gram[j][None, :],
+                                tt[over] - 2.0 * u * h[over, j] + u * u * self.gram[j, j], subsets)
+            th[:, j] = u
+            loss[over], best[over] = lo, th
+        return loss, best
+
+    def _best(self, h: np.ndarray, tt: np.ndarray, subsets: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
         """The least loss and its θ for each row's correlations ``h`` (rows, terms) and weighted
         sum of squared targets ``tt``.
 
@@ -124,9 +158,9 @@ class Problem:
         # A left-out term's correlation is "<= 0" within rounding of the terms' scale.
         slack = 1e-12 * (np.abs(h).max(axis=1) + 1e-300)
         pending = np.arange(len(tt))
-        hint = self._hint
-        for i in (hint, *range(hint), *range(hint + 1, len(self.subsets))):
-            sub, inverse, out, gram_out = self.subsets[i]
+        hint = self._hint.get(id(subsets), 0)
+        for i in (hint, *range(hint), *range(hint + 1, len(subsets))):
+            sub, inverse, out, gram_out = subsets[i]
             hp = h[pending]
             th = hp[:, sub] @ inverse  # (rows, |sub|); the Gram matrix and its inverse are symmetric
             ok = th.min(axis=1) >= 0
@@ -137,7 +171,7 @@ class Problem:
             rows = pending[ok]
             loss[rows] = tt[rows] - (th[ok] * hp[ok][:, sub]).sum(axis=1)
             best[rows[:, None], sub] = th[ok]
-            self._hint = i
+            self._hint[id(subsets)] = i
             pending = pending[~ok]
             if not len(pending):
                 break
@@ -151,7 +185,7 @@ class Problem:
         block = max(1, GRID_ELEMENTS // (len(mfus) * self.compute.size))
         for j in range(0, len(mbus), block):
             a = self._times(mfus[:, None, None], mbus[None, j:j + block, None])  # (F, B, distinct steps)
-            lo, th = self._distinct_overheads(a.reshape(-1, a.shape[2]))
+            lo, th = self._distinct_overheads(a.reshape(-1, a.shape[2]), np.repeat(mfus, a.shape[1]))
             loss[:, j:j + block] = lo.reshape(len(mfus), -1)
             theta[:, j:j + block] = th.reshape(len(mfus), -1, len(self.x))
         return loss, theta
@@ -163,7 +197,7 @@ class Problem:
         block = max(1, GRID_ELEMENTS // self.compute.size)
         for j in range(0, len(mfus), block):
             a = self._times(mfus[j:j + block, None], mbus[j:j + block, None])  # (pairs, distinct steps)
-            loss[j:j + block], theta[j:j + block] = self._distinct_overheads(a)
+            loss[j:j + block], theta[j:j + block] = self._distinct_overheads(a, mfus[j:j + block])
         return loss, theta
 
     def refine_mfus(self, grid: np.ndarray, mbus: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
