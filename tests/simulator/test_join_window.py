@@ -132,3 +132,13 @@ def test_a_calibration_recovers_a_window_that_opens_after_finishes_and_predicts_
     missed = run(tmp_path, 8, dataclasses.replace(ENGINE, roofline=arrival_only, turnarounds_s=cal.turnarounds_s))
     with pytest.raises(AssertionError):
         assert_predicts(missed, want, rel=0.03)
+
+
+def test_the_turnaround_is_copied_where_a_good_share_of_the_next_requests_waited():
+    from tokenpace.simulator.calibrate.client import copies_turnaround
+
+    # llama-server's c=4 runs: 9 joined / 53 waited and 14 / 16 copied, and so is 16 / 14 (one of three
+    # like runs), which a rule of "most waited" turned off, taking the join window with it.
+    assert copies_turnaround(9, 53) and copies_turnaround(14, 16) and copies_turnaround(16, 14)
+    # An engine that takes nearly every next request into the step begun: clients that send at once.
+    assert not copies_turnaround(30, 2) and not copies_turnaround(12, 0) and not copies_turnaround(0, 0)

@@ -24,8 +24,8 @@ import numpy as np
 from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
-from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, first_wave_gap,
-                                                  join_window, stream_join, turnaround_spread)
+from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, copies_turnaround,
+                                                  first_wave_gap, join_window, stream_join, turnaround_spread)
 from tokenpace.simulator.calibrate.coverage import lone_gemv_warning
 from tokenpace.simulator.calibrate.decode_table import MIN_STEPS as MIN_DECODE_STEPS, decode_deltas
 from tokenpace.simulator.calibrate.fit import (
@@ -147,9 +147,10 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     turnaround = first_gap = 0.0
     params, spread = fit.params, ()
     if closed_loop_concurrency:
-        # Copied only where it mattered: where the clients' next requests mostly missed the step
-        # that began as the previous ones ended (llama.cpp); an engine that takes requests a moment
-        # into a step (the simulator's real-time server) is better copied with none.
+        # Copied only where it mattered: where a good share of the clients' next requests missed the
+        # step that began as the previous ones ended (llama.cpp: 27-87%); an engine that takes nearly
+        # every request a moment into a step (the simulator's real-time server) is better copied with
+        # none. The join window below lets the copied turnaround still join where the engine did.
         pairs = [closed_loop_turnaround(run, closed_loop_concurrency) for run in runs]
         counted = sum(n for _, n in pairs)
         measured = sum(t * n for t, n in pairs) / counted if counted else 0.0
@@ -157,7 +158,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         after = "finish" if apply_join_window == "finish" else "arrival"
         # (A window that opens after finishes is asked for: whether a send joins is then the window's
         # and the turnarounds' to decide, so the turnaround is copied whichever way most went.)
-        turnaround = measured if waited > joined or after == "finish" else 0.0
+        turnaround = measured if copies_turnaround(joined, waited) or after == "finish" else 0.0
         # The first wave's sends, one after another: copied where the turnaround is (an engine that
         # began its steps without the clients' late sends began its first step without the later
         # first sends too).

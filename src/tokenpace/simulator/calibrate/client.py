@@ -29,6 +29,23 @@ import numpy as np
 
 from tokenpace.record import RequestRecord
 
+# The share of a closed loop's next requests, sent just after a step began, that must have waited for
+# the step after it for a calibration to copy the turnaround (``copies_turnaround``). At a half, 16
+# that joined against 14 that waited turned the copy off in one of three like llama.cpp runs, and its
+# prediction lost the join window with it: c=4's TTFT −28.9% where the other two came within 7%
+# (RESULTS 7zh).
+TURNAROUND_WAITED_SHARE = 0.25
+
+
+def copies_turnaround(joined: int, waited: int) -> bool:
+    """Whether a calibration copies the closed loop's turnaround: where at least
+    ``TURNAROUND_WAITED_SHARE`` of the next requests sent just after a step began waited for the
+    step after it (``StepObservations.joins_after_start``). An engine that takes nearly all of them
+    into the step begun (the simulator's real-time server) is better simulated with clients that
+    send at once; where a good share waited (llama-server: 27-87%), the copied turnaround and the
+    join window tell the joins from the waits."""
+    return waited > 0 and waited >= TURNAROUND_WAITED_SHARE * (joined + waited)
+
 
 def closed_loop_turnaround(records: Iterable[RequestRecord], concurrency: int) -> tuple[float, int]:
     """Median seconds from a request's last token to the next send, and how many sends it is
