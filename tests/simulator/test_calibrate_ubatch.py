@@ -100,3 +100,14 @@ def test_a_calibration_at_4_of_a_ubatch_engine_predicts_1_and_8_within_2_percent
         truth = run(tmp_path, concurrency, engine)
         predicted = run(tmp_path, concurrency, dataclasses.replace(engine, roofline=cal.roofline))
         assert_predicts(predicted, truth, rel=0.02)
+
+
+def test_with_one_kv_buffer_prompts_are_not_fitted_in_ubatches_of_their_own():
+    # llama.cpp with one KV buffer (--kv-unified) cuts a batch into ubatches in batch order
+    # (split_simple): a step's prompts share the decode tokens' kernel invocations, whatever the steps
+    # would fit best. Steps made under "gemv-ubatch" (above: recovered as such) get another composition.
+    steps = synthetic_steps(noise=0.01, truth=UBATCH, hardware=SLOW_CPU)
+    prior = sequence_prior_s(get_model("llama-3.1-8b"), SLOW_CPU)
+    fit = fit_roofline(truth_predictor(RooflineParams(), SLOW_CPU), steps, RooflineParams(), seq_prior_s=prior,
+                       decode_mfu=DECODE_MFU_PRIOR, shared_kv=True)
+    assert fit.params.row_remainder != "gemv-ubatch" and "row_remainder" not in fit.undetermined

@@ -75,6 +75,7 @@ def test_a_calibration_finds_the_scan_and_predicts_a_load_it_did_not_see(tmp_pat
     lo, hi = cal.fit["ranges"]["kv_scan_s"]
     assert lo <= SCAN_S <= hi and got == pytest.approx(SCAN_S, rel=0.1)
     assert "kv_scan_s" not in cal.fit["undetermined"]
+    assert cal.roofline.row_remainder != "gemv-ubatch" and "split_simple" in cal.fit["assumed"]["row_remainder"]
     truth = run(tmp_path, 8)
     assert_predicts(run(tmp_path, 8, cal.roofline), truth, rel=0.02)
     with pytest.raises(AssertionError):

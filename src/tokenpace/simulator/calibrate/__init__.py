@@ -73,6 +73,10 @@ UNDETERMINED = {
                   "runs one row-group count per batch size: a fit with it at its prior explains them within 10% "
                   "of the best RMS error along its profile): assumed its prior, {decode_prior}",
 }
+SHARED_KV_REMAINDER = ("\"gemv-ubatch\" not tried: with one KV buffer llama.cpp cuts a batch into ubatches in "
+                       "batch order (split_simple, where a KV stream per slot splits them by sequence), so a step's "
+                       "prompts share the decode tokens' kernel invocations; tried, it priced lone prompts 10-12% "
+                       "low from a c=4 run (RESULTS 7zh)")
 ASSUMED = {
     "efficiency_by_operator_class": "one MFU and one MBU replace the efficiency catalog's figures for every "
                                     "operator class (one run's steps cannot separate GEMM from attention "
@@ -140,6 +144,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw),
                         decode_prior=describe_decode_mfu_prior(hw))
     report["decode_corrections"] = corrections
+    if shared_kv:
+        report["assumed"] = {**report["assumed"], "row_remainder": SHARED_KV_REMAINDER}
     lone = lone_gemv_warning(fit.params, observed.steps)
     if lone:
         report["warnings"] = [lone]

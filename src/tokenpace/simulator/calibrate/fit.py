@@ -133,7 +133,8 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     a closed loop at one concurrency runs one row-group count per batch size, and cannot tell).
 
     ``shared_kv``: the engine ran one KV buffer for all sequences (llama.cpp's ``--kv-unified``):
-    fit ``kv_scan_s`` too. Off, it stays 0: an engine with attention per sequence has no such cost,
+    fit ``kv_scan_s`` too, and leave "gemv-ubatch" out (llama.cpp then cuts a batch into ubatches in
+    batch order, ``split_simple``: a step's prompts share the decode tokens' kernel invocations). Off, it stays 0: an engine with attention per sequence has no such cost,
     and the term, free, takes up other curves of a run (a test whose truth has a non-monotone decode
     curve and no scan caught it)."""
     # (per token, sequence overhead fitted, remainder's rank in REMAINDERS, row group): the
@@ -152,6 +153,8 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     for seq_free in seq_options:
         for rg in row_groups:
             for r in range(len(REMAINDERS) if rg > 1 else 1):
+                if shared_kv and REMAINDERS[r] == "gemv-ubatch":  # one KV buffer: prompts share the ubatch
+                    continue
                 fits[False, seq_free, r, rg] = fit_at(rg, False, r, seq_free)
     # The per-token term is tried at the best row group only (it does not move the row-group kinks).
     best = min(fits, key=lambda k: (fits[k].rms_rel, k))
@@ -334,11 +337,9 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
 
 
 def scan_bound(predictor: RooflinePredictor) -> tuple[str, float]:
-    """``kv_scan_s`` at most what the model prices a computed attention pair at: a cell of another
-    sequence that a row visits costs no more than computing it would (``Problem``'s upper bound,
-    seconds at MFU 1). Without it a run whose prompts always sit beside decodes of like contexts
-    cannot tell the scan from the prompts' compute, and a fit put 5.4 µs on the scan (ten times a
-    computed pair) with MFU at twice its value, pricing lone prompts 46% low (RESULTS 7zh)."""
+    """``kv_scan_s`` at most a computed attention pair's price (``Problem``'s bound, seconds at MFU 1):
+    a visited cell costs no more than a computed one. Unbounded, a c=4 fit put 5.4 µs on the scan
+    and twice the MFU, pricing lone prompts 46% low (RESULTS 7zh)."""
     return "kv_scan_s", predictor.attention_pair_s
 
 
