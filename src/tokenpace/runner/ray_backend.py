@@ -137,8 +137,8 @@ def check_clocks(clocks: list[dict[str, Any]], max_offset_ms: float) -> None:
         if abs(c["wall_offset_ms"]) > max_offset_ms:
             raise ClusterError(
                 f"the clock of Ray node {c['host']} (actor {c['worker']}) is {c['wall_offset_ms']:+.1f} "
-                f"± {c['uncertainty_ms']:.1f} ms off this machine's, beyond --max-clock-offset {max_offset_ms:g} ms: synchronize the "
-                "nodes' clocks (chrony, ntpd) or raise the limit")
+                f"± {c['uncertainty_ms']:.1f} ms off this machine's, beyond --max-clock-offset {max_offset_ms:g} "
+                "ms: synchronize the nodes' clocks (chrony, ntpd) or raise the limit")
         if c["uncertainty_ms"] > max_offset_ms:
             raise ClusterError(
                 f"the clock of Ray node {c['host']} (actor {c['worker']}) cannot be measured to within "

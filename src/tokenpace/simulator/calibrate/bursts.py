@@ -30,21 +30,17 @@ def split_repeats(t: np.ndarray, sid: np.ndarray, burst: np.ndarray) -> np.ndarr
     inside_gaps = np.concatenate(inside) if inside else np.zeros(0, dtype=np.int64)
     floor = SPLIT_SPREAD_FACTOR * float(np.percentile(inside_gaps, 90)) if len(inside_gaps) else 0.0
     cuts: list[int] = []  # chunk indices that begin a new burst
-
-    def split(lo: int, hi: int) -> None:
+    todo = [b for b, r in zip(bounds, repeats) if r]  # a stack, not recursion: a lone tail can run 1000s of steps
+    while todo:
+        lo, hi = todo.pop()
         if hi - lo < 2 or len(set(sid[lo:hi].tolist())) == hi - lo:
-            return
+            continue
         gaps = np.diff(t[lo:hi])
         k = int(np.argmax(gaps))
         if gaps[k] <= floor:
-            return
+            continue
         cuts.append(lo + k + 1)
-        split(lo, lo + k + 1)
-        split(lo + k + 1, hi)
-
-    for (lo, hi), r in zip(bounds, repeats):
-        if r:
-            split(lo, hi)
+        todo += [(lo, lo + k + 1), (lo + k + 1, hi)]
     if not cuts:
         return burst
     starts = np.zeros(len(t), dtype=np.int64)

@@ -132,11 +132,10 @@ def fit_roofline(predictor: RooflinePredictor, steps: list[ObservedStep], base: 
     keeps the prior or fits the structure again at a value the steps call for (``_fit_decode_mfu``:
     a closed loop at one concurrency runs one row-group count per batch size, and cannot tell).
 
-    ``shared_kv``: the engine ran one KV buffer for all sequences (llama.cpp's ``--kv-unified``):
-    fit ``kv_scan_s`` too, and leave "gemv-ubatch" out (llama.cpp then cuts a batch into ubatches in
-    batch order, ``split_simple``: a step's prompts share the decode tokens' kernel invocations). Off, it stays 0: an engine with attention per sequence has no such cost,
-    and the term, free, takes up other curves of a run (a test whose truth has a non-monotone decode
-    curve and no scan caught it)."""
+    ``shared_kv``: one KV buffer for all sequences (llama.cpp's ``--kv-unified``): ``kv_scan_s`` is
+    fitted (off, it stays 0: without such a cost the free term takes up other curves of a run, as a
+    test with a non-monotone decode curve caught), and "gemv-ubatch" left out (llama.cpp then cuts a
+    batch in batch order, ``split_simple``: a step's prompts share the decode tokens' ubatch)."""
     # (per token, sequence overhead fitted, remainder's rank in REMAINDERS, row group): the
     # simplest first, by the order of the tuple.
     fits: dict[tuple[bool, bool, int, int], Fit] = {}

@@ -76,7 +76,8 @@ class Problem:
         if upper is not None and upper[0] in names and names.index(upper[0]) in self.cols:
             j = names.index(upper[0])
             self._upper = (j, float(upper[1]), self._subsets([c for c in self.cols if c != j]))
-        self._hint = {}  # per subset list, the subset that held last time: tried first (neighbouring grid points share it)
+        # Per subset list, the subset that held last time: tried first (neighbouring grid points share it).
+        self._hint: dict[int, int] = {}
 
     def _subsets(self, cols: list[int]) -> list[tuple]:
         """Every non-empty subset of ``cols``, the largest first: its columns, its normal equations
