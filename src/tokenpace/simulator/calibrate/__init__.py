@@ -154,7 +154,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     params, spread = fit.params, ()
     if closed_loop_concurrency:
         # Copied only where it mattered: where a good share of the clients' next requests missed the
-        # step that began as the previous ones ended (llama.cpp: 27-87%); an engine that takes nearly
+        # step that began as the previous ones ended (llama.cpp: 47-87%); an engine that takes nearly
         # every request a moment into a step (the simulator's real-time server) is better copied with
         # none. The join window below lets the copied turnaround still join where the engine did.
         pairs = [closed_loop_turnaround(run, closed_loop_concurrency) for run in runs]

@@ -42,7 +42,7 @@ def copies_turnaround(joined: int, waited: int) -> bool:
     ``TURNAROUND_WAITED_SHARE`` of the next requests sent just after a step began waited for the
     step after it (``StepObservations.joins_after_start``). An engine that takes nearly all of them
     into the step begun (the simulator's real-time server) is better simulated with clients that
-    send at once; where a good share waited (llama-server: 27-87%), the copied turnaround and the
+    send at once; where a good share waited (llama-server: 47-87%), the copied turnaround and the
     join window tell the joins from the waits."""
     return waited > 0 and waited >= TURNAROUND_WAITED_SHARE * (joined + waited)
 
