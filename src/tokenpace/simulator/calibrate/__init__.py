@@ -142,10 +142,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                        decode_mfu=DECODE_MFU_PRIOR, shared_kv=shared_kv)
     fit, corrections = _with_decode_deltas(fit, observed.steps)
     report = fit_report(fit, observed, prior=describe_sequence_prior(m, hw),
-                        decode_prior=describe_decode_mfu_prior(hw))
+                        decode_prior=describe_decode_mfu_prior(hw), shared_kv=shared_kv)
     report["decode_corrections"] = corrections
-    if shared_kv:
-        report["assumed"] = {**report["assumed"], "row_remainder": SHARED_KV_REMAINDER}
     lone = lone_gemv_warning(fit.params, observed.steps)
     if lone:
         report["warnings"] = [lone]
@@ -271,7 +269,7 @@ def _pooled_offsets(pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 
 def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
-               decode_prior: str = "MFU's") -> dict[str, Any]:
+               decode_prior: str = "MFU's", shared_kv: bool = False) -> dict[str, Any]:
     """What the calibration file says about the fit: method, data, parameters' ranges, residuals."""
     steps = observed.steps
     y = np.array([s.duration_s for s in steps])
@@ -312,7 +310,7 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
                    "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s", "kv_scan_s", "decode_delta_s"],
         "undetermined": {name: UNDETERMINED[name].format(prior=prior, decode_prior=decode_prior)
                          for name in fit.undetermined},
-        "assumed": ASSUMED,
+        "assumed": {**ASSUMED, "row_remainder": SHARED_KV_REMAINDER} if shared_kv else ASSUMED,
         "rms_relative_error": round(fit.rms_rel, 5),
         "ranges": {k: [_sig(lo), _sig(hi) if np.isfinite(hi) else None] for k, (lo, hi) in fit.ranges.items()},
         "ranges_definition": "values over which the best weighted RMS relative error stays within 10% "

@@ -325,9 +325,9 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
     weights = step_weights(steps)
-    ref = y
+    ref, upper = y, scan_bound(predictor)
     for _ in range(PASSES):
-        problem = Problem(compute, memory, fixed, y, weights, counts, ref, names, decode, upper=scan_bound(predictor))
+        problem = Problem(compute, memory, fixed, y, weights, counts, ref, names, decode, upper=upper)
         fit = _search(problem, base)
         ref = fit.predicted_s
     if seq_fixed_s is not None:
