@@ -35,6 +35,12 @@ def print_fit(result: dict) -> None:
             print("          its steps' ms, measured/priced: " + " ".join(
                 f"{g['decode_seqs']}{'+' + str(g['prompts']) + 'p' if g['prompts'] else ''}:"
                 f"{g['measured_ms']:.0f}/{g['priced_ms']:.0f}" for g in row["steps"] if g["steps"] >= 3))
+        shared = row.get("prompts_per_step")
+        if shared:  # (keys are strings once read back from JSON)
+            meas, sim = ({int(k): n for k, n in shared[side].items()} for side in ("measured", "simulated"))
+            if max([*meas, *sim, 1]) > 1:
+                print("          steps by prompts in them, measured/simulated: " + " ".join(
+                    f"{k}:{meas.get(k, 0)}/{sim.get(k, 0)}" for k in sorted({*meas, *sim})))
 
 
 def summary(results: list[list[dict]], fit_from: list[list[int]], levels: list[int]) -> list[dict]:
