@@ -269,8 +269,8 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
 def prompts_per_step(calibration, result: Path) -> dict[int, int]:
     """How many of the run's steps read off its records computed 1, 2, ... prompts. Past the slots a
     closed loop's queued prompts share a step only where requests ended in the same step, so this
-    shows how grouped a run's phase was (RESULTS 7zi: at c=16 the engine's 3-7 shared steps against
-    the simulation's 1 were half of its TPOT error)."""
+    shows how grouped a run's phase was (RESULTS 7zi: at c=16 the engine's 3-7 steps of several
+    prompts against the simulation's 1 made about 5 of the 12.5 points of its TPOT error)."""
     observed = observe_steps(read_records(result.with_suffix(".records.jsonl")),
                              max_batched_tokens=calibration.max_batched_tokens, max_num_seqs=calibration.max_num_seqs)
     counts: dict[int, int] = {}
