@@ -23,6 +23,7 @@ take out and cannot see a slow minute between two probes (RESULTS 7v: not better
     .venv/bin/python benchmarks/calibrate_llama.py --fit-from 4 --repeats 1 --json
     .venv/bin/python benchmarks/calibrate_llama.py --reuse          # the sim side again on the runs in --out-dir
     .venv/bin/python benchmarks/calibrate_llama.py --kv-cache per-slot   # as before 2026-11-25 (RESULTS 7a-7n)
+    .venv/bin/python benchmarks/calibrate_llama.py --vary-seed      # repeat N's lengths from seed 7 + N - 1
 
 Why `--kv-unified` (the default since RESULTS 7o): with a KV stream per slot (`--no-kv-unified`,
 what `-np 8` gave before) llama.cpp runs a step's decoding sequences on adjacent slots as one ubatch
@@ -55,9 +56,9 @@ import time
 from pathlib import Path
 
 from tokenpace.results.records import read_records
-from tokenpace.simulator.calibrate import load_calibration, observe_steps, step_errors
+from tokenpace.simulator.calibrate import load_calibration, step_errors
 
-from _calibrate_report import print_fit, print_table, summary  # beside this script
+from _calibrate_report import print_fit, print_table, prompts_per_step, summary  # beside this script
 from _machine_speed import drift_adjusted, speed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,11 +116,17 @@ def tokenpace(*args: str, cpus: set[int] | None = None) -> subprocess.CompletedP
     return proc
 
 
-def load_args(concurrency: int, input_shift: int = 0) -> list[str]:
+def load_args(concurrency: int, input_shift: int = 0, seed: int = SEED) -> list[str]:
     return ["--concurrency", str(concurrency), "--requests", str(REQUESTS[concurrency]),
             "--warmup", f"{WARMUP}req",
             "--input-tokens", f"uniform:min={INPUT[0] + input_shift},max={INPUT[1] + input_shift}",
-            "--output-tokens", f"uniform:min={OUTPUT[0]},max={OUTPUT[1]}", "--seed", str(SEED)]
+            "--output-tokens", f"uniform:min={OUTPUT[0]},max={OUTPUT[1]}", "--seed", str(seed)]
+
+
+def run_seed(result: Path) -> int:
+    """The workload seed a measured run was made with (``SEED`` unless ``--vary-seed`` moved it):
+    its simulation draws the same lengths."""
+    return int(json.loads(result.read_text())["config"].get("seed", SEED))
 
 
 @contextlib.contextmanager
@@ -195,9 +202,9 @@ def probe(url: str, path: Path, reuse: bool) -> dict[str, float] | None:
     return figures(json.loads(path.read_text())) if path.exists() else None
 
 
-def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dict]:
-    """Every level once, into ``out``; with each, the load average and CPU seconds around it, and
-    the machine's speed (``probe``) just before and just after it."""
+def measure(url: str, out: Path, reuse: bool, server: str = "", seed: int = SEED) -> dict[int, dict]:
+    """Every level once, into ``out``, its lengths drawn with ``seed``; with each, the load average
+    and CPU seconds around it, and the machine's speed (``probe``) just before and just after it."""
     measured: dict[int, dict] = {}
     levels = sorted(REQUESTS)
     probes = [probe(url, out / f"probe-before-c{c}.json", reuse) for c in levels[:1]]
@@ -206,7 +213,8 @@ def measure(url: str, out: Path, reuse: bool, server: str = "") -> dict[int, dic
         info = out / f"measured-c{c}.machine.json"
         if not reuse:
             load0, wall0, cpu0, srv0 = os.getloadavg()[0], time.monotonic(), children_cpu_s(), server_cpu_s(url)
-            tokenpace("bench", "--url", url, *load_args(c), "--out", str(run), "--no-progress", cpus={CLIENT_CPU})
+            tokenpace("bench", "--url", url, *load_args(c, seed=seed), "--out", str(run), "--no-progress",
+                      cpus={CLIENT_CPU})
             srv1 = server_cpu_s(url)
             info.write_text(json.dumps({
                 "load_average_start": round(load0, 2), "load_average_end": round(os.getloadavg()[0], 2),
@@ -249,7 +257,8 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
     rows = []
     for c in sorted(REQUESTS):
         pred_path = out / f"pred-c{c}-from-c{name}.json"
-        tokenpace("sim", "--calibration", str(cal), *load_args(c, shift), "--out", str(pred_path))
+        tokenpace("sim", "--calibration", str(cal), *load_args(c, shift, run_seed(measured[c]["path"])),
+                  "--out", str(pred_path))
         pred = figures(json.loads(pred_path.read_text()))
         meas = measured[c]["figures"]
         rows.append({"concurrency": c, "fitted_here": c in srcs, "measured": meas, "predicted": pred,
@@ -264,20 +273,6 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
             "undetermined": sorted(fit.get("undetermined", {})), "rms_step_error": fit["rms_relative_error"],
             "steps": fit["observations"]["steps"], "decode_step_by_batch": fit["decode_step_by_batch"],
             "rows": rows, "command": f".venv/bin/tokenpace {' '.join(cmd)}"}
-
-
-def prompts_per_step(calibration, result: Path) -> dict[int, int]:
-    """How many of the run's steps read off its records computed 1, 2, ... prompts. Past the slots a
-    closed loop's queued prompts share a step only where requests ended in the same step, so this
-    shows how grouped a run's phase was (RESULTS 7zi: at c=16 the engine's 3-7 steps of several
-    prompts against the simulation's 1 made about 5 of the 12.5 points of its TPOT error)."""
-    observed = observe_steps(read_records(result.with_suffix(".records.jsonl")),
-                             max_batched_tokens=calibration.max_batched_tokens, max_num_seqs=calibration.max_num_seqs)
-    counts: dict[int, int] = {}
-    for step in observed.steps:
-        if step.batch.prefill:
-            counts[len(step.batch.prefill)] = counts.get(len(step.batch.prefill), 0) + 1
-    return dict(sorted(counts.items()))
 
 
 def cpu_model() -> str:
@@ -318,6 +313,10 @@ def main() -> int:
     parser.add_argument("--stream-interval", choices=("measured", "none"),
                         help="calibrate with `tokenpace calibrate --stream-interval MODE` (default: calibrate's, none; "
                              "RESULTS 7zb)")
+    parser.add_argument("--vary-seed", action="store_true",
+                        help=f"draw repeat N's lengths with seed {SEED} + N - 1 (default: seed {SEED} in every "
+                             "repeat), so that the repeats' medians do not all rest on one draw's closed-loop "
+                             "phase (RESULTS 7zi)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
@@ -355,7 +354,7 @@ def main() -> int:
         started = time.monotonic()
         with (contextlib.nullcontext(args.url or "(reused)") if args.url or args.reuse
               else llama_server(engine, KV_CACHE[args.kv_cache])) as url:
-            measured = measure(url, out, args.reuse, server)
+            measured = measure(url, out, args.reuse, server, SEED + rep if args.vary_seed else SEED)
         machines.append({c: m["machine"] for c, m in measured.items()})
         print(f"  measurements took {time.monotonic() - started:.0f} s")
         shift = round(template_tokens(out / "measured-c4.records.jsonl"))
@@ -379,6 +378,7 @@ def main() -> int:
           + (f" --join-window {args.join_window}" if args.join_window else "")
           + (f" --attention-tile-rows {args.attention_tile_rows}" if args.attention_tile_rows is not None else "")
           + (f" --stream-interval {args.stream_interval}" if args.stream_interval else "")
+          + (" --vary-seed" if args.vary_seed else "")
           + (f" --scale {args.scale:g}" if args.scale != 1 else ""))
     print(f"requests per level: {', '.join(f'c={c}: {n}' for c, n in REQUESTS.items())}")
     if args.json:

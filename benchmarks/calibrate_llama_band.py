@@ -37,7 +37,8 @@ MEMBER_KEYS = {"ttft_p50_ms": "ttft_p50_ms", "tpot_p50_ms": "tpot_p50_ms", "outp
 def predict(cal: Path, level: int, shift: int, members: int, noise: float | None, out: Path) -> dict:
     """The members' section of the level's simulated run (``engine.members``)."""
     sd = noise if noise is not None else json.loads(cal.read_text())["fit"]["step_noise"]["sd"]
-    cl.tokenpace("sim", "--calibration", str(cal), *cl.load_args(level, shift), "--step-noise", repr(sd),
+    seed = cl.run_seed(cal.parent / f"measured-c{level}.json")  # the lengths its run drew
+    cl.tokenpace("sim", "--calibration", str(cal), *cl.load_args(level, shift, seed), "--step-noise", repr(sd),
                  "--members", str(members), "--progress", "off", "--out", str(out))
     return json.loads(out.read_text())["engine"]["members"] | {"sd": sd}
 
