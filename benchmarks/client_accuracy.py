@@ -41,7 +41,6 @@ received per second of the run divided by it.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os

@@ -195,9 +195,9 @@ def ramp(tools: list[str], given: dict[str, str], levels: list[int], args: argpa
             x = measure(tool, given, w, out_dir / f"{tool}-{n}", tok, env)
             if x is not None:
                 results[(tool, n)] = x
-    print(f"\nPer-chunk timing error p99 at each load, ms. For every tool: its ITL p99 minus the server's over the"
-          f" same requests (a chunk stamped late lengthens one gap and shortens the next, so the tail of the gaps"
-          f" grows by the lateness); tokenpace also joined chunk by chunk to the send log\n")
+    print("\nPer-chunk timing error p99 at each load, ms. For every tool: its ITL p99 minus the server's over the"
+          " same requests (a chunk stamped late lengthens one gap and shortens the next, so the tail of the gaps"
+          " grows by the lateness); tokenpace also joined chunk by chunk to the send log\n")
     rows, best = [], {}
     for (tool, n), x in sorted(results.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         got, true = (x["row"]["itl_ms"] or {}).get("p99"), x["truth"]["itl"].get("p99")
