@@ -4,25 +4,20 @@ steps held prompts, ``prompts_per_step``), and the errors' median and range over
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
-
-from tokenpace.results.records import read_records
-from tokenpace.simulator.calibrate import observe_steps
 
 from _machine_speed import METRICS
 
 
-def prompts_per_step(calibration, result: Path) -> dict[int, int]:
-    """How many of the run's steps read off its records computed 1, 2, ... prompts. Past the slots a
-    closed loop's queued prompts share a step only where requests ended in the same step, so this
-    shows how grouped a run's phase was (RESULTS 7zi: at c=16 the engine's 3-7 steps of several
-    prompts against the simulation's 1 made about 5 of the 12.5 points of its TPOT error)."""
-    observed = observe_steps(read_records(result.with_suffix(".records.jsonl")),
-                             max_batched_tokens=calibration.max_batched_tokens, max_num_seqs=calibration.max_num_seqs)
+def prompts_per_step(step_rows: list[dict]) -> dict[int, int]:
+    """How many of a run's steps read off its records computed 1, 2, ... prompts, from its
+    ``step_errors`` rows. Past the slots a closed loop's queued prompts share a step only where
+    requests ended in the same step, so this shows how grouped a run's phase was (RESULTS 7zi: at
+    c=16 the engine's 3-7 steps of several prompts against the simulation's 1 made about 5 of the
+    12.5 points of its TPOT error)."""
     counts: dict[int, int] = {}
-    for step in observed.steps:
-        if step.batch.prefill:
-            counts[len(step.batch.prefill)] = counts.get(len(step.batch.prefill), 0) + 1
+    for row in step_rows:
+        if row["prompts"]:
+            counts[row["prompts"]] = counts.get(row["prompts"], 0) + row["steps"]
     return dict(sorted(counts.items()))
 
 

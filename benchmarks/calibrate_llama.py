@@ -260,14 +260,16 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
         tokenpace("sim", "--calibration", str(cal), *load_args(c, shift, run_seed(measured[c]["path"])),
                   "--out", str(pred_path))
         pred = figures(json.loads(pred_path.read_text()))
+        steps = step_errors(calibration, read_records(measured[c]["path"].with_suffix(".records.jsonl")))
         meas = measured[c]["figures"]
         rows.append({"concurrency": c, "fitted_here": c in srcs, "measured": meas, "predicted": pred,
                      "error_pct": {k: round((pred[k] / meas[k] - 1) * 100, 1) for k in meas},
                      "drift_adjusted": drift_adjusted(pred, meas, measured[c]["speed"],
                                                       [measured[s]["speed"] for s in srcs]),
-                     "steps": step_errors(calibration, read_records(measured[c]["path"].with_suffix(".records.jsonl"))),
-                     "prompts_per_step": {"measured": prompts_per_step(calibration, measured[c]["path"]),
-                                          "simulated": prompts_per_step(calibration, pred_path)}})
+                     "steps": steps,
+                     "prompts_per_step": {"measured": prompts_per_step(steps),
+                                          "simulated": prompts_per_step(step_errors(calibration, read_records(
+                                              pred_path.with_suffix(".records.jsonl"))))}})
     fit = c_doc["fit"]
     return {"fit_from": name, "roofline": c_doc["roofline"], "ranges": fit["ranges"],
             "undetermined": sorted(fit.get("undetermined", {})), "rms_step_error": fit["rms_relative_error"],
