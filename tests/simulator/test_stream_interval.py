@@ -101,21 +101,6 @@ def test_a_calibration_file_and_the_sim_flags_carry_the_interval(tmp_path):
     assert Calibration.from_dict(cal.to_dict()).roofline.stream_interval_s == 0.0006
 
 
-def test_the_observer_times_next_requests_from_the_steps_last_chunk_and_a_threshold_separates_them():
-    from tokenpace.simulator.calibrate.client import stream_join
-
-    # Joined sends came 2-4 ms before a step's last chunk, waited ones later than 1 ms before it.
-    assert stream_join([-4e-3, -3e-3, -2e-3], [-1e-3, -0.5e-3, 0.8e-3]) == pytest.approx(-1.5e-3)
-    assert stream_join([], [-1e-3, 0.5e-3]) == -1e-3  # none joined: the earliest that waited
-    assert stream_join([], []) == 0.0
-    # A simulated closed loop's records: every step's chunks at one instant, so sends after a step
-    # come after its last chunk, and with a 1 ms turnaround and no stream none joins.
-    obs = closed_loop(0.0)[0]
-    joined, waited = obs.stream_join_offsets
-    assert not joined and waited and min(waited) > 0
-    assert len(waited) == obs.joins_after_start[1]
-
-
 def test_the_stream_join_threshold_sets_how_early_a_client_must_be():
     # 0.6 ms apart with a -1 ms threshold: of 4, only the first's client (1.8 - 1 = 0.8 ms of lead)
     # beats a 0.5 ms turnaround, where without the threshold the first two (1.8, 1.2 ms) did.
@@ -127,3 +112,80 @@ def test_the_stream_join_threshold_sets_how_early_a_client_must_be():
         return observe_steps(result.records, max_batched_tokens=2048, max_num_seqs=8).joins_after_start[0]
 
     assert 0 < joined(-0.001) < joined(0.0)
+
+
+def streamed_closed_loop(join_s: float, interval_s: float = 0.0004, turns_s=(0.6e-3, 0.7e-3, 0.8e-3, 0.9e-3, 1.0e-3),
+                         clients: int = 4, steps: int = 400):
+    """Records of an engine that streams each 20 ms step's sequences ``interval_s`` apart in slot
+    order, and takes a client's next request into the next step when it is sent no later than
+    ``join_s`` after the step's last chunk; the clients send their next request a turnaround (drawn
+    from ``turns_s``) after their last chunk."""
+    import random
+
+    from tokenpace.record import RequestRecord
+
+    rng = random.Random(7)
+    step_ns, interval_ns, join_ns = 20_000_000, round(interval_s * 1e9), round(join_s * 1e9)
+    records = []
+    # per client (its slot): [record fields, tokens left, the step of its first token]
+    live = {c: {"sent": 0, "chunks": [], "left": 3 + c % 4, "index": c, "start": 0} for c in range(clients)}
+    nxt = clients
+    for n in range(steps):
+        end = (n + 1) * step_ns
+        members = sorted(c for c, r in live.items() if r["start"] <= n)
+        last = end + (len(members) - 1) * interval_ns
+        for place, c in enumerate(members):
+            r = live[c]
+            t = end + place * interval_ns
+            r["chunks"].append(t)
+            r["left"] -= 1
+            if r["left"]:
+                continue
+            records.append(RequestRecord(request_id=f"r{r['index']}", index=r["index"], sent_ns=r["sent"],
+                                         first_token_ns=r["chunks"][0], last_token_ns=t, done_ns=t,
+                                         chunk_ns=r["chunks"], stream=True, status="ok",
+                                         output_tokens=len(r["chunks"]), prompt_tokens=16))
+            sent = t + round(rng.choice(turns_s) * 1e9)
+            live[c] = {"sent": sent, "chunks": [], "left": rng.randint(3, 7), "index": nxt,
+                       "start": n + 1 if sent <= last + join_ns else n + 2}
+            nxt += 1
+    return records
+
+
+def test_the_places_that_got_in_give_the_cutoff_in_the_engines_order():
+    from tokenpace.simulator.calibrate.client import stream_join_from_places
+
+    turns = (0.6e-3, 0.7e-3, 0.8e-3, 0.9e-3, 1.0e-3)
+    # 0.4 ms apart, in time up to 0.45 ms before the last chunk: with three chunks after it a client
+    # has 1.2 - 0.45 = 0.75 ms, which two turnarounds of five beat; with two after, none; four, all.
+    obs = observe_steps(streamed_closed_loop(-0.00045, turns_s=turns), max_batched_tokens=2048, max_num_seqs=8)
+    places = obs.stream_places
+    share = {a: (sum(j for b, j in places if b == a), sum(b == a for b, _ in places)) for a in range(4)}
+    assert share[0][0] == share[1][0] == share[2][0] == 0 and min(n for _, n in share.values()) >= 10
+    assert 0.25 < share[3][0] / share[3][1] < 0.55
+    join = stream_join_from_places(places, 0.0004, turns)
+    assert -0.0005 <= join < -0.0004  # where 3 × 0.4 ms + join lies between the 2nd and 3rd turnaround
+    # The same engine, taking requests up to 0.15 ms after the last chunk: a client with two chunks
+    # after it has 0.95 ms, so four of five get in.
+    later = observe_steps(streamed_closed_loop(0.00015, turns_s=turns), max_batched_tokens=2048, max_num_seqs=8)
+    assert 0.0001 <= stream_join_from_places(later.stream_places, 0.0004, turns) < 0.0002
+    # Nothing to fit where every client got in, or none did, or nothing was seen.
+    assert stream_join_from_places([(3, True), (2, True)], 0.0004, turns) is None
+    assert stream_join_from_places([], 0.0004, turns) is None
+
+
+def test_a_calibration_fits_the_cutoff_so_its_clients_get_in_by_place_as_the_engines_did():
+    import numpy as np
+    from test_calibrate import fit
+
+    records = streamed_closed_loop(-0.00045, steps=150)
+    cal = fit(records, closed_loop_concurrency=4)  # applied by default where the run shows both outcomes
+    t = cal.fit["client_turnaround"]
+    assert t["stream_join_fitted"] and t["stream_interval_applied"]
+    assert cal.roofline.stream_interval_s == pytest.approx(0.0004, rel=0.05)
+    # The simulated clients draw the measured turnarounds in turn: by place, the share of them in
+    # time (turnaround ≤ chunks after × interval + cutoff) is the share the engine took in.
+    turns = np.array(t["turnarounds_ms"]) / 1e3
+    for after, (joined, seen) in t["next_request_in_time_by_chunks_after"].items():
+        lead = int(after) * cal.roofline.stream_interval_s + cal.roofline.stream_join_s
+        assert (turns <= lead).mean() == pytest.approx(joined / seen, abs=0.15)

@@ -66,11 +66,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the measured spread of turnarounds (default: arrival, where the run shows one); 'finish': the "
                         "window also opens after a step in which a sequence finished, measured from every send just "
                         "after a step (see sim --join-after); 'none': measured and reported only")
-    g.add_argument("--stream-interval", default="none", choices=("measured", "none"), metavar="measured|none",
-                   help="closed loop: 'measured': the simulated engine streams a step's sequences as far apart as the "
-                        "run's chunks came and takes in the next requests that reach it in time (the join window "
-                        "applying too), so a client whose sequence came early gets its next request into the next "
-                        "batch (where the turnaround is copied); default 'none': measured and reported only")
+    g.add_argument("--stream-interval", default="measured", choices=("measured", "none"), metavar="measured|none",
+                   help="closed loop: the simulated engine streams a step's sequences as far apart as the run's chunks "
+                        "came and takes in a next request that reaches it in time, the cutoff fitted from which places "
+                        "in the stream got their client's next request into the next step (the join window applying "
+                        "too): a client whose sequence came early gets its next request into the next batch (default: "
+                        "measured, where the turnaround is copied and the run shows both outcomes); 'none': measured "
+                        "and reported only")
     p.add_argument("--out", metavar="PATH", help="calibration file (default: beside the run, <run>.calibration.json)")
     p.set_defaults(func=run)
 
@@ -266,13 +268,18 @@ def _render(cal, out: Path, console) -> None:
                           f"another request waited to be taken in joined the next step {w['joined']}× (delays "
                           f"{w['joined_delay_ms']} ms) and waited {w['waited']}× ({w['waited_delay_ms']} ms); {used}")
         if t.get("stream_interval_ms"):
-            join_ms = t.get("stream_join_ms", 0.0)
-            when = f"{join_ms:.2f} ms after" if join_ms >= 0 else f"{-join_ms:.2f} ms before"
-            console.print(f"stream interval {t['stream_interval_ms']:.2f} ms per sequence (a step's chunks, median), "
-                          f"next requests taken in if sent up to {when} a step's last "
-                          "chunk: " + ("applied: a client whose sequence was streamed early gets its next request "
-                                       "into the next batch"
-                                       if t.get("stream_interval_applied") else "not applied (--stream-interval measured)"))
+            places = " ".join(f"{a}:{j}/{n}" for a, (j, n) in (t.get("next_request_in_time_by_chunks_after") or {}).items())
+            line = (f"stream interval {t['stream_interval_ms']:.2f} ms per sequence (a step's chunks, median); next "
+                    f"requests in time by chunks streamed after their previous one's last: {places or 'none seen'}")
+            if t.get("stream_join_fitted"):
+                join_ms = t["stream_join_ms"]
+                when = f"{join_ms:.2f} ms after" if join_ms >= 0 else f"{-join_ms:.2f} ms before"
+                line += (f"; fitted: taken in if sent up to {when} a step's last chunk: "
+                         + ("applied: a client whose sequence was streamed early gets its next request into the next "
+                            "batch" if t.get("stream_interval_applied") else "not applied (--stream-interval none)"))
+            else:
+                line += "; not applied: the run shows no place both in time and late"
+            console.print(line)
     if fit["at_bound"]:
         console.print(f"[yellow]at the bound of its search range: {', '.join(fit['at_bound'])} "
                       "(check the hardware's peak figures)[/]")

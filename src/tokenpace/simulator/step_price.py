@@ -100,7 +100,9 @@ recently) and tells a finished sequence's client how much time it has (``Sequenc
 (n - k) intervals plus ``stream_join_s``); a closed loop's client then sends that much sooner
 (``load.ClosedLoop``), at the step's end at the earliest, so it joins when its turnaround is
 shorter. Tokens are still timestamped at the step's end (the interval is a few ms on steps of
-20 ms and more). A calibration measures the interval from the spread of each step's chunks.
+20 ms and more). A calibration measures the interval from the spread of each step's chunks, and
+fits ``stream_join_s`` from which places in a step's stream got their client's next request into
+the next step (``calibrate.client.stream_join_from_places``, RESULTS 7zj).
 
 The scan of one KV buffer shared by every sequence (``kv_scan_s``; 0 by default): per query row of
 the step and per KV cell of the batch that belongs to another sequence than the row's

@@ -25,7 +25,8 @@ from tokenpace.errors import UsageError
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration, load_calibration, write_calibration
 from tokenpace.simulator.calibrate.client import (closed_loop_turnaround, closed_loop_turnarounds, copies_turnaround,
-                                                  first_wave_gap, join_window, stream_join, turnaround_spread)
+                                                  first_wave_gap, join_window, stream_join_from_places,
+                                                  turnaround_spread)
 from tokenpace.simulator.calibrate.coverage import lone_gemv_warning
 from tokenpace.simulator.calibrate.decode_table import MIN_STEPS as MIN_DECODE_STEPS, decode_deltas
 from tokenpace.simulator.calibrate.fit import (
@@ -92,7 +93,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
               max_batched_tokens: int | None = None, closed_loop_concurrency: int | None = None,
               source: dict[str, Any] | None = None, shared_kv: bool = False,
               attention_tile_rows: int | None = None, apply_join_window: bool | str = "arrival",
-              apply_stream_interval: bool = False) -> Calibration:
+              apply_stream_interval: bool = True) -> Calibration:
     """Fit MFU, MBU and the per-step and per-sequence overheads of the roofline model to the
     run's engine steps.
 
@@ -113,11 +114,14 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     ``fit["client_turnaround"]``). ``apply_join_window="finish"``: the window opens after a step in
     which a sequence finished too (``RooflineParams.join_after``), and is measured from every send
     just after a step, whether or not another request waited. ``apply_stream_interval``: where the
-    turnaround is copied, the simulated engine streams a step's sequences as far apart as the run's
-    chunks came (``RooflineParams.stream_interval_s``), so that a client whose sequence was streamed
-    early can still get its next request into the next batch, the join window applying too (off by
-    default, measured and reported: over five sets of llama.cpp runs twelve medians missed issue 25's
-    targets with it and ten without, RESULTS 7zb and 7zd)."""
+    turnaround is copied and the run shows which places in a step's stream got their client's next
+    request into the next step and which did not (``StepObservations.stream_places``), the simulated
+    engine streams a step's sequences as far apart as the run's chunks came
+    (``RooflineParams.stream_interval_s``) and takes in a next request that reaches it up to the
+    fitted ``stream_join_s`` after the last (``client.stream_join_from_places``), so that a client
+    whose sequence was streamed early gets its next request into the next batch, the join window
+    applying too (the default; False: measured and reported only. Over six sets of llama.cpp runs,
+    medians past issue 25's targets 3 and 11 with it, 6 and 14 without: RESULTS 7zj)."""
     if apply_join_window == "none":
         apply_join_window = False
     m, hw = get_model(model), get_gpu(hardware)
@@ -178,18 +182,23 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
         # sequence came early can send its next request before the next batch forms: taken in up to
         # ``stream_join_s`` after the step's last chunk (negative: before it). The join window applies
         # on top (a waiting request's slot launch holds the next batch back, 7y).
+        # The cutoff is fitted from the places in the stream whose clients got in (the engine's order),
+        # where the run shows both outcomes; else nothing is applied.
         interval = observed.stream_interval_s if turnaround else 0.0
         stream = bool(interval and apply_stream_interval)
-        stream_join_s = stream_join(*observed.stream_join_offsets) if interval else 0.0
-        if stream:
-            params = replace(params, stream_interval_s=interval, stream_join_s=stream_join_s)
         offsets_joined, offsets_waited = observed.join_offsets
         basis = observed.join_offsets_any if after == "finish" else (offsets_joined, offsets_waited)
         window = join_window(*basis) if turnaround else 0.0
         measured_spread: tuple[float, ...] = ()
-        if window or stream:
+        if window or interval:
             gaps = np.concatenate([closed_loop_turnarounds(run, closed_loop_concurrency) for run in runs])
             measured_spread = turnaround_spread(gaps)
+        by_places = stream_join_from_places(observed.stream_places, interval, measured_spread) if interval else None
+        stream = stream and by_places is not None
+        stream_join_s = by_places if by_places is not None else 0.0
+        if stream:
+            params = replace(params, stream_interval_s=interval, stream_join_s=stream_join_s)
+        if window or stream:
             if stream or apply_join_window:
                 spread = measured_spread
             if apply_join_window and window:
@@ -210,6 +219,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
                                        "join_window_applied": bool(params.join_window_s),
                                        "stream_interval_ms": round(observed.stream_interval_s * 1e3, 4),
                                        "stream_join_ms": round(stream_join_s * 1e3, 4),
+                                       "stream_join_fitted": by_places is not None,
+                                       "next_request_in_time_by_chunks_after": _places_table(observed.stream_places),
                                        "stream_interval_applied": stream}
     return Calibration(model=m, hardware=hw, weights=w, kv_cache_dtype=kv, roofline=params, tp=tp,
                        policy=policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_batched_tokens,
@@ -259,7 +270,17 @@ def _pool(observations: list[StepObservations]) -> StepObservations:
                             join_offsets=_pooled_offsets(o.join_offsets for o in observations),
                             join_offsets_any=_pooled_offsets(o.join_offsets_any for o in observations),
                             stream_spreads=tuple(x for o in observations for x in o.stream_spreads),
-                            stream_join_offsets=_pooled_offsets(o.stream_join_offsets for o in observations))
+                            stream_places=tuple(x for o in observations for x in o.stream_places))
+
+
+def _places_table(places) -> dict[str, list[int]]:
+    """``StepObservations.stream_places`` as {chunks after: [next requests in time, steps seen]}."""
+    table: dict[int, list[int]] = {}
+    for after, joined in places:
+        row = table.setdefault(after, [0, 0])
+        row[0] += joined
+        row[1] += 1
+    return {str(a): table[a] for a in sorted(table)}
 
 
 def _pooled_offsets(pairs) -> tuple[tuple[float, ...], tuple[float, ...]]:

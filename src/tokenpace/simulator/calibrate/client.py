@@ -98,14 +98,33 @@ def turnaround_spread(gaps: np.ndarray, n: int = 10) -> tuple[float, ...]:
     return tuple(float(q) for q in np.quantile(gaps, (np.arange(n) + 0.5) / n))
 
 
-def stream_join(joined: Sequence[float], waited: Sequence[float]) -> float:
-    """How long after a step's last chunk a send may reach an engine that streams a step's sequences
-    one after another and still join its next batch (negative: that long before the last chunk), from
-    sends timed from that chunk (``StepObservations.stream_join_offsets``): ``join_window``'s
-    threshold, the earliest that waited where none joined, 0 where no send was seen."""
-    if not joined:
-        return min(waited) if waited else 0.0
-    return join_window(joined, waited)
+def stream_join_from_places(places: Sequence[tuple[int, bool]], interval_s: float,
+                            turnarounds_s: Sequence[float]) -> float | None:
+    """``stream_join_s`` fitted from which finished sequences' clients got their next request into
+    the next step, by the chunks streamed after the sequence's last (``StepObservations.stream_places``).
+    The simulated client whose sequence had a chunks after it is in time when its turnaround (one of
+    ``turnarounds_s`` in turn) is at most a × ``interval_s`` + ``stream_join_s``; the fit is the
+    value whose expected count in time, per count of chunks after, comes closest (least squares) to
+    the count that was, the middle of the best values. Counted in the engine's order of streaming,
+    not timed from the step's last chunk on the client's clock, which the client's own send holds
+    back (RESULTS 7zj). None where no place was seen or either outcome is missing."""
+    if not places or not interval_s or not len(turnarounds_s):
+        return None
+    if all(j for _, j in places) or not any(j for _, j in places):
+        return None
+    turns = np.sort(np.asarray(turnarounds_s, dtype=float))
+    after = np.array([a for a, _ in places])
+    joined = np.array([j for _, j in places], dtype=float)
+    counts = np.unique(after)
+    seen = np.array([joined[after == a].sum() for a in counts])
+    n = np.array([(after == a).sum() for a in counts])
+    # the in-time share changes only where a × interval + join crosses a turnaround
+    edges = np.unique((turns[:, None] - counts[None, :] * interval_s).ravel())
+    cands = np.concatenate([[edges[0] - 1e-6], (edges[:-1] + edges[1:]) / 2, [edges[-1] + 1e-6]])
+    share = (np.searchsorted(turns, counts[None, :] * interval_s + cands[:, None], side="right") / len(turns))
+    err = ((share * n - seen) ** 2).sum(axis=1)
+    best = np.flatnonzero(err <= err.min() + 1e-9)
+    return float((cands[best[0]] + cands[best[-1]]) / 2)
 
 
 def join_window(joined: Sequence[float], waited: Sequence[float]) -> float:

@@ -96,9 +96,10 @@ class StepObservations:
     # Per burst of two or more chunks: (its last chunk − its first) / (chunks − 1), seconds: how far apart
     # the engine streams a step's sequences (``RooflineParams.stream_interval_s``).
     stream_spreads: tuple[float, ...] = ()
-    # ``joins_after_start``'s sends, each one's delay after the last chunk of the burst before it (seconds;
-    # negative: sent before the engine had streamed the whole step), as (joined the step, waited a step).
-    stream_join_offsets: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    # Per step in which one sequence ended and no request waited to be taken in: (how many chunks the
+    # step streamed after that sequence's last, whether its client's next request joined the next
+    # step). The engine's own order, not the client's clock, which the client's send delays.
+    stream_places: tuple[tuple[int, bool], ...] = ()
 
     @property
     def stream_interval_s(self) -> float:
@@ -175,7 +176,7 @@ def observe_steps(records: Iterable[RequestRecord], *, max_batched_tokens: int |
                             join_offsets=run.join_offsets(ARRIVAL_FRACTION * threshold),
                             join_offsets_any=run.join_offsets(ARRIVAL_FRACTION * threshold, waiting_only=False),
                             stream_spreads=tuple(spreads.tolist()),
-                            stream_join_offsets=run.stream_offsets(ARRIVAL_FRACTION * threshold, t[last]))
+                            stream_places=run.stream_places(ARRIVAL_FRACTION * threshold, t))
 
 
 def _streams(records: Iterable[RequestRecord]) -> list[_Stream]:
@@ -300,18 +301,28 @@ class _Run:
                 continue
             yield q, b, int(self.first_burst[q])
 
-    def stream_offsets(self, window_ns: float, last_ns: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """``joins_after_start``'s sends, each one's delay after the last chunk of the burst before it, in
-        seconds (``StepObservations.stream_join_offsets``)."""
-        joined: list[float] = []
-        waited: list[float] = []
-        for q, b, k in self._sends_after_ends(window_ns):
-            delay = (int(self.sent[q]) - int(last_ns[b])) / 1e9
-            if k == b + 1:
-                joined.append(delay)
-            elif k == b + 2:
-                waited.append(delay)
-        return tuple(joined), tuple(waited)
+    def stream_places(self, window_ns: float, t: np.ndarray) -> tuple[tuple[int, bool], ...]:
+        """``StepObservations.stream_places``: per step in which exactly one sequence ended, the chunks
+        streamed after its last and whether the first of ``joins_after_start``'s sends after that chunk
+        (its closed-loop client's next request) joined the next step (False: waited a step). Steps
+        during which a request was sent that the next step took in are left out: that one's setup
+        holds the batch back (the join window), whatever the place. ``t``: every chunk's time, in
+        the order the bursts list them."""
+        out = []
+        sends = sorted(self._sends_after_ends(window_ns), key=lambda x: self.sent[x[0]])
+        offset = np.concatenate([[0], np.cumsum(self.sizes)])
+        for q, b, k in sends:
+            members = self.bursts[b]
+            ends = [i for i, (s, j) in enumerate(members) if j == len(self.streams[s].chunk_ns) - 1]
+            if len(ends) != 1 or k not in (b + 1, b + 2) or (out and out[-1][0] == b):
+                continue
+            if self.sent[q] < t[offset[b] + ends[0]]:
+                continue  # sent before the sequence ended: not its client's next request
+            prev = self.end_ns[b - 1] if b else self.end_ns[b]
+            if ((self.sent > prev) & (self.sent < self.end_ns[b]) & (self.first_burst == b + 1)).any():
+                continue  # another request waited to be taken in
+            out.append((b, len(members) - 1 - ends[0], k == b + 1))
+        return tuple((a, j) for _, a, j in out)
 
     def joins_after_start(self, window_ns: float) -> tuple[int, int]:
         """Of the requests sent within ``window_ns`` after a busy step began (at or after the end of
