@@ -313,12 +313,14 @@ def main() -> int:
                         help="calibrate with `tokenpace calibrate --attention-tile-rows N` (default: calibrate's, 64 "
                              "with one KV buffer; 0: as before 2026-12-03, RESULTS 7u)")
     parser.add_argument("--stream-interval", choices=("measured", "none"),
-                        help="calibrate with `tokenpace calibrate --stream-interval MODE` (default: calibrate's, none; "
-                             "RESULTS 7zb)")
+                        help="calibrate with `tokenpace calibrate --stream-interval MODE` (default: calibrate's, measured; "
+                             "RESULTS 7zb, 7zj)")
     parser.add_argument("--vary-seed", action="store_true",
                         help=f"draw repeat N's lengths with seed {SEED} + N - 1 (default: seed {SEED} in every "
                              "repeat), so that the repeats' medians do not all rest on one draw's closed-loop "
                              "phase (RESULTS 7zi)")
+    parser.add_argument("--seed", type=int, default=SEED, metavar="S",
+                        help=f"draw the lengths with seed S (default {SEED}; with --vary-seed, repeat N's with S + N - 1)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument("--url", metavar="URL", help="measure a llama-server already running there (started "
                         f"like scripts/llama_engine.py's, with -np {SLOTS}) instead of starting one")
@@ -356,7 +358,7 @@ def main() -> int:
         started = time.monotonic()
         with (contextlib.nullcontext(args.url or "(reused)") if args.url or args.reuse
               else llama_server(engine, KV_CACHE[args.kv_cache])) as url:
-            measured = measure(url, out, args.reuse, server, SEED + rep if args.vary_seed else SEED)
+            measured = measure(url, out, args.reuse, server, args.seed + rep if args.vary_seed else args.seed)
         machines.append({c: m["machine"] for c, m in measured.items()})
         print(f"  measurements took {time.monotonic() - started:.0f} s")
         shift = round(template_tokens(out / "measured-c4.records.jsonl"))
@@ -380,7 +382,7 @@ def main() -> int:
           + (f" --join-window {args.join_window}" if args.join_window else "")
           + (f" --attention-tile-rows {args.attention_tile_rows}" if args.attention_tile_rows is not None else "")
           + (f" --stream-interval {args.stream_interval}" if args.stream_interval else "")
-          + (" --vary-seed" if args.vary_seed else "")
+          + (" --vary-seed" if args.vary_seed else "") + (f" --seed {args.seed}" if args.seed != SEED else "")
           + (f" --scale {args.scale:g}" if args.scale != 1 else ""))
     print(f"requests per level: {', '.join(f'c={c}: {n}' for c, n in REQUESTS.items())}")
     if args.json:
