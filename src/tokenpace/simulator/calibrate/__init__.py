@@ -121,7 +121,7 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     fitted ``stream_join_s`` after the last (``client.stream_join_from_places``), so that a client
     whose sequence was streamed early gets its next request into the next batch, the join window
     applying too (the default; False: measured and reported only. Over six sets of llama.cpp runs,
-    medians past issue 25's targets 3 and 11 with it, 6 and 14 without: RESULTS 7zj)."""
+    medians past issue 25's targets 3 and 12 with it, 6 and 15 without: RESULTS 7zj)."""
     if apply_join_window == "none":
         apply_join_window = False
     m, hw = get_model(model), get_gpu(hardware)
