@@ -31,6 +31,10 @@ prediction of it:
   last got in too (RESULTS 7ze).
 - **after a step in which two requests ended** (summary): how often their clients' next prompts were
   computed in one step, and how often in the very next one (both joined the step begun).
+- **steps of next prompts by how they got in** (summary): the steps that computed next requests'
+  prompts, by whether each came in the step begun after its send (F) or a step later (W, it waited to
+  be taken in), and which came together: "FW" is a fresh one beside one that waited. The engine
+  computes more of c=8's next prompts beside another than the simulation does (RESULTS 7zj).
 - **same request** (summary): every simulated request has a measured one with the same index and
   prompt. How many of them got their first token later in the simulation than on the engine, and
   the median of (simulated − measured) TTFT. A p50 that agrees can hide a simulation that is a
@@ -47,6 +51,7 @@ import argparse
 import statistics
 import sys
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +165,22 @@ def two_finished(run: dict, c: int) -> tuple[int, int, int]:
     return seen, together, next_step
 
 
+def step_company(run: dict, c: int) -> Counter:
+    """The steps that computed next requests' prompts (the closed loop's sends after the first wave's
+    ``c``), by how each reached its step and with whom: "F" for one whose first token came in the
+    step begun after its send, "W" for one a step later (it waited to be taken in), sorted and joined
+    ("FW": a fresh one beside one that waited; RESULTS 7zj)."""
+    starts = [b[0][0] for b in run["bursts"]]
+    first = run["first_burst"]
+    kinds: dict[int, list[str]] = {}
+    for t, i in run["sends"]:
+        if i < c or i not in first:
+            continue
+        waited = first[i] - (bisect_right(starts, t) - 1)
+        kinds.setdefault(first[i], []).append({1: "F", 2: "W"}.get(waited, "L"))
+    return Counter("".join(sorted(k)) for k in kinds.values())
+
+
 def same_requests(measured: dict, simulated: dict) -> list[float]:
     """Simulated − measured TTFT (ms) of each request both runs have (by index: the same prompt)."""
     return [simulated["ttft_ms"][i] - t for i, t in measured["ttft_ms"].items() if i in simulated["ttft_ms"]]
@@ -222,6 +243,10 @@ def main() -> int:
             if seen:
                 print(f"  c={c:<2} after a step in which two requests ended, {label}: their clients' next prompts "
                       f"together after {together} of {seen}, in the very next step after {next_step}")
+        for label, ds in (("measured", t["m"]), ("simulated", t["p"])):
+            company = sum((step_company(d, c) for d in ds), Counter())
+            print(f"  c={c:<2} steps of next prompts by how they got in (F: the step begun after the send, W: the "
+                  f"next) and with whom, {label}: " + " ".join(f"{k}:{n}" for k, n in company.most_common()))
         diffs = [x for m, p in zip(t["m"], t["p"]) for x in same_requests(m, p)]
         if diffs:
             q = [np.median([d["ttft_quartiles_ms"][k] for d in ds]) for ds in (t["m"], t["p"]) for k in range(3)]
