@@ -120,8 +120,8 @@ def calibrate(records: Iterable[RequestRecord] | Sequence[Iterable[RequestRecord
     (``RooflineParams.stream_interval_s``) and takes in a next request that reaches it up to the
     fitted ``stream_join_s`` after the last (``client.stream_join_from_places``), so that a client
     whose sequence was streamed early gets its next request into the next batch, the join window
-    applying too (the default; False: measured and reported only. Over six sets of llama.cpp runs,
-    medians past issue 25's targets 3 and 12 with it, 6 and 15 without: RESULTS 7zj)."""
+    applying too (the default; False: measured and reported only. Over seven sets of llama.cpp runs,
+    medians past issue 25's targets 4 and 12 with it, 8 and 16 without: RESULTS 7zj)."""
     if apply_join_window == "none":
         apply_join_window = False
     m, hw = get_model(model), get_gpu(hardware)
