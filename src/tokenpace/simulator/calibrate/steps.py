@@ -211,6 +211,13 @@ class _Run:
         self.start_ns = [self._start(b) for b in range(len(bursts))]
         self.sent = np.array([s.sent_ns for s in streams], dtype=np.int64)
         self.first_burst = np.array([cb[0] for cb in chunk_burst])
+        # Per step b: a request sent while it ran (after the burst before it, before its own) got its
+        # first token at the end of the next step: it waited to be taken in after step b.
+        during = np.searchsorted(self.ends_array, self.sent, side="left")
+        inside = (during > 0) & (during < len(bursts))
+        inside[inside] &= self.sent[inside] < self.ends_array[during[inside]]
+        self.waited_in = np.zeros(len(bursts), dtype=bool)
+        self.waited_in[during[inside & (self.first_burst == during + 1)]] = True
         # Where one step after a request's send brings its first token (the mode), the step of the
         # first token computed the whole prompt: a request sent just after a step began, as the
         # client saw it, either joined that step (and its first token ends it) or did not. Where
@@ -318,8 +325,7 @@ class _Run:
                 continue
             if self.sent[q] < t[offset[b] + ends[0]]:
                 continue  # sent before the sequence ended: not its client's next request
-            prev = self.end_ns[b - 1] if b else self.end_ns[b]
-            if ((self.sent > prev) & (self.sent < self.end_ns[b]) & (self.first_burst == b + 1)).any():
+            if self.waited_in[b]:
                 continue  # another request waited to be taken in
             out.append((b, len(members) - 1 - ends[0], k == b + 1))
         return tuple((a, j) for _, a, j in out)
@@ -345,10 +351,9 @@ class _Run:
         for q, b, k in self._sends_after_ends(window_ns):
             if b < 1:
                 continue
-            prev, end = self.end_ns[b - 1], self.end_ns[b]
-            if waiting_only and not ((self.sent > prev) & (self.sent < end) & (self.first_burst == b + 1)).any():
+            if waiting_only and not self.waited_in[b]:
                 continue  # no request was waiting to be taken in
-            delay = (self.streams[q].sent_ns - end) / 1e9
+            delay = (self.streams[q].sent_ns - self.end_ns[b]) / 1e9
             if k == b + 1:
                 joined.append(delay)
             elif k == b + 2:
