@@ -58,7 +58,8 @@ from pathlib import Path
 from tokenpace.results.records import read_records
 from tokenpace.simulator.calibrate import load_calibration, step_errors
 
-from _calibrate_report import print_fit, print_table, prompts_per_step, summary  # beside this script
+from _calibrate_report import (print_fit, print_resolution, print_table, prompts_per_step,  # beside this script
+                               resampled_errors, resolution, summary, without_resamples)
 from _machine_speed import drift_adjusted, speed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,9 +241,10 @@ def measure(url: str, out: Path, reuse: bool, server: str = "", seed: int = SEED
 
 def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path, model: str, shift: int,
                           kv_cache: str, join_window: str | None = None, tile_rows: int | None = None,
-                          stream_interval: str | None = None) -> dict:
+                          stream_interval: str | None = None, resample_seed: int = 0) -> dict:
     """Calibrate from the runs at ``srcs`` (``--shared-kv`` with one KV buffer: its scan is fitted)
-    and predict every level."""
+    and predict every level; each level's latency errors also over resampled request pairs
+    (``resampled_errors``, drawn with ``resample_seed``)."""
     name = "+".join(map(str, srcs))
     cal = out / f"cal-c{name}.json"
     cmd = ["calibrate", *(str(measured[c]["path"]) for c in srcs), "--model-config", model, "--hardware",
@@ -269,7 +271,9 @@ def calibrate_and_predict(measured: dict[int, dict], srcs: list[int], out: Path,
                      "steps": steps,
                      "prompts_per_step": {"measured": prompts_per_step(steps),
                                           "simulated": prompts_per_step(step_errors(calibration, read_records(
-                                              pred_path.with_suffix(".records.jsonl"))))}})
+                                              pred_path.with_suffix(".records.jsonl"))))},
+                     "_resampled": resampled_errors(measured[c]["path"].with_suffix(".records.jsonl"),
+                                                    pred_path.with_suffix(".records.jsonl"), resample_seed)})
     fit = c_doc["fit"]
     return {"fit_from": name, "roofline": c_doc["roofline"], "ranges": fit["ranges"],
             "undetermined": sorted(fit.get("undetermined", {})), "rms_step_error": fit["rms_relative_error"],
@@ -364,7 +368,7 @@ def main() -> int:
         shift = round(template_tokens(out / "measured-c4.records.jsonl"))
         print(f"  the chat template adds {shift} prompt tokens on average: the simulation's prompts are shifted by it")
         results.append([calibrate_and_predict(measured, srcs, out, model, shift, args.kv_cache, args.join_window,
-                                              args.attention_tile_rows, args.stream_interval)
+                                              args.attention_tile_rows, args.stream_interval, rep)
                         for srcs in fit_from])
         for result in results[-1]:
             print_fit(result)
@@ -375,6 +379,7 @@ def main() -> int:
         print("\nthe same once the machine's drift is taken out (each prediction scaled by the probes' speed "
               "around its level against the fitted level's)")
         print_table(table, "drift_adjusted")
+    print_resolution(resolution(results, fit_from, sorted(REQUESTS)), table)
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("reproduce: .venv/bin/python benchmarks/calibrate_llama.py"
           + "".join(f" --fit-from {'+'.join(map(str, s))}" for s in fit_from) + f" --repeats {args.repeats}"
@@ -386,7 +391,8 @@ def main() -> int:
           + (f" --scale {args.scale:g}" if args.scale != 1 else ""))
     print(f"requests per level: {', '.join(f'c={c}: {n}' for c, n in REQUESTS.items())}")
     if args.json:
-        print(json.dumps({"summary": table, "repeats": results, "machine": machines}, indent=2, default=str))
+        print(json.dumps({"summary": table, "repeats": without_resamples(results), "machine": machines}, indent=2,
+                         default=str))
     return 0
 
 

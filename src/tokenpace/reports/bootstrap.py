@@ -10,6 +10,11 @@ Resamples are drawn exactly in distribution without materializing them, as in
 U ~ Beta(k, n − k + 1), so a p99 over a million ITL samples costs the same as over a hundred.
 Below ``min_samples_for_ci(q)`` samples in either run (368 for p99) no interval from the data can
 reach 95% coverage, and we say so instead of guessing.
+
+Two runs of one workload draw (a measured run and its simulation, where request i has the same
+lengths in both) compare more sharply by their ratio with the requests resampled in pairs
+(``paired_ratio``): request i of both runs is drawn together, so what the draw of lengths puts
+into both quantiles cancels and the interval holds only how the two runs disagree.
 """
 
 from __future__ import annotations
@@ -63,3 +68,49 @@ def percentile_difference(base: np.ndarray, new: np.ndarray, q: float,
     tail = (1.0 - confidence) / 2.0
     lo, hi = (float(v) for v in np.quantile(diff, [tail, 1.0 - tail]))
     return NoiseVerdict("beyond noise" if lo > 0 or hi < 0 else "within noise", (lo, hi))
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    ratio: float  # new's q-quantile over base's, minus 1, on every pair
+    ci95: tuple[float, float] | None  # the same over resampled pairs; None below min_samples_for_ci
+    pairs: int
+
+
+# Resampled values held at once (resamples x pairs): bounds the memory of long runs.
+_BLOCK_VALUES = 4_000_000
+
+
+def paired_ratio_replicates(base: np.ndarray, new: np.ndarray, q: float, resamples: int = BOOTSTRAP_RESAMPLES,
+                            seed: int = BASE_SEED) -> np.ndarray:
+    """new's q-quantile over base's, minus 1 (linear interpolation), for ``resamples`` resamples of
+    the pairs (base[i], new[i]) drawn with replacement, each pair whole. Pairs with a NaN on
+    either side are left out first. Fixed seed: the same arrays give the same replicates."""
+    keep = ~(np.isnan(base) | np.isnan(new))
+    base, new = base[keep], new[keep]
+    n = base.size
+    if n == 0:
+        raise ValueError("no pair with both values")
+    rng = np.random.default_rng(seed)
+    out = np.empty(resamples)
+    step = max(1, _BLOCK_VALUES // n)
+    for start in range(0, resamples, step):
+        rows = rng.integers(0, n, size=(min(step, resamples - start), n))
+        out[start:start + rows.shape[0]] = np.quantile(new[rows], q, axis=1) / np.quantile(base[rows], q, axis=1) - 1
+    return out
+
+
+def paired_ratio(base: np.ndarray, new: np.ndarray, q: float, confidence: float = CI_CONFIDENCE) -> PairedRatio:
+    """``new``'s q-quantile against ``base``'s, as a ratio minus 1, with its percentile-bootstrap
+    interval over pairs resampled whole (``paired_ratio_replicates``). ``base[i]`` and ``new[i]``
+    must describe the same request."""
+    if base.shape != new.shape:
+        raise ValueError(f"paired samples must be alike in shape, not {base.shape} and {new.shape}")
+    keep = ~(np.isnan(base) | np.isnan(new))
+    ratio = float(np.quantile(new[keep], q) / np.quantile(base[keep], q) - 1) if keep.any() else math.nan
+    pairs = int(keep.sum())
+    if pairs < min_samples_for_ci(q, confidence):
+        return PairedRatio(ratio, None, pairs)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(paired_ratio_replicates(base, new, q), [tail, 1.0 - tail])
+    return PairedRatio(ratio, (float(lo), float(hi)), pairs)
