@@ -81,23 +81,45 @@ class PairedRatio:
 _BLOCK_VALUES = 4_000_000
 
 
-def paired_ratio_replicates(base: np.ndarray, new: np.ndarray, q: float, resamples: int = BOOTSTRAP_RESAMPLES,
-                            seed: int = BASE_SEED) -> np.ndarray:
-    """new's q-quantile over base's, minus 1 (linear interpolation), for ``resamples`` resamples of
-    the pairs (base[i], new[i]) drawn with replacement, each pair whole. Pairs with a NaN on
-    either side are left out first. Fixed seed: the same arrays give the same replicates."""
+def paired_quantiles(base: np.ndarray, new: np.ndarray, q: float, resamples: int = BOOTSTRAP_RESAMPLES,
+                     seed: int = BASE_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Both runs' q-quantiles (linear interpolation) over ``resamples`` resamples of the pairs
+    (base[i], new[i]) drawn with replacement, each pair whole. Pairs with a NaN on either side are
+    left out first. Fixed seed: the same arrays give the same replicates."""
     keep = ~(np.isnan(base) | np.isnan(new))
     base, new = base[keep], new[keep]
     n = base.size
     if n == 0:
         raise ValueError("no pair with both values")
     rng = np.random.default_rng(seed)
-    out = np.empty(resamples)
+    out_base, out_new = np.empty(resamples), np.empty(resamples)
     step = max(1, _BLOCK_VALUES // n)
     for start in range(0, resamples, step):
         rows = rng.integers(0, n, size=(min(step, resamples - start), n))
-        out[start:start + rows.shape[0]] = np.quantile(new[rows], q, axis=1) / np.quantile(base[rows], q, axis=1) - 1
-    return out
+        stop = start + rows.shape[0]
+        out_base[start:stop] = np.quantile(base[rows], q, axis=1)
+        out_new[start:stop] = np.quantile(new[rows], q, axis=1)
+    return out_base, out_new
+
+
+def paired_ratio_replicates(base: np.ndarray, new: np.ndarray, q: float, resamples: int = BOOTSTRAP_RESAMPLES,
+                            seed: int = BASE_SEED) -> np.ndarray:
+    """new's q-quantile over base's, minus 1, for each resample of ``paired_quantiles``."""
+    b, n = paired_quantiles(base, new, q, resamples, seed)
+    return n / b - 1
+
+
+def paired_difference(base: np.ndarray, new: np.ndarray, q: float,
+                      confidence: float = CI_CONFIDENCE) -> NoiseVerdict:
+    """``percentile_difference`` for paired samples (``base[i]`` and ``new[i]`` the same request),
+    the pairs resampled whole (``paired_quantiles``)."""
+    keep = ~(np.isnan(base) | np.isnan(new))
+    if keep.sum() < min_samples_for_ci(q, confidence):
+        return NoiseVerdict("too few samples", None)
+    b, n = paired_quantiles(base, new, q)
+    tail = (1.0 - confidence) / 2.0
+    lo, hi = (float(v) for v in np.quantile(n - b, [tail, 1.0 - tail]))
+    return NoiseVerdict("beyond noise" if lo > 0 or hi < 0 else "within noise", (lo, hi))
 
 
 def paired_ratio(base: np.ndarray, new: np.ndarray, q: float, confidence: float = CI_CONFIDENCE) -> PairedRatio:

@@ -1,7 +1,8 @@
 """Compare runs: every key figure side by side, with delta and relative change against the first
 (base) run, and for latency percentiles whether the difference is beyond run-to-run noise
 (``reports.bootstrap``). Measured and simulated runs compare the same way: both are summaries of
-the same records."""
+the same records. Runs of the same requests (``reports.pairing``: a measured run and its simulation)
+have their per-request percentiles judged with the requests resampled in pairs."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tokenpace.reports.bootstrap import NoiseVerdict, percentile_difference
+from tokenpace.metrics.latency import PER_REQUEST
+from tokenpace.reports.bootstrap import NoiseVerdict, paired_difference, percentile_difference
 from tokenpace.reports.gates import Gate, GateResult, figure_value, judge, summary_path
+from tokenpace.reports.pairing import paired_samples_ms, same_requests
 from tokenpace.results import RunData
 from tokenpace.reports.series import metric_samples_ms
 
@@ -58,6 +61,8 @@ class Comparison:
     runs: list[RunData]
     rows: list[Row]
     gates: list[GateResult]
+    # Per run, whether it holds the base's requests (judged in pairs); the base's own entry is False.
+    paired: list[bool] = field(default_factory=list)
 
     @property
     def failed_gates(self) -> list[GateResult]:
@@ -68,11 +73,17 @@ def compare_runs(runs: Sequence[RunData], gates: Sequence[Gate] = ()) -> Compari
     base, *others = runs
     summaries = [r.doc.get("summary") or {} for r in runs]
     samples: dict[tuple[int, str], np.ndarray] = {}
+    paired = [False] + [same_requests(base.records, other.records) for other in others]
 
     def samples_of(i: int, metric: str) -> np.ndarray:
         if (i, metric) not in samples:
             samples[(i, metric)] = metric_samples_ms(runs[i].records, metric)
         return samples[(i, metric)]
+
+    def pairs_of(i: int, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Run i's samples aligned with the base's, where the runs pair and the metric is per request."""
+        return paired_samples_ms(base.records, runs[i].records, metric) if paired[i] and metric in PER_REQUEST \
+            else None
 
     rows = []
     for path, label, unit, better in KEY_FIGURES:
@@ -81,11 +92,12 @@ def compare_runs(runs: Sequence[RunData], gates: Sequence[Gate] = ()) -> Compari
             continue
         row = Row(path, label, unit, better, [Cell(values[0])])
         for i, value in enumerate(values[1:], start=1):
-            row.cells.append(_cell(values[0], value, _noise(path, samples_of, i) if value is not None else None))
+            row.cells.append(_cell(values[0], value,
+                                   _noise(path, samples_of, pairs_of, i) if value is not None else None))
         rows.append(row)
     results = [judge(gate, other.label, summaries[0], summaries[i], base.label)
                for gate in gates for i, other in enumerate(others, start=1)]
-    return Comparison(list(runs), rows, results)
+    return Comparison(list(runs), rows, results, paired)
 
 
 def _cell(base: float | None, value: float | None, noise: NoiseVerdict | None) -> Cell:
@@ -96,10 +108,13 @@ def _cell(base: float | None, value: float | None, noise: NoiseVerdict | None) -
     return Cell(value, delta, relative, noise)
 
 
-def _noise(path: str, samples_of, i: int) -> NoiseVerdict | None:
+def _noise(path: str, samples_of, pairs_of, i: int) -> NoiseVerdict | None:
     keys = summary_path(path)
     if keys[0] != "latency_ms" or len(keys) != 3 or keys[2] not in NOISE_QUANTILES:
         return None
+    pairs = pairs_of(i, keys[1])
+    if pairs is not None:
+        return paired_difference(*pairs, NOISE_QUANTILES[keys[2]])
     base, new = samples_of(0, keys[1]), samples_of(i, keys[1])
     if base.size == 0 or new.size == 0:
         return NoiseVerdict("no records", None)

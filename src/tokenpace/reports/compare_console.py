@@ -34,8 +34,10 @@ def render_comparison(cmp: Comparison, console: Console | None = None) -> None:
 
 
 def _table(cmp: Comparison, i: int) -> Table:
+    paired = i < len(cmp.paired) and cmp.paired[i]
     title = (f"{cmp.runs[i].label} against the base {cmp.runs[0].label} (noise: bootstrap 95% CI "
-             "of the percentile difference)")
+             "of the percentile difference" + ("; the same requests, resampled in pairs for TTFT, TPOT and E2E)"
+                                               if paired else ")"))
     table = Table(title=title, title_justify="left", box=None, header_style="bold", pad_edge=False)
     for col in ("figure", "base", f"run {i}", "Δ", "Δ%", "noise"):
         table.add_column(col, justify="left" if col in ("figure", "noise") else "right", no_wrap=True)
