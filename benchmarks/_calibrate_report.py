@@ -17,14 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenpace.metrics.latency import tpot, ttft
 from tokenpace.reports.bootstrap import paired_ratio_replicates
+from tokenpace.reports.pairing import paired_samples_ms, same_requests
 from tokenpace.results.records import read_records
 
 from _machine_speed import METRICS
 
 # The latency metrics resampled (output tokens/s is a whole run's: no request carries it alone).
-RESAMPLED = {"ttft_p50_ms": ttft, "tpot_p50_ms": tpot}
+RESAMPLED = {"ttft_p50_ms": "ttft", "tpot_p50_ms": "tpot"}
 # Each level's target for |error|: from one run, the other levels within 10%; from several, every level within 5%.
 TARGET_ONE, TARGET_SEVERAL = 10.0, 5.0
 
@@ -108,16 +108,11 @@ def print_table(table: list[dict], key: str | None = None) -> None:
 def resampled_errors(measured: Path, predicted: Path, seed: int) -> dict[str, np.ndarray]:
     """Per latency metric, the predicted p50's error (%) over 2,000 resamples of the requests, each
     measured request drawn with the simulated request of the same index (the same lengths)."""
-    def by_index(path: Path) -> dict[int, object]:
-        return {r.index: r for r in read_records(path) if r.measured and r.status == "ok"}
-    meas, pred = by_index(measured), by_index(predicted)
-    both = sorted(meas.keys() & pred.keys())
-    out = {}
-    for name, metric in RESAMPLED.items():
-        values = [(metric(meas[i]), metric(pred[i])) for i in both]
-        base, new = (np.array([np.nan if v is None else v for v in side], dtype=float) for side in zip(*values))
-        out[name] = paired_ratio_replicates(base, new, 0.5, seed=seed) * 100
-    return out
+    meas, pred = read_records(measured), read_records(predicted)
+    if not same_requests(meas, pred):
+        raise SystemExit(f"{predicted} does not hold {measured}'s requests: cannot pair them")
+    return {name: paired_ratio_replicates(*paired_samples_ms(meas, pred, metric), 0.5, seed=seed) * 100
+            for name, metric in RESAMPLED.items()}
 
 
 def target(row: dict) -> float:

@@ -12,9 +12,10 @@ Below ``min_samples_for_ci(q)`` samples in either run (368 for p99) no interval 
 reach 95% coverage, and we say so instead of guessing.
 
 Two runs of one workload draw (a measured run and its simulation, where request i has the same
-lengths in both) compare more sharply by their ratio with the requests resampled in pairs
-(``paired_ratio``): request i of both runs is drawn together, so what the draw of lengths puts
-into both quantiles cancels and the interval holds only how the two runs disagree.
+lengths in both) compare more sharply with the requests resampled in pairs (``paired_quantiles``,
+``paired_difference``, ``paired_ratio_replicates``): request i of both runs is drawn together, so
+what the draw of lengths puts into both quantiles cancels and the interval holds only how the two
+runs disagree.
 """
 
 from __future__ import annotations
@@ -70,13 +71,6 @@ def percentile_difference(base: np.ndarray, new: np.ndarray, q: float,
     return NoiseVerdict("beyond noise" if lo > 0 or hi < 0 else "within noise", (lo, hi))
 
 
-@dataclass(frozen=True)
-class PairedRatio:
-    ratio: float  # new's q-quantile over base's, minus 1, on every pair
-    ci95: tuple[float, float] | None  # the same over resampled pairs; None below min_samples_for_ci
-    pairs: int
-
-
 # Resampled values held at once (resamples x pairs): bounds the memory of long runs.
 _BLOCK_VALUES = 4_000_000
 
@@ -121,18 +115,3 @@ def paired_difference(base: np.ndarray, new: np.ndarray, q: float,
     lo, hi = (float(v) for v in np.quantile(n - b, [tail, 1.0 - tail]))
     return NoiseVerdict("beyond noise" if lo > 0 or hi < 0 else "within noise", (lo, hi))
 
-
-def paired_ratio(base: np.ndarray, new: np.ndarray, q: float, confidence: float = CI_CONFIDENCE) -> PairedRatio:
-    """``new``'s q-quantile against ``base``'s, as a ratio minus 1, with its percentile-bootstrap
-    interval over pairs resampled whole (``paired_ratio_replicates``). ``base[i]`` and ``new[i]``
-    must describe the same request."""
-    if base.shape != new.shape:
-        raise ValueError(f"paired samples must be alike in shape, not {base.shape} and {new.shape}")
-    keep = ~(np.isnan(base) | np.isnan(new))
-    ratio = float(np.quantile(new[keep], q) / np.quantile(base[keep], q) - 1) if keep.any() else math.nan
-    pairs = int(keep.sum())
-    if pairs < min_samples_for_ci(q, confidence):
-        return PairedRatio(ratio, None, pairs)
-    tail = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(paired_ratio_replicates(base, new, q), [tail, 1.0 - tail])
-    return PairedRatio(ratio, (float(lo), float(hi)), pairs)
