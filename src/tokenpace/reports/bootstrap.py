@@ -107,8 +107,7 @@ def paired_difference(base: np.ndarray, new: np.ndarray, q: float,
                       confidence: float = CI_CONFIDENCE) -> NoiseVerdict:
     """``percentile_difference`` for paired samples (``base[i]`` and ``new[i]`` the same request),
     the pairs resampled whole (``paired_quantiles``)."""
-    keep = ~(np.isnan(base) | np.isnan(new))
-    if keep.sum() < min_samples_for_ci(q, confidence):
+    if np.count_nonzero(~(np.isnan(base) | np.isnan(new))) < min_samples_for_ci(q, confidence):
         return NoiseVerdict("too few samples", None)
     b, n = paired_quantiles(base, new, q)
     tail = (1.0 - confidence) / 2.0

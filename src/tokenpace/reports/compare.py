@@ -80,10 +80,15 @@ def compare_runs(runs: Sequence[RunData], gates: Sequence[Gate] = ()) -> Compari
             samples[(i, metric)] = metric_samples_ms(runs[i].records, metric)
         return samples[(i, metric)]
 
+    pairs: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+
     def pairs_of(i: int, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
         """Run i's samples aligned with the base's, where the runs pair and the metric is per request."""
-        return paired_samples_ms(base.records, runs[i].records, metric) if paired[i] and metric in PER_REQUEST \
-            else None
+        if not paired[i] or metric not in PER_REQUEST:
+            return None
+        if (i, metric) not in pairs:  # p50 and p99 judge the same pairs
+            pairs[(i, metric)] = paired_samples_ms(base.records, runs[i].records, metric)
+        return pairs[(i, metric)]
 
     rows = []
     for path, label, unit, better in KEY_FIGURES:
