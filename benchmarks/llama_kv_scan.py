@@ -11,12 +11,14 @@ Three cases, interleaved over the rounds, the same prompts (about 160 tokens, on
 each: the prompt alone; beside a streaming chat request of a short prompt (20 words) decoding 40
 tokens; beside one of a long prompt (900 words, about 1,000 tokens of context). The neighbour is
 sent first and the prompt once the neighbour decodes (0.7 s after a short neighbour, 4 s after a
-long one, whose own prompt takes about 3 s). Each line is the server's own ``prompt_ms`` for the
+long one, whose own prompt takes about 3 s; with ``--neighbours K``, K such streams sent together, each
+decoding 20 + 20K tokens, and K times the wait). Each line is the server's own ``prompt_ms`` for the
 measured prompt (from its timings), median and spread over the rounds.
 
     .venv/bin/python benchmarks/llama_kv_scan.py              # about 3 minutes
     .venv/bin/python benchmarks/llama_kv_scan.py --rounds 8 --per-slot
     .venv/bin/python benchmarks/llama_kv_scan.py --prompt-words 150,450   # two prompt lengths, interleaved
+    .venv/bin/python benchmarks/llama_kv_scan.py --neighbours 3           # three decoding streams beside it
 
 With two or more prompt lengths, the last lines compare what the long neighbour costs each length
 more than the short one (the other sequence's ~950 more cells) with what two counts of the cells a
@@ -62,20 +64,25 @@ def chat(base: str, words: int, seed: int, tokens: int) -> dict:
     return timings
 
 
-def measure(base: str, case: str, seed: int, prompt_words: int = PROMPT_WORDS) -> tuple[float, int]:
-    """The measured prompt's ``prompt_ms`` and its prompt tokens (``prompt_n``)."""
-    neighbour = None
+def measure(base: str, case: str, seed: int, prompt_words: int = PROMPT_WORDS,
+            neighbours: int = 1) -> tuple[float, int]:
+    """The measured prompt's ``prompt_ms`` and its prompt tokens (``prompt_n``), beside ``neighbours``
+    streams of the case's kind sent together (their prompts computed first, then the measured one
+    beside their decodes: the wait and the tokens they decode grow with their number)."""
+    threads = []
     if case != "alone":
         words, wait_s = NEIGHBOURS[case]
-        neighbour = threading.Thread(target=chat, args=(base, words, 1000 + seed, 40))
-        neighbour.start()
-        time.sleep(wait_s)
+        threads = [threading.Thread(target=chat, args=(base, words, 1000 + 97 * k + seed, 20 + 20 * neighbours))
+                   for k in range(neighbours)]
+        for t in threads:
+            t.start()
+        time.sleep(wait_s * neighbours)
     try:
         t = chat(base, prompt_words, seed, 1)
         return t["prompt_ms"], t["prompt_n"]
     finally:
-        if neighbour is not None:
-            neighbour.join()
+        for thread in threads:
+            thread.join()
 
 
 def main() -> int:
@@ -85,7 +92,11 @@ def main() -> int:
     parser.add_argument("--prompt-words", default=str(PROMPT_WORDS),
                         help=f"the measured prompt's length in words, or several, comma-separated, measured "
                              f"interleaved (default {PROMPT_WORDS}: about 160 tokens)")
+    parser.add_argument("--neighbours", type=int, default=1,
+                        help="decoding streams beside the measured prompt in the short and long cases (default 1)")
     args = parser.parse_args()
+    if not 1 <= args.neighbours <= 7:
+        parser.error("--neighbours takes 1 to 7 (the server has 8 slots)")
     try:
         lengths = [int(w) for w in args.prompt_words.split(",")]
     except ValueError:
@@ -105,14 +116,14 @@ def main() -> int:
         for r in range(args.rounds):
             for w in lengths:
                 for case in cases:
-                    ms, n = measure(base, case, 10 + r % 4, w)
+                    ms, n = measure(base, case, 10 + r % 4, w, args.neighbours)
                     got[w, case].append(ms)
                     tokens[w].append(n)
     extra = {}
     for w in lengths:
         n = statistics.median(tokens[w])
         print(f"llama-server -t 1 -np 8 ({kv} KV), Gemma 3 270M: prompt_ms of a {w}-word prompt "
-              f"({n:g} tokens), {args.rounds} rounds")
+              f"({n:g} tokens), {args.rounds} rounds, {args.neighbours} neighbour(s)")
         alone = statistics.median(got[w, "alone"])
         for case in cases:
             v = got[w, case]
@@ -129,7 +140,8 @@ def main() -> int:
             print(f"  {w:>5} words ({n:g} tokens): {ms:6.1f} ms measured; every row over every cell {rows:6.1f}; "
                   f"tiles (the decode row's query tile only) {extra[first][0]:6.1f}")
     print(f"reproduce: .venv/bin/python benchmarks/llama_kv_scan.py --rounds {args.rounds}"
-          + (" --per-slot" if args.per_slot else "") + (f" --prompt-words {args.prompt_words}"
+          + (" --per-slot" if args.per_slot else "")
+          + (f" --neighbours {args.neighbours}" if args.neighbours != 1 else "") + (f" --prompt-words {args.prompt_words}"
                                                          if lengths != [PROMPT_WORDS] else ""))
     return 0
 
