@@ -29,8 +29,7 @@ import numpy as np
 
 from tokenpace.results import read_records
 from tokenpace.simulator.calibrate.calibration import load_calibration
-from tokenpace.simulator.calibrate.steps import observe_steps
-from tokenpace.simulator.roofline import RooflinePredictor
+from tokenpace.simulator.calibrate.heldout import priced_steps
 from tokenpace.simulator.step import StepBatch
 
 LEVELS = (1, 2, 4, 8, 16)
@@ -41,20 +40,16 @@ def increments(repeat: Path, fit: str) -> np.ndarray:
     """(level, d, prompt tokens, other cells, arrivals, measured ms, priced ms) over the prompt priced
     alone, one row per step that computed one whole prompt, every level of ``repeat``."""
     cal = load_calibration(repeat / f"cal-{fit}.json")
-    params = cal.roofline
-    predictor = RooflinePredictor(cal.model, cal.hardware, cal.weights, cal.kv_cache_dtype, cal.tp, params)
     rows = []
     for c in LEVELS:
         path = repeat / f"measured-c{c}.records.jsonl"
         if not path.exists():
             continue
-        observed = observe_steps([r for r in read_records(path) if r.status == "ok" and r.chunk_ns],
-                                 max_batched_tokens=cal.max_batched_tokens, max_num_seqs=cal.max_num_seqs)
-        for step in observed.steps:
+        predictor, steps = priced_steps(cal, read_records(path))
+        for step, priced in steps:
             if len(step.batch.prefill) != 1 or step.batch.prefill[0][1]:
                 continue
             alone = predictor.step_s(StepBatch(prefill=step.batch.prefill))
-            priced = predictor.step_s(step.batch) + step.arrivals * params.arrival_s
             d = step.batch.num_decode
             rows.append((c, d, step.batch.prefill[0][0], sum(step.batch.decode_context) if d else 0,
                          step.arrivals, (step.duration_s - alone) * 1e3, (priced - alone) * 1e3))

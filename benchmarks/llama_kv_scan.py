@@ -74,8 +74,8 @@ def measure(base: str, case: str, seed: int, prompt_words: int = PROMPT_WORDS,
         words, wait_s = NEIGHBOURS[case]
         threads = [threading.Thread(target=chat, args=(base, words, 1000 + 97 * k + seed, 20 + 20 * neighbours))
                    for k in range(neighbours)]
-        for t in threads:
-            t.start()
+        for thread in threads:
+            thread.start()
         time.sleep(wait_s * neighbours)
     try:
         t = chat(base, prompt_words, seed, 1)
@@ -141,8 +141,8 @@ def main() -> int:
                   f"tiles (the decode row's query tile only) {extra[first][0]:6.1f}")
     print(f"reproduce: .venv/bin/python benchmarks/llama_kv_scan.py --rounds {args.rounds}"
           + (" --per-slot" if args.per_slot else "")
-          + (f" --neighbours {args.neighbours}" if args.neighbours != 1 else "") + (f" --prompt-words {args.prompt_words}"
-                                                         if lengths != [PROMPT_WORDS] else ""))
+          + (f" --neighbours {args.neighbours}" if args.neighbours != 1 else "")
+          + (f" --prompt-words {args.prompt_words}" if lengths != [PROMPT_WORDS] else ""))
     return 0
 
 

@@ -20,8 +20,22 @@ import numpy as np
 
 from tokenpace.record import RequestRecord
 from tokenpace.simulator.calibrate.calibration import Calibration
-from tokenpace.simulator.calibrate.steps import observe_steps
+from tokenpace.simulator.calibrate.steps import ObservedStep, observe_steps
 from tokenpace.simulator.roofline import RooflinePredictor
+
+
+def priced_steps(calibration: Calibration, records: Iterable[RequestRecord]
+                 ) -> tuple[RooflinePredictor, list[tuple[ObservedStep, float]]]:
+    """The calibration's step model, and the run's unambiguous engine steps, each with its price in
+    seconds (its batch and contexts, plus the host time of the requests that arrived during it).
+    Raises ``UsageError`` where the run has no streamed request (as calibration does)."""
+    observed = observe_steps(records, max_batched_tokens=calibration.max_batched_tokens,
+                             max_num_seqs=calibration.max_num_seqs)
+    params = calibration.roofline
+    predictor = RooflinePredictor(calibration.model, calibration.hardware, calibration.weights,
+                                  calibration.kv_cache_dtype, calibration.tp, params)
+    return predictor, [(step, predictor.step_s(step.batch) + step.arrivals * params.arrival_s)
+                       for step in observed.steps]
 
 
 def step_errors(calibration: Calibration, records: Iterable[RequestRecord]) -> list[dict[str, Any]]:
@@ -29,14 +43,8 @@ def step_errors(calibration: Calibration, records: Iterable[RequestRecord]) -> l
     (kind, decoding sequences, prompts) seen: steps, the medians in ms, the error of the priced median
     (priced / measured − 1, in %), and both totals in seconds. Raises ``UsageError`` where the run has
     no streamed request (as calibration does)."""
-    observed = observe_steps(records, max_batched_tokens=calibration.max_batched_tokens,
-                             max_num_seqs=calibration.max_num_seqs)
-    params = calibration.roofline
-    predictor = RooflinePredictor(calibration.model, calibration.hardware, calibration.weights,
-                                  calibration.kv_cache_dtype, calibration.tp, params)
     groups: dict[tuple[str, int, int], list[tuple[float, float]]] = defaultdict(list)
-    for step in observed.steps:
-        priced = predictor.step_s(step.batch) + step.arrivals * params.arrival_s
+    for step, priced in priced_steps(calibration, records)[1]:
         groups[step.kind, step.batch.num_decode, len(step.batch.prefill)].append((step.duration_s, priced))
     rows = []
     for (kind, decodes, prompts), pairs in sorted(groups.items(), key=lambda kv: (kv[0][2] > 0, kv[0][1:])):
