@@ -114,7 +114,7 @@ def test_calibration_file_round_trips_and_bad_files_are_one_line_errors(tmp_path
     assert again.roofline == cal.roofline and again.model == cal.model and again.hardware == cal.hardware
     assert again.max_num_seqs == 16 and again.source == {"runs": [{"path": "run.json"}]}
     doc = json.loads(path.read_text())
-    assert doc["kind"] == "calibration" and doc["schema_version"] == 14
+    assert doc["kind"] == "calibration" and doc["schema_version"] == 15
     # A version 4 file has no decode MFU: its decode rows keep MFU's efficiency, as they did.
     old = {k: v for k, v in doc["roofline"].items() if k != "decode_mfu"}
     (tmp_path / "v4.json").write_text(json.dumps({**doc, "schema_version": 4, "roofline": old}))

@@ -188,7 +188,7 @@ def _render(cal, out: Path, console) -> None:
                        f"{'not determined: assumed its prior; steps allow ' if held else ''}{lo:.3f} – {hi:.3f}")
     for label, key in (("step overhead", "step_overhead_s"), ("sequence overhead", "seq_overhead_s"),
                        ("token overhead", "token_overhead_s"), ("GEMV row (past the groups)", "gemv_row_s"),
-                       ("GEMM kernel, per step", "gemm_step_s"),
+                       ("GEMM kernel, per step", "gemm_step_s"), ("step of 2+ sequences (LM head)", "head_step_s"),
                        ("request arrival (host)", "arrival_s"), ("KV cell of another sequence, per row", "kv_scan_s")):
         if key not in ranges:
             continue

@@ -115,6 +115,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, *, max_num_seqs: bool 
     g.add_argument("--gemm-step-ms", type=float, metavar="MS",
                    help="with --row-remainder gemv, gemv-pass or gemv-ubatch: time per step with a full row group, beyond its "
                         "FLOPs (default 0)")
+    g.add_argument("--head-step-ms", type=float, metavar="MS",
+                   help="time per step of two or more sequences (an LM head over two or more output rows, as "
+                        "ggml runs it in a GEMM kernel; default 0)")
     g.add_argument("--arrival-ms", type=float, metavar="MS",
                    help="host time a request's arrival takes from the engine's core, added to the step it arrives "
                         "during (an engine whose HTTP threads share the compute core, e.g. llama-server on one "
@@ -181,7 +184,8 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         raise UsageError(f"--row-group must be >= 1, not {ns.row_group}")
     host_seq_us = getattr(ns, "host_seq_us", None)
     for flag, value in (("--token-overhead-ms", ns.token_overhead_ms), ("--gemv-row-ms", ns.gemv_row_ms),
-                        ("--gemm-step-ms", ns.gemm_step_ms), ("--arrival-ms", ns.arrival_ms),
+                        ("--gemm-step-ms", ns.gemm_step_ms), ("--head-step-ms", ns.head_step_ms),
+                        ("--arrival-ms", ns.arrival_ms),
                         ("--kv-scan-ns", ns.kv_scan_ns), ("--join-window-ms", ns.join_window_ms),
                         ("--host-seq-us", host_seq_us), ("--stream-interval-ms", getattr(ns, "stream_interval_ms", None))):
         if value is not None:
@@ -204,6 +208,7 @@ def engine_config(ns: argparse.Namespace, *, model: str | None, max_num_seqs: in
         row_group=_given(ns.row_group, r.row_group), row_remainder=_given(ns.row_remainder, r.row_remainder),
         gemv_row_s=r.gemv_row_s if ns.gemv_row_ms is None else ns.gemv_row_ms / 1e3,
         gemm_step_s=r.gemm_step_s if ns.gemm_step_ms is None else ns.gemm_step_ms / 1e3,
+        head_step_s=r.head_step_s if ns.head_step_ms is None else ns.head_step_ms / 1e3,
         arrival_s=r.arrival_s if ns.arrival_ms is None else ns.arrival_ms / 1e3,
         host_seq_s=r.host_seq_s if host_seq_us is None else host_seq_us / 1e6,
         kv_scan_s=r.kv_scan_s if ns.kv_scan_ns is None else ns.kv_scan_ns / 1e9,
@@ -360,6 +365,8 @@ def engine_argv(config: SimConfig) -> list[str]:
     if r.row_remainder != _R.row_remainder:
         argv += ["--row-remainder", r.row_remainder, "--gemv-row-ms", repr(r.gemv_row_s * 1e3),
                  "--gemm-step-ms", repr(r.gemm_step_s * 1e3)]
+    if r.head_step_s:
+        argv += ["--head-step-ms", repr(r.head_step_s * 1e3)]
     if r.arrival_s:
         argv += ["--arrival-ms", repr(r.arrival_s * 1e3)]
     if r.host_seq_s or config.engine:  # 0 stated too under a preset, whose own figure would apply

@@ -41,6 +41,12 @@ token plus 22 ms, HTTP and its one output row included, where a closed loop's de
 ``gemm_step_s`` near 70 ms; under "gemv-pass" every prefill paid that. With a unified KV cache
 (``--kv-unified``, or one slot) llama.cpp splits a batch simply, prompts and decodes together:
 "gemv-pass".
+A step of two or more sequences costs ``head_step_s`` more (0 by default): its LM head multiplies
+two or more output rows, which ggml hands to a GEMM kernel (llamafile's ``llamafile_sgemm`` takes
+``n >= 2`` only, ``ggml/src/ggml-cpu/llamafile/sgemm.cpp``) where one row goes to a dot product; a
+lone prompt's many rows have one output row. The kernel switch is the likely cause, not a measured
+one: fitted on llama-server it is 8-27 ms a step, and a prompt beside one decode, priced 3.5-5.1%
+short without it, comes within 1.6% (medians of 27 runs, RESULTS 7zn).
 
 The decode rows' GEMM efficiency, apart from the prefill's (``decode_mfu``; None: MFU's). Under
 ggml's kernels a step of 4g decoding sequences is one pass over the weights plus g row groups'
@@ -188,6 +194,7 @@ class RooflineParams:
     row_remainder: str = "pad"  # the rows past the last full group: one of ROW_REMAINDERS (see the module docstring)
     gemv_row_s: float = 0.0  # "gemv": per row outside the full groups, beyond its FLOPs and bytes
     gemm_step_s: float = 0.0  # "gemv": per step with at least one full group, beyond its FLOPs and bytes
+    head_step_s: float = 0.0  # per step of two or more sequences (an LM head over 2+ output rows): see the docstring
     decode_mfu: float | None = None  # the decode tokens' GEMM FLOPs at this efficiency; None: at ``mfu``'s
     arrival_s: float = 0.0  # host time per request arriving while a step runs: see the docstring
     host_seq_s: float = 0.0  # host time per sequence a step overlaps with the GPU: see the docstring
@@ -228,6 +235,8 @@ class RooflineParams:
             raise ValueError(f"join_after must be one of {JOIN_AFTER}, not {self.join_after!r}")
         if not 0 <= self.kv_scan_s < float("inf"):
             raise ValueError("kv_scan_s must be >= 0")
+        if not 0 <= self.head_step_s < float("inf"):
+            raise ValueError("head_step_s must be >= 0")
         if self.attention_tile_rows < 0:
             raise ValueError("attention_tile_rows must be >= 0")
         if self.decode_kv_reads not in DECODE_KV_READS:
@@ -240,6 +249,7 @@ class RooflineParams:
                 "allreduce_latency_s": self.allreduce_latency_s, "seq_overhead_s": self.seq_overhead_s,
                 "token_overhead_s": self.token_overhead_s, "row_group": self.row_group,
                 "row_remainder": self.row_remainder, "gemv_row_s": self.gemv_row_s, "gemm_step_s": self.gemm_step_s,
+                **({"head_step_s": self.head_step_s} if self.head_step_s else {}),
                 "decode_mfu": self.decode_mfu, "arrival_s": self.arrival_s,
                 **({"kv_scan_s": self.kv_scan_s} if self.kv_scan_s else {}),
                 **({"host_seq_s": self.host_seq_s} if self.host_seq_s else {}),
@@ -277,6 +287,8 @@ class RooflineParams:
         t = self.step_overhead_s + sequences * self.seq_overhead_s + tokens * self.token_overhead_s
         if self.row_remainder in GEMV_REMAINDERS:
             t += self.kernel_paths_s(kernel_rows)
+        if self.head_step_s:
+            t = t + self.head_step_s * (sequences >= 2)
         if allreduces:
             lat = ar_latency if self.allreduce_latency_s is None else self.allreduce_latency_s
             t += link_s + allreduces * lat

@@ -66,6 +66,8 @@ UNDETERMINED = {
                  "of a batch seen both with and without a request arriving during it): assumed 0",
     "kv_scan_s": "the steps could not tell a cost per query row and KV cell of the step's whole batch (one KV "
                  "buffer shared by every sequence, each row visiting every cell) from the other terms: assumed 0",
+    "head_step_s": "the steps could not tell a cost of a step of two or more sequences (an LM head over two or "
+                   "more output rows) from the other terms: assumed 0",
     "row_remainder": "the steps could not tell whether a step's prompts ran in kernel invocations of their own, "
                      "after the decode tokens' (\"gemv-ubatch\": llama.cpp with a KV stream per slot splits a batch "
                      "into ubatches of equal tokens per sequence) or in one with them (\"gemv-pass\"): both fits are "
@@ -328,7 +330,7 @@ def fit_report(fit: Fit, observed: StepObservations, prior: str = "0",
         "weights": "steps with prompt tokens and decode-only steps weigh half each; within the decode steps "
                    "each batch size seen weighs alike",
         "fitted": ["mfu", "mbu", "step_overhead_s", "seq_overhead_s", "token_overhead_s", "row_group",
-                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s", "kv_scan_s", "decode_delta_s"],
+                   "row_remainder", "gemv_row_s", "gemm_step_s", "decode_mfu", "arrival_s", "kv_scan_s", "head_step_s", "decode_delta_s"],
         "undetermined": {name: UNDETERMINED[name].format(prior=prior, decode_prior=decode_prior)
                          for name in fit.undetermined},
         "assumed": {**ASSUMED, "row_remainder": SHARED_KV_REMAINDER} if shared_kv else ASSUMED,

@@ -25,8 +25,8 @@ from tokenpace.simulator.step_price import RooflineParams
 # 2: roofline gains token_overhead_s and row_group; 3: row_remainder, gemv_row_s and gemm_step_s;
 # 4: row_remainder may be "gemv-pass"; 5: decode_mfu; 6: arrival_s; 7: row_remainder may be "gemv-ubatch";
 # 8: decode_delta_s; 9: kv_scan_s; 10: join_window_s; 11: join_after; 12: attention_tile_rows;
-# 13: client.first_wave_gap_s; 14: stream_interval_s (older versions are read, without them)
-SCHEMA_VERSION = 14
+# 13: client.first_wave_gap_s; 14: stream_interval_s; 15: head_step_s (older versions are read, without them)
+SCHEMA_VERSION = 15
 KIND = "calibration"
 
 
@@ -77,6 +77,7 @@ class Calibration:
                                     row_remainder=str(r.get("row_remainder", "pad")),
                                     gemv_row_s=float(r.get("gemv_row_s", 0.0)),
                                     gemm_step_s=float(r.get("gemm_step_s", 0.0)),
+                                    head_step_s=float(r.get("head_step_s", 0.0)),
                                     decode_mfu=_opt_float(r.get("decode_mfu")),
                                     arrival_s=float(r.get("arrival_s", 0.0)),
                                     kv_scan_s=float(r.get("kv_scan_s", 0.0)),
@@ -125,7 +126,7 @@ def load_calibration(path: str | Path) -> Calibration:
         raise UsageError(f"{label}: invalid calibration ({type(exc).__name__}: {exc})") from None
     r = cal.roofline
     overheads = (r.step_overhead_s, r.seq_overhead_s, r.token_overhead_s, r.gemv_row_s, r.gemm_step_s, r.arrival_s,
-                 r.kv_scan_s, *cal.turnarounds_s)
+                 r.kv_scan_s, r.head_step_s, *cal.turnarounds_s)
     effs = (r.mfu, r.mbu) + (() if r.decode_mfu is None else (r.decode_mfu,))
     if not all(0 < v < float("inf") for v in effs) or \
             not all(0 <= v < float("inf") for v in overheads) or not 0 <= cal.turnaround_s < 60 or \

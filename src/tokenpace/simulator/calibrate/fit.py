@@ -95,9 +95,9 @@ REMAINDERS = ("pad", "gemv-pass", "gemv", "gemv-ubatch")
 SIBLINGS = {"gemv-pass": "gemv-ubatch", "gemv-ubatch": "gemv-pass"}
 # Linear terms, fitted >= 0: per step, sequence, token; under a "gemv" remainder, per row outside the
 # full row groups and per step that runs the GEMM kernel; per request that arrived during the step; per
-# query row and KV cell of the step's batch (one KV buffer scanned by every row: ``StepWork.scan``).
+# query row and KV cell of the step's batch (one KV buffer: ``StepWork.scan``), and per step of 2+ sequences.
 OVERHEADS = ("step_overhead_s", "seq_overhead_s", "token_overhead_s", "gemv_row_s", "gemm_step_s", "arrival_s",
-             "kv_scan_s")
+             "kv_scan_s", "head_step_s")
 
 
 @dataclass(frozen=True)
@@ -264,19 +264,10 @@ class _DecodeProfile:
             decode[i, :len(w.decode_compute_s)] = w.decode_compute_s
         self.compute, self.memory, self.decode = compute - decode, memory, decode
         self.fixed = np.array([w.link_s + w.allreduces * w.allreduce_latency_s for w in works])
-        columns = {}
-        if seq_fixed_s is None:
-            columns["seq_overhead_s"] = [w.sequences for w in works]
-        else:
+        if seq_fixed_s is not None:
             self.fixed = self.fixed + seq_fixed_s * np.array([w.sequences for w in works], dtype=float)
-        if params.token_overhead_s:
-            columns["token_overhead_s"] = [w.tokens for w in works]
-        rg = params.row_group
-        columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
-        columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
-        columns["arrival_s"] = [s.arrivals for s in steps]
-        if shared_kv:
-            columns["kv_scan_s"] = [w.scan for w in works]
+        columns = _columns(works, steps, params.row_group, seq_fixed_s is None, bool(params.token_overhead_s),
+                           True, shared_kv)
         self.upper = scan_bound(predictor)
         self.counts = np.array(list(columns.values()), dtype=float)
         self.names = ("step_overhead_s", *columns)
@@ -307,20 +298,10 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     decode /= base.decode_mfu or 1.0
     fixed = np.array([w.link_s + w.allreduces * (w.allreduce_latency_s if base.allreduce_latency_s is None
                                                  else base.allreduce_latency_s) for w in works])
-    rg = base.row_group
-    columns = {}
-    if seq_fixed_s is None:
-        columns["seq_overhead_s"] = [w.sequences for w in works]
-    else:
+    if seq_fixed_s is not None:
         fixed = fixed + seq_fixed_s * np.array([w.sequences for w in works], dtype=float)
-    if per_token:
-        columns["token_overhead_s"] = [w.tokens for w in works]
-    if base.row_remainder in GEMV_REMAINDERS:
-        columns["gemv_row_s"] = [w.kernel_rows % rg for w in works]
-        columns["gemm_step_s"] = [float(w.kernel_rows >= rg) for w in works]
-    columns["arrival_s"] = [s.arrivals for s in steps]
-    if shared_kv:
-        columns["kv_scan_s"] = [w.scan for w in works]
+    columns = _columns(works, steps, base.row_group, seq_fixed_s is None, per_token,
+                       base.row_remainder in GEMV_REMAINDERS, shared_kv)
     counts = np.array(list(columns.values()), dtype=float).reshape(len(columns), len(steps))
     names = ("step_overhead_s", *columns)
     y = np.array([s.duration_s for s in steps])
@@ -333,6 +314,25 @@ def _fit_one(predictor: RooflinePredictor, steps: list[ObservedStep], base: Roof
     if seq_fixed_s is not None:
         fit = replace(fit, params=replace(fit.params, seq_overhead_s=seq_fixed_s))
     return fit
+
+
+def _columns(works: list, steps: list[ObservedStep], row_group: int, seq: bool, per_token: bool, gemv: bool,
+             shared_kv: bool) -> dict[str, list[float]]:
+    """Each fitted linear term's count per step (``OVERHEADS``), for the terms the structure has."""
+    columns: dict[str, list[float]] = {}
+    if seq:
+        columns["seq_overhead_s"] = [w.sequences for w in works]
+    if per_token:
+        columns["token_overhead_s"] = [w.tokens for w in works]
+    if gemv:
+        columns["gemv_row_s"] = [w.kernel_rows % row_group for w in works]
+        columns["gemm_step_s"] = [float(w.kernel_rows >= row_group) for w in works]
+    columns["arrival_s"] = [s.arrivals for s in steps]
+    if shared_kv:
+        columns["kv_scan_s"] = [w.scan for w in works]
+        if gemv:  # an LM head over two or more output rows (see ``RooflineParams``)
+            columns["head_step_s"] = [float(w.sequences >= 2) for w in works]
+    return columns
 
 
 def scan_bound(predictor: RooflinePredictor) -> tuple[str, float]:
