@@ -232,9 +232,9 @@ class TableChunks:
             found = _block_gaps(full[row:end], counts, offsets, ns, tokens, one_token)
             return found if found is None or not described else pooled.share(*found)
 
-        for share in ordered_map(block, table.chunk_blocks()):
-            if share is not None:
-                pooled.fold(share)
+        for part in ordered_map(block, table.chunk_blocks()):
+            if part is not None:
+                pooled.fold(part)
         self._token_sum = total[rows]
         if window is not None:
             inside_one = self.one & window.contains_all(self.one_ns)

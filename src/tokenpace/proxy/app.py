@@ -3,8 +3,6 @@ path (``/v1/models`` among them) passed through unmeasured."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest

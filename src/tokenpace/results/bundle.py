@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tokenpace.files import write_whole
 from tokenpace.results.columnar import MANIFEST, columns_path

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from tokenpace.config import BenchConfig
@@ -35,6 +35,9 @@ from tokenpace.runner.interrupts import Interrupts
 from tokenpace.runner.partition import Partition, worker_count
 from tokenpace.runner.worker_pool import WorkerPool
 from tokenpace.workload import PlannedRequest, WorkloadSpec
+
+if TYPE_CHECKING:  # the annotation only: bench imports this module
+    from tokenpace.runner.bench import Recorder
 
 Emit = Callable[..., None]
 

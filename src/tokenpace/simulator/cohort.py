@@ -28,7 +28,7 @@ from bisect import bisect_left
 from heapq import heappop, heappush
 
 from tokenpace.chunk_runs import StepEnds
-from tokenpace.simulator.cohort_blocks import CohortBlocks, longest_fit
+from tokenpace.simulator.cohort_blocks import CohortBlocks
 from tokenpace.simulator.sequence import Sequence
 from tokenpace.simulator.step import ShiftedContexts
 

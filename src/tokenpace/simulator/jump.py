@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tokenpace.simulator.cohort import longest_fit
+from tokenpace.simulator.cohort_blocks import longest_fit
 from tokenpace.simulator.kv_cache import KVCache
 from tokenpace.simulator.policies.base import Batch
 

@@ -153,7 +153,6 @@ class ChunkedPrefill(Scheduler):
         budget = self.limits.max_batched_tokens
         g = self.limits.decode_tokens
         room = self.kv.block_size
-        chunk = self.limits.chunked_prompts
         prompts = []
         decode = batch.decode
         all_ran = True
